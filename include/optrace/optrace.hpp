@@ -1,0 +1,4 @@
+// optrace/optrace.hpp: the umbrella header; includes every public header, nothing else
+#pragma once
+
+#include <optrace/error.hpp>

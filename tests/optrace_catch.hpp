@@ -1,0 +1,25 @@
+// optrace_catch.hpp: one include for Catch2 v2 (Debian bookworm) and v3 (Debian trixie)
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+#if defined(OPTRACE_CATCH2_V3)
+#include <catch2/catch_all.hpp>
+#define OPTRACE_CONTAINS(s) Catch::Matchers::ContainsSubstring(s)
+#define OPTRACE_SKIP(msg) SKIP(msg)
+#else
+#include <catch2/catch.hpp>
+#define OPTRACE_CONTAINS(s) Catch::Matchers::Contains(s)
+// Catch2 v2 has no SKIP: say so (ctest marks the test skipped on "SKIPPED:") and leave.
+#define OPTRACE_SKIP(msg)          \
+  do {                             \
+    WARN("SKIPPED: " << msg);      \
+    return;                        \
+  } while (false)
+#endif
+
+namespace optrace_test {
+inline std::string data_path(const std::string& name) { return std::string(OPTRACE_TEST_DATA) + "/" + name; }
+inline std::string temp_path(const std::string& name) { return std::string(OPTRACE_BINARY_DIR) + "/" + name; }
+}  // namespace optrace_test
