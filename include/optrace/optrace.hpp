@@ -2,3 +2,4 @@
 #pragma once
 
 #include <optrace/error.hpp>
+#include <optrace/tensor_spec.hpp>

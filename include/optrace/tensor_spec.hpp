@@ -1,0 +1,64 @@
+// optrace/tensor_spec.hpp: what optrace keeps of a tensor instead of its data
+#pragma once
+
+#include <optrace/detail/compat.hpp>
+
+#include <cstdint>
+#include <vector>
+
+namespace optrace {
+
+/// The metadata of one tensor: enough to rebuild a tensor of the same shape, dtype, strides
+/// and device (`optrace/materialize.hpp`), never its values. Mirrors torch.export's TensorMeta.
+struct TensorSpec {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;  ///< same rank as `sizes`
+  int64_t storage_offset = 0;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  c10::Device device = c10::Device(c10::kCPU);
+  c10::Layout layout = c10::kStrided;
+  bool requires_grad = false;
+
+  /// The spec of `t` (which must be defined). Sparse and other non-strided layouts get
+  /// empty strides and offset 0.
+  static TensorSpec of(const at::Tensor& t) {
+    TensorSpec s;
+    s.sizes = t.sizes().vec();
+    if (t.layout() == c10::kStrided) {
+      s.strides = t.strides().vec();
+      s.storage_offset = t.storage_offset();
+    }
+    s.dtype = t.scalar_type();
+    s.device = t.device();
+    s.layout = t.layout();
+    s.requires_grad = t.requires_grad();
+    return s;
+  }
+
+  /// Contiguous strides for `sizes` (what a freshly allocated tensor has).
+  static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+    std::vector<int64_t> strides(sizes.size());
+    int64_t running = 1;
+    for (size_t i = sizes.size(); i-- > 0;) {
+      strides[i] = running;
+      running *= sizes[i] > 1 ? sizes[i] : 1;
+    }
+    return strides;
+  }
+
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t s : sizes) n *= s;
+    return n;
+  }
+
+  friend bool operator==(const TensorSpec& a, const TensorSpec& b) {
+    return a.sizes == b.sizes && a.strides == b.strides && a.storage_offset == b.storage_offset &&
+           a.dtype == b.dtype && a.device == b.device && a.layout == b.layout &&
+           a.requires_grad == b.requires_grad;
+  }
+  friend bool operator!=(const TensorSpec& a, const TensorSpec& b) { return !(a == b); }
+};
+
+}  // namespace optrace
