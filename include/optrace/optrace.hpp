@@ -3,3 +3,6 @@
 
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>
+#include <optrace/value.hpp>
+#include <optrace/dynamic_shapes.hpp>
+#include <optrace/observer.hpp>

@@ -1,0 +1,636 @@
+// optrace/detail/analysis.hpp: from recorded calls to dynamic shapes and export arguments
+#pragma once
+// The same analysis serves a live InputObserver and an observation file loaded from disk: both
+// hand over a CallSet. Calls are aligned on one template built by merging every distinct call
+// signature (so a tensor that is None in one call and present in another is still a tensor
+// input); the merge is where mismatches (rank, length, scalar value) become errors.
+
+#include <optrace/dynamic_shapes.hpp>
+#include <optrace/error.hpp>
+#include <optrace/value.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace optrace {
+
+/// How `infer_arguments` picks the call it returns.
+struct InferArgumentsOptions {
+  /// Use the stored call at this index (0-based, in recording order). Default: -1, the first
+  /// stored call that has every argument (optional ones filled by value_if_missing count).
+  InferArgumentsOptions& call_index(int64_t index) {
+    call_index_ = index;
+    return *this;
+  }
+  /// Pick the first stored call whose dynamic dims are all >= 2, which torch.export does not
+  /// specialize. Throws ShapeError when no stored call qualifies. Default: false.
+  InferArgumentsOptions& export_safe(bool on = true) {
+    export_safe_ = on;
+    return *this;
+  }
+  int64_t call_index() const { return call_index_; }
+  bool export_safe() const { return export_safe_; }
+
+ private:
+  int64_t call_index_ = -1;
+  bool export_safe_ = false;
+};
+
+namespace detail {
+
+/// Every call an observer saw, in the form the analysis needs. Each call is a Dict Value
+/// whose keys are argument keys: names, or `#i` for unnamed positional arguments.
+struct CallSet {
+  bool keyed = false;                        ///< some call used keyword arguments
+  std::vector<std::string> preferred_order;  ///< argument names in signature order, if known
+  std::vector<Value> signatures;             ///< distinct calls, specs only, first-seen order
+  std::vector<int64_t> counts;               ///< calls per signature
+  std::vector<Value> stored;                 ///< the stored calls, with tensor data
+  /// Calls beyond the signature bound: element-wise min and max of their dims (same structure).
+  std::optional<Value> overflow_min, overflow_max;
+  int64_t dropped_signatures = 0;
+  std::vector<std::string> recording_errors;
+};
+
+struct PathStep {
+  size_t index;
+  std::string key;  // for Dict/Struct: looked up by key, so key order may differ between calls
+};
+
+inline const Value* follow(const Value& root, const std::vector<PathStep>& path) {
+  const Value* v = &root;
+  for (const PathStep& step : path) {
+    if (v->is_keyed()) v = v->find(step.key);
+    else if (v->is_container() && step.index < v->items.size()) v = &v->items[step.index];
+    else return nullptr;
+    if (v == nullptr) return nullptr;
+  }
+  return v;
+}
+
+inline std::string display_key(const std::string& key) {
+  return key.size() > 1 && key[0] == '#' ? "#" + key.substr(1) : key;
+}
+
+/// `'cache[1]'`, `'batch.input_ids'`, `'inputs["ids"]'`, `#0[2]`.
+inline std::string display_path(const std::string& top, const std::vector<PathStep>& path,
+                                const std::vector<Value::Kind>& kinds) {
+  std::string s = display_key(top);
+  for (size_t k = 0; k < path.size(); ++k) {
+    if (kinds[k] == Value::Kind::Struct) s += "." + path[k].key;
+    else if (kinds[k] == Value::Kind::Dict) s += "[\"" + path[k].key + "\"]";
+    else s += "[" + std::to_string(path[k].index) + "]";
+  }
+  return top.size() > 1 && top[0] == '#' ? "argument " + s : "argument '" + s + "'";
+}
+
+inline const char* kind_name(Value::Kind k) {
+  switch (k) {
+    case Value::Kind::None: return "None";
+    case Value::Kind::Tensor: return "a tensor";
+    case Value::Kind::Int: return "an int";
+    case Value::Kind::Double: return "a float";
+    case Value::Kind::Bool: return "a bool";
+    case Value::Kind::String: return "a string";
+    case Value::Kind::List: return "a list";
+    case Value::Kind::Tuple: return "a tuple";
+    case Value::Kind::Dict: return "a dict";
+    case Value::Kind::Struct: return "a struct";
+  }
+  return "?";
+}
+
+inline std::string scalar_text(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Int: return std::to_string(v.i);
+    case Value::Kind::Double: return concat(v.d);
+    case Value::Kind::Bool: return v.b ? "True" : "False";
+    case Value::Kind::String: return "'" + v.s + "'";
+    default: return describe(v);
+  }
+}
+
+inline std::string join_keys(const std::vector<std::string>& keys) {
+  std::string s = "[";
+  for (size_t k = 0; k < keys.size(); ++k) s += (k ? ", " : "") + keys[k];
+  return s + "]";
+}
+
+inline Value strip_data(Value v) {
+  v.data = at::Tensor();
+  for (Value& item : v.items) item = strip_data(std::move(item));
+  return v;
+}
+
+/// Merges `v` into the template `t`, or throws ArgumentError naming the argument.
+/// `top`, `path`, `kinds` name where we are.
+inline void merge_into(Value& t, const Value& v, const std::string& top, std::vector<PathStep>& path,
+                       std::vector<Value::Kind>& kinds) {
+  using K = Value::Kind;
+  if (v.is_none()) return;
+  if (t.is_none()) {
+    t = strip_data(v);
+    return;
+  }
+  auto where = [&] { return display_path(top, path, kinds); };
+  if (t.kind != v.kind) raise<ArgumentError>(where(), ": ", kind_name(t.kind), " in one call and ", kind_name(v.kind), " in another");
+  switch (t.kind) {
+    case K::Tensor:
+      if (t.spec.dim() != v.spec.dim())
+        raise<ArgumentError>(where(), ": tensor rank changed between calls: ", t.spec.dim(), " and ", v.spec.dim());
+      if (t.spec.dtype != v.spec.dtype)
+        raise<ArgumentError>(where(), ": dtype changed between calls: ", c10::toString(t.spec.dtype), " and ",
+                             c10::toString(v.spec.dtype));
+      return;
+    case K::Int:
+    case K::Double:
+    case K::Bool:
+    case K::String:
+      if (t != v)
+        raise<ArgumentError>(where(), ": scalar changed between calls: ", scalar_text(t), " and ", scalar_text(v),
+                             " (export specializes scalars; pass it as a tensor if it varies)");
+      return;
+    case K::List:
+    case K::Tuple:
+      if (t.items.size() != v.items.size())
+        raise<ArgumentError>(where(), ": ", t.kind == K::List ? "list" : "tuple", " length changed between calls: ",
+                             t.items.size(), " and ", v.items.size());
+      for (size_t k = 0; k < t.items.size(); ++k) {
+        path.push_back({k, {}});
+        kinds.push_back(t.kind);
+        merge_into(t.items[k], v.items[k], top, path, kinds);
+        path.pop_back();
+        kinds.pop_back();
+      }
+      return;
+    case K::Dict:
+    case K::Struct: {
+      std::vector<std::string> a = t.keys, b = v.keys;
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a != b)
+        raise<ArgumentError>(where(), ": ", t.kind == K::Dict ? "dict keys" : "struct fields", " changed between calls: ",
+                             join_keys(t.keys), " and ", join_keys(v.keys));
+      for (size_t k = 0; k < t.items.size(); ++k) {
+        path.push_back({k, t.keys[k]});
+        kinds.push_back(t.kind);
+        merge_into(t.items[k], *v.find(t.keys[k]), top, path, kinds);
+        path.pop_back();
+        kinds.pop_back();
+      }
+      return;
+    }
+    default: return;
+  }
+}
+
+/// One tensor input, wherever it sits in the argument structure.
+struct Leaf {
+  size_t argument;             // index into Analysis::keys
+  std::vector<PathStep> path;  // below the argument
+  std::string where;           // "argument 'x'" for messages
+  const Value* node;           // in the template
+  std::vector<const Value*> per_signature;  // nullptr where absent or None
+  const Value* overflow_min = nullptr;
+  const Value* overflow_max = nullptr;
+};
+
+/// The aligned view of a CallSet. Throws ArgumentError when the calls cannot be aligned.
+class Analysis {
+ public:
+  explicit Analysis(const CallSet& calls) : calls_(calls) {
+    if (!calls.recording_errors.empty())
+      raise<ArgumentError>("a call could not be recorded: ", calls.recording_errors.front());
+    OPTRACE_CHECK(!calls.signatures.empty(), ArgumentError, "no calls were observed");
+    collect_keys();
+    if (calls.keyed)
+      for (const std::string& k : keys_)
+        OPTRACE_CHECK(k.empty() || k[0] != '#', ArgumentError, "calls mix positional and keyword arguments, but positional argument ",
+                      k.substr(1), " has no name: name the positional arguments with ObserverOptions().arg_names({...})");
+    require_a_complete_call();
+    build_template();
+    collect_leaves(tmpl_);
+  }
+
+  const std::vector<std::string>& keys() const { return keys_; }
+  const Value& tmpl() const { return tmpl_; }
+  const std::vector<Leaf>& leaves() const { return leaves_; }
+  const CallSet& calls() const { return calls_; }
+
+ private:
+  void collect_keys() {
+    std::set<std::string> seen;
+    std::vector<std::string> in_order;
+    for (const Value& sig : calls_.signatures)
+      for (const std::string& k : sig.keys)
+        if (seen.insert(k).second) in_order.push_back(k);
+    for (const std::string& k : calls_.preferred_order)
+      if (seen.count(k)) keys_.push_back(k);
+    for (const std::string& k : in_order)
+      if (std::find(keys_.begin(), keys_.end(), k) == keys_.end()) keys_.push_back(k);
+  }
+
+  void require_a_complete_call() {
+    int64_t best = -1, best_any = 0;
+    for (size_t s = 0; s < calls_.signatures.size(); ++s) {
+      const Value& sig = calls_.signatures[s];
+      if (sig.num_tensors() > calls_.signatures[best_any].num_tensors()) best_any = static_cast<int64_t>(s);
+      bool has_all = std::all_of(keys_.begin(), keys_.end(), [&](const std::string& k) { return sig.find(k); });
+      if (has_all && (best < 0 || sig.num_tensors() > calls_.signatures[best].num_tensors())) best = static_cast<int64_t>(s);
+    }
+    if (best < 0) {
+      const Value& sig = calls_.signatures[best_any];
+      std::vector<std::string> lacking;
+      for (const std::string& k : keys_)
+        if (!sig.find(k)) lacking.push_back("'" + display_key(k) + "'");
+      std::string list;
+      for (size_t k = 0; k < lacking.size(); ++k) list += (k ? ", " : "") + lacking[k];
+      raise<ArgumentError>("no observed call has all the arguments; the call with the most tensors lacks ", list,
+                           ": pass every argument in at least one call, or give ObserverOptions().value_if_missing(",
+                           lacking.front(), ", ...)");
+    }
+  }
+
+  // Merged in first-seen order, so messages read "first value and later value".
+  void build_template() {
+    tmpl_.kind = Value::Kind::Dict;
+    tmpl_.keys = keys_;
+    tmpl_.items.resize(keys_.size());
+    auto merge_call = [&](const Value& sig) {
+      for (size_t k = 0; k < keys_.size(); ++k) {
+        const Value* v = sig.find(keys_[k]);
+        if (!v) continue;
+        std::vector<PathStep> path;
+        std::vector<Value::Kind> kinds;
+        merge_into(tmpl_.items[k], *v, keys_[k], path, kinds);
+      }
+    };
+    for (const Value& sig : calls_.signatures) merge_call(sig);
+    if (calls_.overflow_min) merge_call(*calls_.overflow_min);
+  }
+
+  void collect_leaves(const Value& root) {
+    for (size_t k = 0; k < keys_.size(); ++k) {
+      std::vector<PathStep> path;
+      std::vector<Value::Kind> kinds;
+      walk(k, root.items[k], path, kinds);
+    }
+  }
+
+  void walk(size_t argument, const Value& node, std::vector<PathStep>& path, std::vector<Value::Kind>& kinds) {
+    if (node.is_tensor()) {
+      Leaf leaf;
+      leaf.argument = argument;
+      leaf.path = path;
+      leaf.where = display_path(keys_[argument], path, kinds);
+      leaf.node = &node;
+      std::vector<PathStep> full = path;
+      full.insert(full.begin(), PathStep{0, keys_[argument]});
+      auto present = [&](const Value& call) -> const Value* {
+        const Value* v = follow(call, full);
+        return v && v->is_tensor() ? v : nullptr;
+      };
+      for (const Value& sig : calls_.signatures) leaf.per_signature.push_back(present(sig));
+      if (calls_.overflow_min) {
+        leaf.overflow_min = present(*calls_.overflow_min);
+        leaf.overflow_max = present(*calls_.overflow_max);
+      }
+      leaves_.push_back(std::move(leaf));
+      return;
+    }
+    for (size_t k = 0; k < node.items.size(); ++k) {
+      path.push_back({k, node.is_keyed() ? node.keys[k] : std::string()});
+      kinds.push_back(node.kind);
+      walk(argument, node.items[k], path, kinds);
+      path.pop_back();
+      kinds.pop_back();
+    }
+  }
+
+  const CallSet& calls_;
+  std::vector<std::string> keys_;
+  Value tmpl_;
+  std::vector<Leaf> leaves_;
+};
+
+/// Per-dim facts of every leaf: which dims vary, their ranges.
+struct DimFacts {
+  std::vector<std::vector<bool>> dynamic;  // [leaf][dim]
+  std::vector<std::vector<int64_t>> min, max;
+};
+
+inline DimFacts dim_facts(const Analysis& a, const DynamicShapesOptions& options) {
+  DimFacts f;
+  for (const Leaf& leaf : a.leaves()) {
+    size_t rank = leaf.node->spec.sizes.size();
+    std::vector<bool> dyn(rank, false);
+    std::vector<int64_t> mn(rank, INT64_MAX), mx(rank, INT64_MIN);
+    auto see = [&](const Value* v, bool as_min, bool as_max) {
+      if (!v) return;
+      for (size_t d = 0; d < rank; ++d) {
+        int64_t x = v->spec.sizes[d];
+        if (as_min) mn[d] = std::min(mn[d], x);
+        if (as_max) mx[d] = std::max(mx[d], x);
+      }
+    };
+    for (const Value* v : leaf.per_signature) see(v, true, true);
+    see(leaf.overflow_min, true, false);
+    see(leaf.overflow_max, false, true);
+    const std::string& top = a.keys()[leaf.argument];
+    bool force0 = options.dim0_dynamic_all() ||
+                  std::find(options.dim0_dynamic().begin(), options.dim0_dynamic().end(), top) !=
+                      options.dim0_dynamic().end();
+    for (size_t d = 0; d < rank; ++d) {
+      if (mn[d] == INT64_MAX) mn[d] = mx[d] = leaf.node->spec.sizes[d];
+      dyn[d] = mn[d] != mx[d] || (d == 0 && force0);
+    }
+    f.dynamic.push_back(std::move(dyn));
+    f.min.push_back(std::move(mn));
+    f.max.push_back(std::move(mx));
+  }
+  return f;
+}
+
+/// The stored call `infer_arguments` starts from (see InferArgumentsOptions).
+inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const InferArgumentsOptions& options,
+                                 const std::vector<Value>& stored) {
+  OPTRACE_CHECK(!stored.empty(), ArgumentError, "no calls were stored (store_n_calls is 0)");
+  if (options.call_index() >= 0) {
+    OPTRACE_CHECK(static_cast<size_t>(options.call_index()) < stored.size(), ArgumentError, "call index ",
+                  options.call_index(), " is out of range: ", stored.size(), " calls are stored");
+    return static_cast<size_t>(options.call_index());
+  }
+  auto complete = [&](const Value& call) {
+    for (const std::string& k : a.keys())
+      if (!call.find(k)) return false;
+    for (const Leaf& leaf : a.leaves()) {
+      std::vector<PathStep> full = leaf.path;
+      full.insert(full.begin(), PathStep{0, a.keys()[leaf.argument]});
+      const Value* v = follow(call, full);
+      if (!v || !v->is_tensor()) return false;
+    }
+    return true;
+  };
+  auto safe = [&](const Value& call) {
+    for (size_t l = 0; l < a.leaves().size(); ++l) {
+      const Leaf& leaf = a.leaves()[l];
+      std::vector<PathStep> full = leaf.path;
+      full.insert(full.begin(), PathStep{0, a.keys()[leaf.argument]});
+      const Value* v = follow(call, full);
+      for (size_t d = 0; d < facts.dynamic[l].size(); ++d)
+        if (facts.dynamic[l][d] && v->spec.sizes[d] < 2) return false;
+    }
+    return true;
+  };
+  for (size_t c = 0; c < stored.size(); ++c)
+    if (complete(stored[c]) && (!options.export_safe() || safe(stored[c]))) return c;
+  OPTRACE_CHECK(!options.export_safe(), ShapeError,
+                "no stored call has every dynamic dim >= 2 (export_safe); store more calls (store_n_calls) or pick one "
+                "with call_index");
+  size_t best = 0;
+  for (size_t c = 1; c < stored.size(); ++c)
+    if (stored[c].num_tensors() > stored[best].num_tensors()) best = c;
+  return best;
+}
+
+/// Builds the export arguments from a stored call, filling what it lacks: a missing tensor
+/// becomes an empty tensor shaped like the same input in other calls with its highest dynamic
+/// dim set to 0 (zeros of that shape when no dim is dynamic); a missing scalar takes the
+/// template's value.
+inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value& call) {
+  std::unordered_map<const Value*, size_t> leaf_of;
+  for (size_t l = 0; l < a.leaves().size(); ++l) leaf_of[a.leaves()[l].node] = l;
+
+  std::function<Value(const Value&, const Value*)> fill = [&](const Value& t, const Value* v) -> Value {
+    if (t.is_tensor()) {
+      if (v && v->is_tensor()) return *v;
+      size_t l = leaf_of.at(&t);
+      const Leaf& leaf = a.leaves()[l];
+      const Value* ref = &t;
+      for (const Value* s : leaf.per_signature)
+        if (s) {
+          ref = s;
+          break;
+        }
+      std::vector<int64_t> sizes = ref->spec.sizes;
+      bool any_dynamic = false;
+      for (size_t d = sizes.size(); d-- > 0;)
+        if (facts.dynamic[l][d]) {
+          sizes[d] = 0;
+          any_dynamic = true;
+          break;
+        }
+      at::Tensor data = any_dynamic ? at::empty(sizes, at::TensorOptions().dtype(ref->spec.dtype).device(ref->spec.device))
+                                    : at::zeros(sizes, at::TensorOptions().dtype(ref->spec.dtype).device(ref->spec.device));
+      return Value::tensor(data, true);
+    }
+    if (!t.is_container()) return v && !v->is_none() ? *v : t;
+    Value out = t;
+    for (size_t k = 0; k < t.items.size(); ++k) {
+      const Value* child = nullptr;
+      if (v && v->kind == t.kind) child = t.is_keyed() ? v->find(t.keys[k]) : (k < v->items.size() ? &v->items[k] : nullptr);
+      out.items[k] = fill(t.items[k], child);
+    }
+    return out;
+  };
+  return fill(a.tmpl(), &call);
+}
+
+/// Dim sequences across signatures, compared where both are present.
+inline bool same_sequence(const Leaf& la, size_t da, const Leaf& lb, size_t db) {
+  std::set<int64_t> distinct;
+  for (size_t s = 0; s < la.per_signature.size(); ++s) {
+    const Value* x = la.per_signature[s];
+    const Value* y = lb.per_signature[s];
+    if (!x || !y) continue;
+    if (x->spec.sizes[da] != y->spec.sizes[db]) return false;
+    distinct.insert(x->spec.sizes[da]);
+  }
+  if (la.overflow_min && lb.overflow_min &&
+      (la.overflow_min->spec.sizes[da] != lb.overflow_min->spec.sizes[db] ||
+       la.overflow_max->spec.sizes[da] != lb.overflow_max->spec.sizes[db]))
+    return false;
+  return distinct.size() >= 2;
+}
+
+/// Finds integers a >= 1, b with y = a*x + b wherever both are present, from >= 3 distinct x.
+inline std::optional<std::pair<int64_t, int64_t>> linear_relation(const Leaf& lx, size_t dx, const Leaf& ly, size_t dy) {
+  std::map<int64_t, int64_t> points;
+  for (size_t s = 0; s < lx.per_signature.size(); ++s) {
+    const Value* x = lx.per_signature[s];
+    const Value* y = ly.per_signature[s];
+    if (!x || !y) continue;
+    auto [it, inserted] = points.emplace(x->spec.sizes[dx], y->spec.sizes[dy]);
+    if (!inserted && it->second != y->spec.sizes[dy]) return std::nullopt;
+  }
+  if (points.size() < 3) return std::nullopt;
+  auto p0 = *points.begin(), p1 = *std::next(points.begin());
+  int64_t rise = p1.second - p0.second, run = p1.first - p0.first;
+  if (rise % run != 0) return std::nullopt;
+  int64_t coeff = rise / run;
+  int64_t offset = p0.second - coeff * p0.first;
+  if (coeff < 1 || (coeff == 1 && offset == 0)) return std::nullopt;
+  for (const auto& [x, y] : points)
+    if (y != coeff * x + offset) return std::nullopt;
+  if (lx.overflow_min && ly.overflow_min &&
+      (ly.overflow_min->spec.sizes[dy] != coeff * lx.overflow_min->spec.sizes[dx] + offset ||
+       ly.overflow_max->spec.sizes[dy] != coeff * lx.overflow_max->spec.sizes[dx] + offset))
+    return std::nullopt;
+  return std::make_pair(coeff, offset);
+}
+
+/// infer_dynamic_shapes over a CallSet; the examples come from the default export arguments.
+inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicShapesOptions& options) {
+  Analysis a(calls);
+  DimFacts facts = dim_facts(a, options);
+  std::optional<Value> example;
+  if (!calls.stored.empty()) example = complete_call(a, facts, calls.stored[choose_stored_call(a, facts, {}, calls.stored)]);
+
+  // Equivalence classes of dynamic dims: (leaf, dim) pairs.
+  struct Member { size_t leaf, dim; };
+  std::vector<std::vector<Member>> classes;
+  const auto& leaves = a.leaves();
+  for (size_t l = 0; l < leaves.size(); ++l)
+    for (size_t d = 0; d < facts.dynamic[l].size(); ++d) {
+      if (!facts.dynamic[l][d]) continue;
+      bool placed = false;
+      if (options.shared_symbols())
+        for (auto& cls : classes)
+          if (same_sequence(leaves[cls[0].leaf], cls[0].dim, leaves[l], d)) {
+            cls.push_back({l, d});
+            placed = true;
+            break;
+          }
+      if (!placed) classes.push_back({{l, d}});
+    }
+  // Derived relations between classes: class c = coeff * root + offset.
+  struct Relation { int64_t root = -1, coeff = 1, offset = 0; };
+  std::vector<Relation> rel(classes.size());
+  std::vector<bool> is_base(classes.size(), false);
+  if (options.derived_dims()) {
+    for (size_t c = 0; c < classes.size(); ++c) {
+      const Member& mc = classes[c][0];
+      for (size_t r = 0; r < c; ++r) {
+        if (rel[r].root >= 0) continue;
+        const Member& mr = classes[r][0];
+        if (auto f = linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim)) {
+          rel[c] = {static_cast<int64_t>(r), f->first, f->second};
+          is_base[r] = true;
+          break;
+        }
+        if (!is_base[r]) {
+          if (auto f = linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
+            rel[r] = {static_cast<int64_t>(c), f->first, f->second};
+            is_base[c] = true;
+            break;
+          }
+        }
+      }
+    }
+  }
+  // Symbols: one per root class, numbered in order of first appearance.
+  std::vector<std::string> symbol_of(classes.size());
+  std::vector<SymbolRange> symbols;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    if (rel[c].root >= 0) continue;
+    SymbolRange s;
+    s.name = "s" + std::to_string(symbols.size());
+    s.min = INT64_MAX;
+    s.max = INT64_MIN;
+    for (const Member& m : classes[c]) {
+      s.min = std::min(s.min, facts.min[m.leaf][m.dim]);
+      s.max = std::max(s.max, facts.max[m.leaf][m.dim]);
+    }
+    symbol_of[c] = s.name;
+    symbols.push_back(std::move(s));
+  }
+  std::map<std::pair<size_t, size_t>, DimSpec> dim_specs;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    size_t root = rel[c].root >= 0 ? static_cast<size_t>(rel[c].root) : c;
+    bool named = classes[c].size() > 1 || rel[c].root >= 0 || is_base[c];
+    for (const Member& m : classes[c]) {
+      DimSpec spec;
+      spec.dynamic = true;
+      spec.symbol = symbol_of[root];
+      spec.named = named;
+      spec.coeff = rel[c].coeff;
+      spec.offset = rel[c].offset;
+      dim_specs[{m.leaf, m.dim}] = spec;
+    }
+    if (rel[c].root >= 0) {
+      std::string e = dim_specs[{classes[c][0].leaf, classes[c][0].dim}].expr();
+      for (SymbolRange& s : symbols)
+        if (s.name == symbol_of[root] && std::find(s.derived.begin(), s.derived.end(), e) == s.derived.end())
+          s.derived.push_back(e);
+    }
+  }
+
+  // The tree of ShapeNodes mirrors the template.
+  std::unordered_map<const Value*, size_t> leaf_of;
+  for (size_t l = 0; l < leaves.size(); ++l) leaf_of[leaves[l].node] = l;
+  std::vector<std::string> warnings;
+  std::function<ShapeNode(const Value&, const Value*)> build = [&](const Value& t, const Value* ex) -> ShapeNode {
+    ShapeNode n;
+    n.kind = t.kind;
+    if (t.is_tensor()) {
+      size_t l = leaf_of.at(&t);
+      for (size_t d = 0; d < t.spec.sizes.size(); ++d) {
+        DimSpec spec;
+        auto it = dim_specs.find({l, d});
+        if (it != dim_specs.end()) spec = it->second;
+        spec.min = facts.min[l][d];
+        spec.max = facts.max[l][d];
+        spec.example = ex && ex->is_tensor() ? ex->spec.sizes[d] : t.spec.sizes[d];
+        if (spec.dynamic && spec.example <= 1)
+          warnings.push_back(concat(leaves[l].where, " dim ", d, " is dynamic but its example value is ", spec.example,
+                                    ": torch.export specializes dims of size 0 and 1; pick an example >= 2 "
+                                    "(InferArgumentsOptions().export_safe())"));
+        if (spec.max == 0)
+          warnings.push_back(concat(leaves[l].where, " dim ", d, " is 0 in every call"));
+        n.dims.push_back(std::move(spec));
+      }
+      return n;
+    }
+    if (!t.is_container()) {
+      n.kind = Value::Kind::None;
+      return n;
+    }
+    n.keys = t.keys;
+    for (size_t k = 0; k < t.items.size(); ++k) {
+      const Value* child = nullptr;
+      if (ex && ex->kind == t.kind) child = t.is_keyed() ? ex->find(t.keys[k]) : &ex->items[k];
+      n.items.push_back(build(t.items[k], child));
+    }
+    return n;
+  };
+  std::vector<ShapeNode> arguments;
+  for (size_t k = 0; k < a.keys().size(); ++k)
+    arguments.push_back(build(a.tmpl().items[k], example ? &example->items[k] : nullptr));
+  if (calls.dropped_signatures > 0)
+    warnings.push_back(concat(calls.dropped_signatures,
+                              " distinct call signatures beyond max_signatures were kept only as per-dim ranges; "
+                              "shared and derived dims were found from the others"));
+  return DynamicShapes(calls.keyed, a.keys(), std::move(arguments), std::move(symbols), std::move(warnings));
+}
+
+/// infer_arguments over a CallSet.
+inline Arguments infer_arguments(const CallSet& calls, const InferArgumentsOptions& options) {
+  Analysis a(calls);
+  DimFacts facts = dim_facts(a, {});
+  Value call = complete_call(a, facts, calls.stored[choose_stored_call(a, facts, options, calls.stored)]);
+  Arguments out;
+  for (size_t k = 0; k < a.keys().size(); ++k) {
+    if (calls.keyed) out.kwargs.insert(a.keys()[k], to_ivalue(call.items[k]));
+    else out.args.push_back(to_ivalue(call.items[k]));
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace optrace
