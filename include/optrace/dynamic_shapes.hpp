@@ -1,6 +1,7 @@
 // optrace/dynamic_shapes.hpp: which dims of which inputs are dynamic, and how to write that for torch.export
 #pragma once
 
+#include <optrace/detail/io.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/writer.hpp>
 #include <optrace/value.hpp>
@@ -166,6 +167,9 @@ class DynamicShapes {
     write_json(w);
     return w.take();
   }
+  /// Writes `to_json(2)` to `path` atomically (a temporary file, then rename). Throws IoError.
+  void save(const std::string& path) const { detail::write_file_atomic(path, to_json(2) + "\n"); }
+
   /// Writes the same object into a larger document.
   void write_json(json::Writer& w) const {
     w.begin_object().key("dynamic_shapes");

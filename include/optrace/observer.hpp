@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -357,7 +358,7 @@ class InputObserver {
 
  public:
   explicit InputObserver(Module model, const ObserverOptions& options = {})
-      : model_(std::move(model)), recorder_(options) {
+      : model_(std::move(model)), recorder_(std::make_unique<detail::Recorder>(options)) {
     std::vector<std::string> names = options.arg_names();
     std::vector<std::pair<std::string, c10::IValue>> defaults;
     if constexpr (kIsScript) {
@@ -369,7 +370,7 @@ class InputObserver {
         if (args[k].default_value()) defaults.emplace_back(args[k].name(), *args[k].default_value());
       }
     }
-    recorder_.set_schema(std::move(names), std::move(defaults));
+    recorder_->set_schema(std::move(names), std::move(defaults));
   }
 
   /// Calls the model with `args` (as `model->forward(args...)`, `module.forward({args...})` or
@@ -382,7 +383,7 @@ class InputObserver {
       int64_t slot = record([&](auto& visitor) { (visit_value(args, visitor), ...); }, [&](bool keep_data) {
         std::vector<Value> positional;
         (positional.push_back(to_value(args, keep_data)), ...);
-        return recorder_.normalize(std::move(positional), {}, keep_data);
+        return recorder_->normalize(std::move(positional), {}, keep_data);
       }, false);
       return invoke_and_record_output(slot, [&]() -> decltype(auto) { return invoke(std::forward<Args>(args)...); });
     }
@@ -410,7 +411,7 @@ class InputObserver {
           for (const auto& a : args) positional.push_back(to_value(a, keep_data));
           std::vector<std::pair<std::string, Value>> keywords;
           for (const auto& [name, value] : sorted) keywords.emplace_back(*name, to_value(*value, keep_data));
-          return recorder_.normalize(std::move(positional), std::move(keywords), keep_data);
+          return recorder_->normalize(std::move(positional), std::move(keywords), keep_data);
         },
         !kwargs.empty());
     return invoke_and_record_output(slot, [&]() -> c10::IValue {
@@ -420,39 +421,39 @@ class InputObserver {
   }
 
   /// Number of stored calls (at most store_n_calls).
-  int64_t num_obs() const { return recorder_.num_stored(); }
+  int64_t num_obs() const { return recorder_->num_stored(); }
   /// Number of calls recorded, stored or not.
-  int64_t num_calls() const { return recorder_.total_calls(); }
+  int64_t num_calls() const { return recorder_->total_calls(); }
 
   /// Which dims are dynamic across every recorded call. Throws ArgumentError when the calls
   /// cannot be aligned (no call has every argument, a tensor changed rank or dtype, a container
   /// changed length, a scalar changed value), naming the argument.
   DynamicShapes infer_dynamic_shapes(const DynamicShapesOptions& options = {}) const {
-    return detail::infer_dynamic_shapes(recorder_.snapshot(), options);
+    return detail::infer_dynamic_shapes(recorder_->snapshot(), options);
   }
 
   /// A representative set of export arguments from the stored calls (see
   /// InferArgumentsOptions). Throws like infer_dynamic_shapes, and ArgumentError when nothing
   /// was stored or the index is out of range.
   Arguments infer_arguments(const InferArgumentsOptions& options = {}) const {
-    return detail::infer_arguments(recorder_.snapshot(), options);
+    return detail::infer_arguments(recorder_->snapshot(), options);
   }
   /// The export arguments from the stored call at `index`, missing inputs filled.
   Arguments infer_arguments(int64_t index) const { return infer_arguments(InferArgumentsOptions().call_index(index)); }
 
   /// The stored calls: Dict values keyed by argument, with tensor data.
-  std::vector<Value> observations() const { return recorder_.snapshot().stored; }
+  std::vector<Value> observations() const { return recorder_->snapshot().stored; }
   /// The outputs of the stored calls (None where the return type is not recordable).
-  std::vector<Value> outputs() const { return recorder_.outputs(); }
+  std::vector<Value> outputs() const { return recorder_->outputs(); }
   /// Every distinct call signature (specs and scalars, no data) with its number of calls.
   std::vector<std::pair<Value, int64_t>> history() const {
-    detail::CallSet s = recorder_.snapshot();
+    detail::CallSet s = recorder_->snapshot();
     std::vector<std::pair<Value, int64_t>> out;
     for (size_t k = 0; k < s.signatures.size(); ++k) out.emplace_back(std::move(s.signatures[k]), s.counts[k]);
     return out;
   }
   /// Everything the analysis uses; what `save` writes (optrace/materialize.hpp).
-  detail::CallSet call_set() const { return recorder_.snapshot(); }
+  detail::CallSet call_set() const { return recorder_->snapshot(); }
 
   Module& module() { return model_; }
 
@@ -466,11 +467,11 @@ class InputObserver {
       detail::Encoder encoder(enc);
       encode(encoder);
       uint64_t hash = detail::hash_encoding(enc);
-      auto [known, slot] = recorder_.count(hash);
-      if (!known || slot >= 0) recorder_.add(hash, known, build(slot >= 0), slot, keyed);
+      auto [known, slot] = recorder_->count(hash);
+      if (!known || slot >= 0) recorder_->add(hash, known, build(slot >= 0), slot, keyed);
       return slot;
     } catch (const std::exception& e) {
-      recorder_.add_error(e.what());
+      recorder_->add_error(e.what());
       return -1;
     }
   }
@@ -485,9 +486,9 @@ class InputObserver {
       if constexpr (detail::is_recordable<std::decay_t<R>>::value) {
         if (slot >= 0) {
           try {
-            recorder_.add_output(slot, to_value(out, true));
+            recorder_->add_output(slot, to_value(out, true));
           } catch (const std::exception& e) {
-            recorder_.add_error(e.what());
+            recorder_->add_error(e.what());
           }
         }
       }
@@ -502,7 +503,8 @@ class InputObserver {
   }
 
   Module model_;
-  detail::Recorder recorder_;
+  // Behind a pointer so that an observer can be moved (the recorder holds a mutex).
+  std::unique_ptr<detail::Recorder> recorder_;
 };
 
 }  // namespace optrace

@@ -519,17 +519,24 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
       for (size_t r = 0; r < c; ++r) {
         if (rel[r].root >= 0) continue;
         const Member& mr = classes[r][0];
-        if (auto f = linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim)) {
-          rel[c] = {static_cast<int64_t>(r), f->first, f->second};
+        // The root is the smaller dim: c = a*r + b with b >= 0 when a == 1 (s0 + 1, not s0 - 1).
+        auto forward = linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim);
+        if (forward && (forward->first > 1 || forward->second > 0 || is_base[r])) {
+          rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
           is_base[r] = true;
           break;
         }
         if (!is_base[r]) {
-          if (auto f = linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
-            rel[r] = {static_cast<int64_t>(c), f->first, f->second};
+          if (auto backward = linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
+            rel[r] = {static_cast<int64_t>(c), backward->first, backward->second};
             is_base[c] = true;
             break;
           }
+        }
+        if (forward) {
+          rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
+          is_base[r] = true;
+          break;
         }
       }
     }

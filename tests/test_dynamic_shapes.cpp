@@ -1,0 +1,139 @@
+// Tests for optrace/dynamic_shapes.hpp: dynamic dims, shared symbols, derived dims, warnings, output forms.
+#include <optrace/detail/io.hpp>
+#include <optrace/observer.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdio>
+
+#include "optrace_catch.hpp"
+
+namespace {
+
+auto pass_through = [](const torch::Tensor& x, const torch::Tensor& y) { return x.size(0) + y.size(0); };
+using Observer = optrace::InputObserver<decltype(pass_through)>;
+
+Observer observe(const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>& calls) {
+  Observer observer(pass_through, optrace::ObserverOptions().arg_names({"x", "y"}));
+  for (const auto& [x, y] : calls) observer(torch::zeros(x), torch::zeros(y));
+  return observer;
+}
+
+std::string run_python_check(const std::string& spec_json) {
+  std::string spec = optrace_test::temp_path("spec_check.json");
+  optrace::detail::write_file_atomic(spec, spec_json);
+  std::string cmd = std::string(OPTRACE_PYTHON) + " " + OPTRACE_TEST_DATA + "/../python/check_dynamic_shapes_spec.py " + spec;
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[256];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  int rc = p ? pclose(p) : -1;
+  return rc == 0 ? out : "FAILED(" + std::to_string(rc) + "): " + out;
+}
+
+bool python_has_sympy() {
+  std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import sympy' 2>/dev/null";
+  return std::string(OPTRACE_PYTHON).size() > 0 && std::system(cmd.c_str()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("dynamic shapes: a dim is dynamic when it took more than one value", "[dynamic_shapes]") {
+  auto ds = observe({{{2, 8}, {2}}, {{3, 8}, {2}}, {{3, 8}, {2}}}).infer_dynamic_shapes();
+  CHECK(ds["x"].dynamic_dims() == std::vector<int64_t>{0});
+  CHECK(ds["y"].dynamic_dims().empty());
+  CHECK(ds.to_python() == "({0: Dim.DYNAMIC}, {})");
+  CHECK(ds["x"].dims[0].min == 2);
+  CHECK(ds["x"].dims[0].max == 3);
+  CHECK(ds["x"].dims[0].example == 2);
+  CHECK(ds["x"].dims[1].example == 8);
+  CHECK_THROWS_WITH(ds["z"], "optrace: ArgumentError: no argument named 'z'");
+}
+
+TEST_CASE("dynamic shapes: forcing dim 0 dynamic", "[dynamic_shapes]") {
+  Observer observer = observe({{{4, 8}, {4}}, {{4, 9}, {4}}});
+  CHECK(observer.infer_dynamic_shapes().to_python() == "({1: Dim.DYNAMIC}, {})");
+  CHECK(observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim0_dynamic({"y"})).to_python() ==
+        "({1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+  CHECK(observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim0_dynamic_all()).to_python() ==
+        "({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+}
+
+TEST_CASE("dynamic shapes: shared symbols only when asked", "[dynamic_shapes]") {
+  Observer observer = observe({{{2, 5}, {2}}, {{3, 6}, {3}}, {{7, 6}, {7}}});
+  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+  auto ds = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().shared_symbols());
+  CHECK(ds.to_python() == "({0: Dim('s0', min=2, max=7), 1: Dim.DYNAMIC}, {0: Dim('s0', min=2, max=7)})");
+  CHECK(ds.to_json() ==
+        R"({"dynamic_shapes": [["s0", "_DimHint.DYNAMIC"], ["s0"]], "dims": {"s0": {"min": 2, "max": 7, "derived": []}}})");
+  CHECK(ds["x"].dims[0].symbol == ds["y"].dims[0].symbol);
+  CHECK(ds["x"].dims[1].symbol == "s1");
+  CHECK_FALSE(ds["x"].dims[1].named);
+}
+
+TEST_CASE("dynamic shapes: derived dims need three distinct values", "[dynamic_shapes]") {
+  auto derived = optrace::DynamicShapesOptions().derived_dims();
+  SECTION("two distinct values are not enough") {
+    Observer observer = observe({{{2}, {5}}, {{3}, {7}}, {{3}, {7}}});
+    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+  }
+  SECTION("y = 2*x + 1 from three values") {
+    Observer observer = observe({{{2}, {5}}, {{3}, {7}}, {{6}, {13}}});
+    auto ds = observer.infer_dynamic_shapes(derived);
+    CHECK(ds.to_python() == "({0: Dim('s0', min=2, max=6)}, {0: Dim('s0', min=2, max=6)*2 + 1})");
+    CHECK(ds.to_json() ==
+          R"({"dynamic_shapes": [["s0"], ["2*s0 + 1"]], "dims": {"s0": {"min": 2, "max": 6, "derived": ["2*s0 + 1"]}}})");
+    CHECK(ds["y"].dims[0].coeff == 2);
+    CHECK(ds["y"].dims[0].offset == 1);
+  }
+  SECTION("the root is the smaller dim whichever comes first") {
+    Observer observer = observe({{{5}, {2}}, {{7}, {3}}, {{13}, {6}}});
+    auto ds = observer.infer_dynamic_shapes(derived);
+    CHECK(ds.to_json() ==
+          R"({"dynamic_shapes": [["2*s0 + 1"], ["s0"]], "dims": {"s0": {"min": 2, "max": 6, "derived": ["2*s0 + 1"]}}})");
+  }
+  SECTION("x - 1 and a relation that breaks once") {
+    Observer observer = observe({{{4}, {3}}, {{5}, {4}}, {{9}, {8}}});
+    CHECK(observer.infer_dynamic_shapes(derived).to_json() ==
+          R"({"dynamic_shapes": [["s0 + 1"], ["s0"]], "dims": {"s0": {"min": 3, "max": 8, "derived": ["s0 + 1"]}}})");
+    observer(torch::zeros({10}), torch::zeros({2}));
+    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+  }
+  SECTION("equal dims are shared symbols, not derived ones") {
+    Observer observer = observe({{{2}, {2}}, {{3}, {3}}, {{4}, {4}}});
+    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+  }
+}
+
+TEST_CASE("dynamic shapes: warnings for 0 and 1 examples and empty dims", "[dynamic_shapes]") {
+  Observer observer = observe({{{1, 0}, {3}}, {{4, 0}, {3}}});
+  auto ds = observer.infer_dynamic_shapes();
+  REQUIRE(ds.warnings().size() == 2);
+  CHECK(ds.warnings()[0] ==
+        "argument 'x' dim 0 is dynamic but its example value is 1: torch.export specializes dims of size 0 and 1; "
+        "pick an example >= 2 (InferArgumentsOptions().export_safe())");
+  CHECK(ds.warnings()[1] == "argument 'x' dim 1 is 0 in every call");
+}
+
+TEST_CASE("dynamic shapes: keyword calls give a dict and nested names", "[dynamic_shapes]") {
+  auto fn = [](std::vector<c10::IValue>, const torch::jit::Kwargs&) { return 0; };
+  optrace::InputObserver<decltype(fn)> observer(fn);
+  for (int64_t n : {2, 3}) {
+    c10::Dict<std::string, at::Tensor> d;
+    d.insert("a'b", torch::zeros({n}));
+    observer.call({}, {{"inputs", d}});
+  }
+  auto ds = observer.infer_dynamic_shapes();
+  CHECK(ds.to_python() == R"({'inputs': {'a\'b': {0: Dim.DYNAMIC}}})");
+  CHECK(ds.to_json() == R"({"dynamic_shapes": {"inputs": {"a'b": ["_DimHint.DYNAMIC"]}}, "dims": {}})");
+}
+
+TEST_CASE("dynamic shapes: the JSON passes torch's loader rules", "[dynamic_shapes][python]") {
+  if (!python_has_sympy()) OPTRACE_SKIP("python3 with sympy not installed");
+  Observer observer = observe({{{2, 5}, {5}}, {{3, 6}, {7}}, {{6, 9}, {13}}});
+  auto ds = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().derived_dims().shared_symbols());
+  // x dim 1 = x dim 0 + 3 and y = 2 * x dim 0 + 1: both derived from one symbol.
+  CHECK(run_python_check(ds.to_json()) == "s0*1+0\ns0*1+3\ns0*2+1\n");
+  CHECK(run_python_check(observe({{{2, 5}, {5}}, {{3, 5}, {5}}}).infer_dynamic_shapes().to_json()) ==
+        "_DimHint.DYNAMIC\n5\n5\n");
+}
