@@ -3,3 +3,5 @@
 
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>
+#include <optrace/json/tensor_meta.hpp>
+#include <optrace/materialize.hpp>
