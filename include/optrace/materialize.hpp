@@ -135,7 +135,7 @@ class MaterializeOptions {
 /// stride_i)`, or `storage_offset` when a size is 0. Empty `strides` stand for contiguous ones.
 /// Throws `optrace::ShapeError` for negative sizes, strides or offset, strides of another rank
 /// than sizes, or an extent that overflows int64.
-inline int64_t storage_elements(const TensorSpec& spec) { return detail::storage_elements(spec, "tensor"); }
+inline int64_t storage_elements(const TensorSpec& spec) { return detail::storage_elements(spec, {spec, std::nullopt}); }
 
 /// Builds tensors from specs: allocated directly on the options' device with the spec's
 /// sizes, strides and storage offset (the storage spans the true extent, so expanded tensors,
@@ -166,7 +166,7 @@ class Materializer {
   /// `c10::Error` is nested); `optrace::ShapeError` for sizes/strides/offset that describe no
   /// tensor (see `storage_elements`).
   at::Tensor tensor(const TensorSpec& spec, uint64_t stream) {
-    const std::string where = detail::describe(spec, stream);
+    const detail::Where where{spec, stream};
     const detail::FillKind kind = check(spec, where);
     const int64_t elements = detail::storage_elements(spec, where);
     const int64_t bytes = bytes_of(spec, elements, where);
@@ -216,7 +216,7 @@ class Materializer {
     int64_t total = 0;
     bool overflow = false;
     for (size_t i = 0; i < specs.size(); ++i) {
-      const std::string where = detail::describe(specs[i], next_stream_ + i);
+      const detail::Where where{specs[i], next_stream_ + i};
       check(specs[i], where);
       const int64_t bytes = bytes_of(specs[i], detail::storage_elements(specs[i], where), where);
       overflow = overflow || __builtin_add_overflow(total, bytes, &total);
@@ -231,11 +231,12 @@ class Materializer {
   /// Bytes of storage `spec` takes on the options' device: 0 on meta.
   /// Throws `optrace::ShapeError` as `storage_elements` does, `MaterializeError` on overflow.
   int64_t bytes(const TensorSpec& spec) const {
-    return bytes_of(spec, detail::storage_elements(spec, "tensor"), "tensor");
+    const detail::Where where{spec, std::nullopt};
+    return bytes_of(spec, detail::storage_elements(spec, where), where);
   }
 
  private:
-  detail::FillKind check(const TensorSpec& spec, const std::string& where) const {
+  detail::FillKind check(const TensorSpec& spec, const detail::Where& where) const {
     OPTRACE_CHECK(spec.layout == c10::kStrided, MaterializeError, where, ": layout ", spec.layout,
                   " cannot be materialized (only strided tensors can)");
     const detail::FillKind kind = detail::fill_kind(spec.dtype, where);
@@ -248,7 +249,7 @@ class Materializer {
     return kind;
   }
 
-  int64_t bytes_of(const TensorSpec& spec, int64_t elements, const std::string& where) const {
+  int64_t bytes_of(const TensorSpec& spec, int64_t elements, const detail::Where& where) const {
     if (options_.device().type() == c10::kMeta) return 0;
     int64_t bytes = 0;
     OPTRACE_CHECK(!__builtin_mul_overflow(elements, static_cast<int64_t>(c10::elementSize(spec.dtype)), &bytes),

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <limits>
 #include <mutex>
+#include <optional>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -35,13 +37,19 @@ inline uint64_t splitmix64(uint64_t x) {
 
 inline uint64_t stream_seed(uint64_t seed, uint64_t stream) { return splitmix64(seed ^ splitmix64(stream)); }
 
-// "tensor #3 (Float [2, 3])": how error messages name a tensor.
-inline std::string describe(const TensorSpec& spec, uint64_t stream) {
-  std::ostringstream out;
-  out << "tensor #" << stream << " (" << c10::toString(spec.dtype) << " [";
-  for (size_t i = 0; i < spec.sizes.size(); ++i) out << (i ? ", " : "") << spec.sizes[i];
-  out << "])";
-  return out.str();
+// How error messages name a tensor: "tensor #3 (Float [2, 3])", or "tensor (Float [2, 3])"
+// without a stream. Streamed into messages, so that the text is built only on failure.
+struct Where {
+  const TensorSpec& spec;
+  std::optional<uint64_t> stream;
+};
+
+inline std::ostream& operator<<(std::ostream& out, const Where& w) {
+  out << "tensor ";
+  if (w.stream) out << "#" << *w.stream << " ";
+  out << "(" << c10::toString(w.spec.dtype) << " [";
+  for (size_t i = 0; i < w.spec.sizes.size(); ++i) out << (i ? ", " : "") << w.spec.sizes[i];
+  return out << "])";
 }
 
 // "4294967296 bytes (4.0 GiB)"
@@ -69,7 +77,7 @@ inline std::vector<int64_t> effective_strides(const TensorSpec& spec) {
 
 // Elements of storage that `spec` addresses: storage_offset + 1 + sum((size_i - 1) * stride_i),
 // or storage_offset alone when the tensor has no elements. Throws ShapeError.
-inline int64_t storage_elements(const TensorSpec& spec, const std::string& where) {
+inline int64_t storage_elements(const TensorSpec& spec, const Where& where) {
   OPTRACE_CHECK(spec.strides.empty() || spec.strides.size() == spec.sizes.size(), ShapeError, where, ": ",
                 spec.strides.size(), " strides for ", spec.sizes.size(), " sizes");
   OPTRACE_CHECK(spec.storage_offset >= 0, ShapeError, where, ": negative storage offset ", spec.storage_offset);
@@ -95,7 +103,7 @@ inline int64_t storage_elements(const TensorSpec& spec, const std::string& where
 }
 
 // How `dtype` is filled; MaterializeError for one that cannot be.
-inline FillKind fill_kind(c10::ScalarType dtype, const std::string& where) {
+inline FillKind fill_kind(c10::ScalarType dtype, const Where& where) {
   switch (dtype) {
     case c10::ScalarType::Half:
     case c10::ScalarType::BFloat16:
