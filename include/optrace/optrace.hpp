@@ -6,3 +6,5 @@
 #include <optrace/value.hpp>
 #include <optrace/dynamic_shapes.hpp>
 #include <optrace/observer.hpp>
+#include <optrace/json/tensor_meta.hpp>
+#include <optrace/materialize.hpp>

@@ -27,3 +27,56 @@ struct is_optional<c10::optional<T>> : std::true_type {};
 #endif
 
 }  // namespace optrace::detail
+
+namespace optrace::detail {
+
+// dtypes that only newer libtorch versions have. Code elsewhere names them through this enum
+// and compares against `newer_dtype(...)`, which is nullopt where the installed libtorch lacks
+// the dtype, so no other file needs an #if for them.
+enum class NewerDtype {
+  Float8_e5m2,      // libtorch 2.1
+  Float8_e4m3fn,    // libtorch 2.1
+  Float8_e5m2fnuz,  // libtorch 2.2
+  Float8_e4m3fnuz,  // libtorch 2.2
+  UInt16,           // libtorch 2.3
+  UInt32,           // libtorch 2.3
+  UInt64,           // libtorch 2.3
+};
+
+inline std::optional<c10::ScalarType> newer_dtype(NewerDtype which) {
+  switch (which) {
+#if OPTRACE_TORCH_VERSION >= 20100
+    case NewerDtype::Float8_e5m2: return c10::ScalarType::Float8_e5m2;
+    case NewerDtype::Float8_e4m3fn: return c10::ScalarType::Float8_e4m3fn;
+#endif
+#if OPTRACE_TORCH_VERSION >= 20200
+    case NewerDtype::Float8_e5m2fnuz: return c10::ScalarType::Float8_e5m2fnuz;
+    case NewerDtype::Float8_e4m3fnuz: return c10::ScalarType::Float8_e4m3fnuz;
+#endif
+#if OPTRACE_TORCH_VERSION >= 20300
+    case NewerDtype::UInt16: return c10::ScalarType::UInt16;
+    case NewerDtype::UInt32: return c10::ScalarType::UInt32;
+    case NewerDtype::UInt64: return c10::ScalarType::UInt64;
+#endif
+    default: return std::nullopt;
+  }
+}
+
+inline bool is_newer_dtype(c10::ScalarType dtype, NewerDtype which) {
+  auto d = newer_dtype(which);
+  return d && *d == dtype;
+}
+
+/// True for the float8 dtypes (none before libtorch 2.1).
+inline bool is_float8(c10::ScalarType dtype) {
+  return is_newer_dtype(dtype, NewerDtype::Float8_e5m2) || is_newer_dtype(dtype, NewerDtype::Float8_e4m3fn) ||
+         is_newer_dtype(dtype, NewerDtype::Float8_e5m2fnuz) || is_newer_dtype(dtype, NewerDtype::Float8_e4m3fnuz);
+}
+
+/// True for uint16/uint32/uint64 (libtorch 2.3+), whose kernels are few ("barebones").
+inline bool is_wide_unsigned(c10::ScalarType dtype) {
+  return is_newer_dtype(dtype, NewerDtype::UInt16) || is_newer_dtype(dtype, NewerDtype::UInt32) ||
+         is_newer_dtype(dtype, NewerDtype::UInt64);
+}
+
+}  // namespace optrace::detail

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh: what a machine with an NVIDIA GPU runs. Builds optrace's tests and
+# benchmarks against that machine's libtorch (the one PyTorch's wheel ships), runs every
+# [cuda] test and the materialization benchmark, and leaves the figures in
+# $OPTRACE_GPU_BUILD_DIR/bench_materialize.txt.
+#
+#   bash tests/gpu/run.sh            (from anywhere; build dir: build-gpu, or $OPTRACE_GPU_BUILD_DIR)
+#
+# Requirements (nothing is downloaded):
+# - python3 (or $PYTHON) with a CUDA build of torch; its CMake config is found through
+#   torch.utils.cmake_prefix_path;
+# - the CUDA toolkit that torch was built against (nvcc): the wheel's TorchConfig.cmake looks
+#   for it; /usr/local/cuda is used when present, or set CUDAToolkit_ROOT;
+# - cmake >= 3.18, a C++17 compiler, ninja or make;
+# - simdjson >= 3.0 and Catch2 (v2 or v3) that CMake can find. When they are missing and the
+#   machine has apt-get (as root or through sudo), libsimdjson-dev and catch2 are installed from
+#   the distribution's archive; otherwise the script stops and says so. Extra install prefixes
+#   can be given in $OPTRACE_GPU_PREFIX_PATH (';'-separated, CMake style).
+# - Note: wheels built with the pre-C++11 ABI (torch._C._GLIBCXX_USE_CXX11_ABI false, torch
+#   before 2.7) compile optrace with -D_GLIBCXX_USE_CXX11_ABI=0; a distribution's Catch2 v3 and
+#   simdjson libraries are built with the new ABI and may then fail to link. Catch2 v2 is
+#   header-only and unaffected.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PY=${PYTHON:-python3}
+build=${OPTRACE_GPU_BUILD_DIR:-build-gpu}
+
+say() { echo "== $*"; }
+die() { echo "tests/gpu/run.sh: $*" >&2; exit 1; }
+
+command -v "$PY" >/dev/null || die "no $PY: a Python with torch is required"
+torch_prefix=$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)') ||
+  die "python cannot import torch"
+read -r torch_version torch_cuda cuda_ok cxx11_abi < <("$PY" -c 'import torch
+print(torch.__version__, torch.version.cuda, int(torch.cuda.is_available()), int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+say "torch $torch_version (CUDA $torch_cuda, cuda available: $cuda_ok, cxx11 abi: $cxx11_abi) at $torch_prefix"
+# OPTRACE_GPU_ALLOW_CPU=1 goes on with a CPU-only torch: a check of this script on a machine
+# without a GPU (the [cuda] tests then skip, the benchmark prints "no CUDA device").
+[ "$torch_cuda" != None ] || [ "${OPTRACE_GPU_ALLOW_CPU:-0}" = 1 ] ||
+  die "this torch is a CPU-only build; a CUDA build is needed"
+[ "$cuda_ok" = 1 ] || echo "warning: torch sees no CUDA device: the [cuda] tests will skip" >&2
+
+# simdjson and Catch2: present, or installed from the distribution's archive when possible.
+have_pkg() {  # have_pkg <CMake package name>
+  local dir
+  dir=$(mktemp -d)
+  printf 'cmake_minimum_required(VERSION 3.18)\nproject(p CXX)\nfind_package(%s REQUIRED)\n' "$1" >"$dir/CMakeLists.txt"
+  cmake -S "$dir" -B "$dir/b" -DCMAKE_PREFIX_PATH="${OPTRACE_GPU_PREFIX_PATH:-}" >/dev/null 2>&1
+  local rc=$?
+  rm -rf "$dir"
+  return $rc
+}
+missing=()
+have_pkg simdjson || missing+=(libsimdjson-dev)
+have_pkg Catch2 || missing+=(catch2)
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if command -v apt-get >/dev/null && { [ -z "$sudo" ] || sudo -n true 2>/dev/null; }; then
+    say "installing ${missing[*]} with apt-get"
+    $sudo apt-get update -q || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" ||
+      die "could not install ${missing[*]}; install simdjson >= 3.0 and Catch2 and rerun (see OPTRACE_GPU_PREFIX_PATH)"
+  else
+    die "simdjson or Catch2 not found (${missing[*]}) and apt-get is not usable here; install them and rerun (see OPTRACE_GPU_PREFIX_PATH)"
+  fi
+fi
+
+cuda_args=()
+if [ -z "${CUDAToolkit_ROOT:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  cuda_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+fi
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+
+say "configuring $build"
+cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_prefix${OPTRACE_GPU_PREFIX_PATH:+;$OPTRACE_GPU_PREFIX_PATH}" \
+  -DOPTRACE_BUILD_EXAMPLES=OFF "${cuda_args[@]}"
+say "building"
+cmake --build "$build" --parallel "${OPTRACE_GPU_JOBS:-$(nproc)}"
+
+say "[cuda] tests"
+status=0
+for t in "$build"/tests/test_*; do
+  if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
+  # A test binary without [cuda] tests would fail ("No tests ran"): list first. Catch2 v2's
+  # --list-tests exits with the count, so its status says nothing.
+  listing=$("$t" --list-tests '[cuda]' 2>/dev/null || true)
+  if grep -q '\[cuda\]' <<<"$listing"; then
+    echo "-- $(basename "$t")"
+    "$t" '[cuda]' || status=1
+  fi
+done
+
+say "materialization benchmark"
+"$build/benchmarks/bench_materialize" | tee "$build/bench_materialize.txt"
+exit $status
