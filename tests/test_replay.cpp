@@ -403,6 +403,11 @@ TEST_CASE("replay: filters and the memory budget", "[replay]") {
   CHECK(t.status == ReplayStatus::skipped);
   CHECK(t.message == "inputs need 400 bytes on cpu, over the memory budget of 100 bytes");
   CHECK(small.all_ok());
+  // The check's float64 CPU copies count too: 800 bytes for the 400 of t.default's input.
+  const ReplayReport checked = optrace::replay(trace, cpu(ReplayMode::check).memory_budget_bytes(500));
+  const ReplayResult& ref = result_of(checked, "t.default");
+  CHECK(ref.status == ReplayStatus::skipped);
+  CHECK(ref.message == "ran; not compared: the CPU reference needs 800 bytes, over the memory budget of 500 bytes");
   // Meta tensors take no memory: nothing is over any budget.
   ReplayReport meta = optrace::replay(trace, cpu().memory_budget_bytes(0).device(c10::kMeta));
   require_meta_ok(meta);
@@ -506,6 +511,43 @@ TEST_CASE("replay: options and python value strings", "[replay]") {
   CHECK(ReplayOptions().ops({"addmm"}).selects("addmm.default"));
   CHECK_FALSE(ReplayOptions().ops({"addmm"}).selects("add.Tensor"));
   CHECK_FALSE(ReplayOptions().exclude_ops({"add.Tensor"}).selects("add.Tensor"));
+}
+
+TEST_CASE("replay: readme example", "[replay]") {
+  // The README's snippet, on the peer trace, with the files written to the build folder.
+  const std::string trace_path = optrace_test::data_path("peer/mlp.hf_op_trace.json");
+  const std::string json_path = optrace_test::temp_path("readme_replay.json");
+  const std::string csv_path = optrace_test::temp_path("readme_times.csv");
+  std::ostringstream out;
+  // --- README begin (paths and std::cout replaced)
+  optrace::OpTrace trace = optrace::OpTrace::load(trace_path);
+
+  // Does every op run here? (CUDA when available, else the CPU.)
+  optrace::ReplayReport run = optrace::replay(trace);
+  out << run.summary() << "\n";
+
+  // Compare every op with the CPU in float64, float32 outputs within 1e-5.
+  optrace::ReplayReport check = optrace::replay(
+      trace, optrace::ReplayOptions().mode(optrace::ReplayMode::check).atol(1e-5).rtol(1e-5));
+  check.print_table(out);
+  check.save_json(json_path);  // {"results": [{"op", "index", "status", "message", ...}, ...]}
+  for (const optrace::ReplayResult& r : check.results)
+    if (r.status == optrace::ReplayStatus::mismatch) out << r.op << " #" << r.index << ": " << r.message << "\n";
+
+  // Time the matmuls: median of 20 calls after 5 warm-up calls, the cache flushed before each.
+  optrace::ReplayReport time = optrace::replay(trace, optrace::ReplayOptions()
+                                                          .mode(optrace::ReplayMode::time)
+                                                          .ops({"addmm", "mm", "bmm"})
+                                                          .warmup(5)
+                                                          .repeats(20)
+                                                          .flush_cache(true));
+  time.save_csv(csv_path);
+  // --- README end
+  CHECK(run.all_ok());
+  CHECK(check.all_ok());
+  CHECK(time.results.size() == 4);
+  CHECK(time.all_ok());
+  CHECK_THAT(out.str(), OPTRACE_CONTAINS("12 ok, 0 mismatch, 0 error, 0 skipped"));
 }
 
 TEST_CASE("replay: the peer mlp trace on cuda", "[replay][cuda]") {

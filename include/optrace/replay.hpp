@@ -400,7 +400,16 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
     const uint64_t seed = input_seed(options.seed(), op, index);
     const bool meta = device.type() == c10::kMeta;
     std::vector<at::Tensor> inputs = materialize_plan(plan, device, seed, options.memory_budget_bytes());
-    const bool compare = mode == ReplayMode::check && !random && !creation;
+    bool compare = mode == ReplayMode::check && !random && !creation;
+    std::string not_compared;
+    if (compare) {
+      const int64_t ref_bytes = reference_bytes(plan, /*upcast=*/!meta);
+      if (ref_bytes > options.memory_budget_bytes()) {
+        compare = false;
+        not_compared = "ran; not compared: the CPU reference needs " + human_bytes(ref_bytes) +
+                       ", over the memory budget of " + human_bytes(options.memory_budget_bytes());
+      }
+    }
     std::vector<at::Tensor> reference;
     if (compare)  // before the target runs: in-place and out= ops write their inputs
       reference = meta ? materialize_plan(plan, c10::kCPU, seed, options.memory_budget_bytes())
@@ -436,10 +445,11 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
       r.median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
     }
 
-    if (mode == ReplayMode::check && (random || creation)) {
+    if (mode == ReplayMode::check && (random || creation || !not_compared.empty())) {
       r.status = ReplayStatus::skipped;
-      r.message = random ? "random op: ran, outputs not compared (they depend on the random state)"
-                         : "creation op: ran, outputs not compared (uninitialized memory)";
+      r.message = random     ? "random op: ran, outputs not compared (they depend on the random state)"
+                  : creation ? "creation op: ran, outputs not compared (uninitialized memory)"
+                             : not_compared;
       return r;
     }
     if (compare) {

@@ -62,6 +62,21 @@ inline int64_t plan_bytes(const CallPlan& plan, c10::Device device) {
   return total;
 }
 
+// Bytes the check's CPU reference copies take: floating tensors as float64, complex ones as
+// complex128 when `upcast`.
+inline int64_t reference_bytes(const CallPlan& plan, bool upcast) {
+  int64_t total = 0;
+  for (const TensorSlot& s : plan.tensors) {
+    const Where where{s.spec, std::nullopt};
+    int64_t size = static_cast<int64_t>(c10::elementSize(s.spec.dtype)), bytes = 0;
+    if (upcast && c10::isFloatingType(s.spec.dtype)) size = 8;
+    if (upcast && c10::isComplexType(s.spec.dtype)) size = 16;
+    if (__builtin_mul_overflow(storage_elements(s.spec, where), size, &bytes) || __builtin_add_overflow(total, bytes, &total))
+      return std::numeric_limits<int64_t>::max();
+  }
+  return total;
+}
+
 // The plan's tensors on `device`, slot i from stream i of `seed`, integer ranges and fix-ups
 // applied. Throws MaterializeError / ShapeError as Materializer does.
 inline std::vector<at::Tensor> materialize_plan(const CallPlan& plan, c10::Device device, uint64_t seed,
