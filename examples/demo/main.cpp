@@ -1,6 +1,7 @@
 // examples/demo: observe a small transformer's real calls, infer what torch.export needs.
 //
 //   demo [OUTPUT_DIR]   (default: the current directory)
+#include <optrace/materialize.hpp>
 #include <optrace/observer.hpp>
 
 #include <iostream>
@@ -41,9 +42,19 @@ int main(int argc, char** argv) {
   optrace::Arguments args = observer.infer_arguments();
   std::cout << "export arguments: " << args.describe() << "\n";
 
-  // 3. Write torch's DynamicShapesSpec for the Python side.
-  const std::string path = out_dir + "/dynamic_shapes.json";
-  shapes.save(path);
-  std::cout << "wrote " << path << "\n";
+  // 3. Write torch's DynamicShapesSpec, and the observation file (no user data in either).
+  const std::string spec_path = out_dir + "/dynamic_shapes.json";
+  shapes.save(spec_path);
+  const std::string obs_path = out_dir + "/observations.json";
+  observer.save(obs_path);
+  std::cout << "wrote " << spec_path << " and " << obs_path << "\n";
+
+  // 4. Elsewhere: reload the file and rebuild export arguments on the best device there is.
+  const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
+  optrace::Observations loaded = optrace::load_observations(obs_path);
+  optrace::Arguments rebuilt = loaded.materialize(optrace::MaterializeOptions().device(device).int_range(0, 100));
+  std::cout << "materialized on " << device << ": " << rebuilt.describe() << "\n";
+  auto logits = model->forward(rebuilt.args[0].toTensor().cpu(), rebuilt.args[1].toTensor().cpu());
+  std::cout << "the model runs on them: logits " << logits.sizes() << "\n";
   return 0;
 }

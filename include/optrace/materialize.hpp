@@ -301,3 +301,7 @@ inline std::vector<at::Tensor> materialize(const std::vector<TensorSpec>& specs,
 }
 
 }  // namespace optrace
+
+// Observation files load into objects that materialize (DESIGN.md: load_observations comes
+// with this header).
+#include <optrace/observations.hpp>

@@ -5,6 +5,7 @@
 #include <optrace/detail/compat.hpp>
 #include <optrace/dynamic_shapes.hpp>
 #include <optrace/error.hpp>
+#include <optrace/observations.hpp>
 #include <optrace/value.hpp>
 
 #include <torch/script.h>
@@ -281,6 +282,7 @@ class Recorder {
     s.overflow_min = overflow_min_;
     s.overflow_max = overflow_max_;
     s.dropped_signatures = dropped_;
+    s.total_calls = total_calls_;
     s.recording_errors = errors_;
     if (!overflow_error_.empty()) s.recording_errors.push_back(overflow_error_);
     return s;
@@ -452,7 +454,15 @@ class InputObserver {
     for (size_t k = 0; k < s.signatures.size(); ++k) out.emplace_back(std::move(s.signatures[k]), s.counts[k]);
     return out;
   }
-  /// Everything the analysis uses; what `save` writes (optrace/materialize.hpp).
+  /// The observation file (optrace/observations.hpp): per input a torch.export TensorMeta,
+  /// range constraints, treespec, dynamic-shapes spec, and the call history, without the data.
+  /// Throws ArgumentError for a dtype the export schema has no number for (uint32, ...).
+  std::string to_json(int indent = 1) const { return detail::observations_json(recorder_->snapshot(), indent); }
+  /// Writes `to_json()` to `path` atomically (temporary file, then rename): a failure never
+  /// leaves a truncated file. Throws IoError.
+  void save(const std::string& path) const { detail::write_file_atomic(path, to_json() + "\n"); }
+
+  /// Everything the analysis uses; what `save` writes.
   detail::CallSet call_set() const { return recorder_->snapshot(); }
 
   Module& module() { return model_; }

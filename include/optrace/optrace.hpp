@@ -8,4 +8,5 @@
 #include <optrace/observer.hpp>
 #include <optrace/json/tensor_meta.hpp>
 #include <optrace/materialize.hpp>
+#include <optrace/observations.hpp>
 #include <optrace/replay.hpp>

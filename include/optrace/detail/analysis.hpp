@@ -55,6 +55,7 @@ struct CallSet {
   /// Calls beyond the signature bound: element-wise min and max of their dims (same structure).
   std::optional<Value> overflow_min, overflow_max;
   int64_t dropped_signatures = 0;
+  int64_t total_calls = 0;                   ///< every call, stored or not
   std::vector<std::string> recording_errors;
 };
 
@@ -403,7 +404,9 @@ inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const
 /// becomes an empty tensor shaped like the same input in other calls with its highest dynamic
 /// dim set to 0 (zeros of that shape when no dim is dynamic); a missing scalar takes the
 /// template's value.
-inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value& call) {
+/// Synthesized tensors go to `device` (default: the device they were seen on).
+inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value& call,
+                           std::optional<c10::Device> device = std::nullopt) {
   std::unordered_map<const Value*, size_t> leaf_of;
   for (size_t l = 0; l < a.leaves().size(); ++l) leaf_of[a.leaves()[l].node] = l;
 
@@ -426,8 +429,8 @@ inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value
           any_dynamic = true;
           break;
         }
-      at::Tensor data = any_dynamic ? at::empty(sizes, at::TensorOptions().dtype(ref->spec.dtype).device(ref->spec.device))
-                                    : at::zeros(sizes, at::TensorOptions().dtype(ref->spec.dtype).device(ref->spec.device));
+      auto options = at::TensorOptions().dtype(ref->spec.dtype).device(device.value_or(ref->spec.device));
+      at::Tensor data = any_dynamic ? at::empty(sizes, options) : at::zeros(sizes, options);
       return Value::tensor(data, true);
     }
     if (!t.is_container()) return v && !v->is_none() ? *v : t;
@@ -626,17 +629,27 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
   return DynamicShapes(calls.keyed, a.keys(), std::move(arguments), std::move(symbols), std::move(warnings));
 }
 
-/// infer_arguments over a CallSet.
-inline Arguments infer_arguments(const CallSet& calls, const InferArgumentsOptions& options) {
+/// The export arguments as a Dict Value keyed by argument (tensors without data where the
+/// stored call has none: a loaded observation file).
+inline Value infer_argument_value(const CallSet& calls, const InferArgumentsOptions& options,
+                                  std::optional<c10::Device> device = std::nullopt) {
   Analysis a(calls);
   DimFacts facts = dim_facts(a, {});
-  Value call = complete_call(a, facts, calls.stored[choose_stored_call(a, facts, options, calls.stored)]);
+  return complete_call(a, facts, calls.stored[choose_stored_call(a, facts, options, calls.stored)], device);
+}
+
+inline Arguments to_arguments(const CallSet& calls, const Value& call) {
   Arguments out;
-  for (size_t k = 0; k < a.keys().size(); ++k) {
-    if (calls.keyed) out.kwargs.insert(a.keys()[k], to_ivalue(call.items[k]));
+  for (size_t k = 0; k < call.keys.size(); ++k) {
+    if (calls.keyed) out.kwargs.insert(call.keys[k], to_ivalue(call.items[k]));
     else out.args.push_back(to_ivalue(call.items[k]));
   }
   return out;
+}
+
+/// infer_arguments over a CallSet.
+inline Arguments infer_arguments(const CallSet& calls, const InferArgumentsOptions& options) {
+  return to_arguments(calls, infer_argument_value(calls, options));
 }
 
 }  // namespace detail

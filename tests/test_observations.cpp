@@ -1,0 +1,201 @@
+// Tests for optrace/observations.hpp: the observation file written, read back, validated, materialized.
+#include <optrace/materialize.hpp>
+#include <optrace/observer.hpp>
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include "optrace_catch.hpp"
+
+namespace {
+
+struct MaskedImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor ids, c10::optional<torch::Tensor> mask) { return mask ? ids * *mask : ids; }
+};
+TORCH_MODULE(Masked);
+
+optrace::InputObserver<Masked> observed() {
+  optrace::InputObserver<Masked> observer(Masked{}, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask"}));
+  observer(torch::zeros({2, 16}, torch::kLong), c10::optional<torch::Tensor>());
+  observer(torch::zeros({4, 24}, torch::kLong), c10::optional<torch::Tensor>(torch::ones({4, 24}, torch::kLong)));
+  observer(torch::zeros({4, 24}, torch::kLong), c10::optional<torch::Tensor>(torch::ones({4, 24}, torch::kLong)));
+  observer(torch::zeros({3, 9}, torch::kLong), c10::optional<torch::Tensor>(torch::ones({3, 9}, torch::kLong)));
+  return observer;
+}
+
+/// The file without the producer's torch version, which differs between libtorch versions.
+std::string portable(std::string json) {
+  return std::regex_replace(json, std::regex("\"torch\": \"[^\"]*\""), "\"torch\": \"X\"");
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// A valid file with one replacement applied, for the error paths.
+std::string edited(const std::string& from, const std::string& to) {
+  std::string text = observed().to_json(0);
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_CASE("observations: the file has what Python tools read", "[observations]") {
+  std::string text = portable(observed().to_json());
+  // Regenerate with OPTRACE_UPDATE_GOLDEN=1 after a deliberate format change, and review the diff.
+  const std::string golden = optrace_test::data_path("observations/masked.json");
+  if (std::getenv("OPTRACE_UPDATE_GOLDEN")) {
+    std::ofstream(golden) << text << "\n";
+  }
+  CHECK(text + "\n" == read_text(golden));
+  CHECK_THAT(text, OPTRACE_CONTAINS(R"("range_constraints": {
+  "s0": {
+   "min_val": 2,
+   "max_val": 4
+  },)"));
+  CHECK_THAT(text, OPTRACE_CONTAINS(R"("as_expr": {
+       "expr_str": "s0",
+       "hint": {
+        "as_int": 4
+       }
+      })"));
+  CHECK_THAT(text, OPTRACE_CONTAINS(
+      R"("in_spec": "[1, {\"type\": \"builtins.tuple\", \"context\": \"null\", \"children_spec\": [{\"type\": \"builtins.tuple\", \"context\": \"null\", \"children_spec\": [{\"type\": null, \"context\": null, \"children_spec\": []}, {\"type\": null, \"context\": null, \"children_spec\": []}]}, {\"type\": \"builtins.dict\", \"context\": \"[]\", \"children_spec\": []}]}]")"));
+}
+
+TEST_CASE("observations: save and load round trip", "[observations]") {
+  auto observer = observed();
+  const std::string path = optrace_test::temp_path("round_trip.json");
+  observer.save(path);
+  optrace::Observations obs = optrace::load_observations(path);
+  CHECK(obs.to_json() == observer.to_json());
+  CHECK(obs.num_obs() == 3);
+  CHECK(obs.num_calls() == 4);
+  REQUIRE(obs.history().size() == 3);
+  CHECK(obs.history()[1].second == 2);
+  CHECK(obs.infer_dynamic_shapes().to_json() == observer.infer_dynamic_shapes().to_json());
+  CHECK(obs.infer_dynamic_shapes(optrace::DynamicShapesOptions().shared_symbols()).to_python() ==
+        observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().shared_symbols()).to_python());
+  CHECK(obs.infer_arguments().describe() == "(int64[4, 24]@meta, int64[4, 24]@meta)");
+  CHECK(observer.infer_arguments().describe() == "(int64[4, 24], int64[4, 24])");
+  CHECK(obs.infer_arguments(optrace::InferArgumentsOptions().call_index(0)).describe() ==
+        "(int64[2, 16]@meta, int64[4, 0]@meta)");
+}
+
+TEST_CASE("observations: materialize on CPU and meta", "[observations]") {
+  optrace::Observations obs = optrace::Observations::from_json(observed().to_json());
+  auto a = obs.materialize(optrace::MaterializeOptions().seed(7).int_range(0, 5));
+  REQUIRE(a.args.size() == 2);
+  auto ids = a.args[0].toTensor();
+  CHECK(ids.device().is_cpu());
+  CHECK(ids.sizes() == std::vector<int64_t>({4, 24}));
+  CHECK(ids.scalar_type() == torch::kLong);
+  CHECK(ids.min().item<int64_t>() >= 0);
+  CHECK(ids.max().item<int64_t>() < 5);
+  auto again = obs.materialize(optrace::MaterializeOptions().seed(7).int_range(0, 5));
+  CHECK(torch::equal(ids, again.args[0].toTensor()));
+  auto other = obs.materialize(optrace::MaterializeOptions().seed(8).int_range(0, 5));
+  CHECK_FALSE(torch::equal(ids, other.args[0].toTensor()));
+  auto meta = obs.materialize(optrace::MaterializeOptions().device(c10::Device(c10::kMeta)));
+  CHECK(meta.args[1].toTensor().is_meta());
+  CHECK_THROWS_WITH(obs.materialize(optrace::MaterializeOptions().memory_budget_bytes(100)),
+                    OPTRACE_CONTAINS("optrace: MaterializeError: 2 tensors need 1536 bytes on cpu, over the memory budget of 100 bytes"));
+}
+
+TEST_CASE("observations: strides and offsets survive the file", "[observations]") {
+  auto fn = [](torch::Tensor x) { return x; };
+  optrace::InputObserver<decltype(fn)> observer(fn, optrace::ObserverOptions().arg_names({"x"}));
+  auto base = torch::zeros({4, 6});
+  observer(base.t());                                    // strides (1, 6)
+  observer(base.narrow(1, 2, 3));                       // offset 2
+  observer(torch::zeros({1, 5}).expand({3, 5}));        // stride 0
+  auto obs = optrace::Observations::from_json(observer.to_json());
+  auto t = obs.materialize({}, optrace::InferArgumentsOptions().call_index(0)).args[0].toTensor();
+  CHECK(t.strides() == std::vector<int64_t>({1, 6}));
+  auto n = obs.materialize({}, optrace::InferArgumentsOptions().call_index(1)).args[0].toTensor();
+  CHECK(n.storage_offset() == 2);
+  CHECK(n.strides() == std::vector<int64_t>({6, 1}));
+  auto e = obs.materialize({}, optrace::InferArgumentsOptions().call_index(2)).args[0].toTensor();
+  CHECK(e.strides() == std::vector<int64_t>({0, 1}));
+  CHECK(torch::equal(e[0], e[2]));
+}
+
+TEST_CASE("observations: structs keep their field names", "[observations]") {
+  auto fn = [](const c10::IValue&) { return 0; };
+  optrace::InputObserver<decltype(fn)> observer(fn);
+  for (int64_t n : {2, 3}) {
+    c10::Dict<std::string, at::Tensor> d;
+    d.insert("k", torch::zeros({n}));
+    observer(c10::IValue(d));
+  }
+  std::string text = observer.to_json(0);
+  CHECK_THAT(text, OPTRACE_CONTAINS(R"(\"type\": \"builtins.dict\", \"context\": \"[\\\"k\\\"]\")"));
+  CHECK_THAT(text, OPTRACE_CONTAINS(R"("inputs": [{"name": "#0[\"k\"]", "argument": "#0", "meta": {"dtype": 7)"));
+}
+
+TEST_CASE("observations: expr_str as sympy srepr", "[observations]") {
+  std::string text = edited(R"("expr_str": "s0")", R"x("expr_str": "Symbol('s0', integer=True, positive=True)")x");
+  CHECK_NOTHROW(optrace::Observations::from_json(text));
+  CHECK_THROWS_WITH(optrace::Observations::from_json(edited(R"("expr_str": "s0")", R"x("expr_str": "Symbol()")x")),
+                    "optrace: JsonError at /inputs/0/meta/sizes/0/as_expr/expr_str: expected a symbol in Symbol('name', ...), "
+                    "got string \"Symbol()\"");
+}
+
+TEST_CASE("observations: every error names the path and the value", "[observations]") {
+  auto load = [](const std::string& text) { return optrace::Observations::from_json(text); };
+  CHECK_THROWS_WITH(load(edited(R"("major": 1)", R"("major": 2)")),
+                    "optrace: JsonError at /version/major: unsupported major version 2 (this optrace reads 1.x); upgrade optrace");
+  CHECK_NOTHROW(load(edited(R"("minor": 0)", R"("minor": 7, "new_field": 1)")));
+  CHECK_THROWS_WITH(load(edited(R"("format": "optrace.observations")", R"("format": "x")")),
+                    "optrace: JsonError at /format: expected \"optrace.observations\", got string \"x\"");
+  CHECK_THROWS_WITH(load(edited(R"({"dtype": 5, "sizes": [{"as_int": 2})", R"({"dtype": 5, "sizes": [{"as_int": -2})")),
+                    "optrace: JsonError at /history/0/call/dict/input_ids/tensor/sizes/0: expected a size >= 0, got -2");
+  CHECK_THROWS_WITH(load(edited(R"({"dtype": 5,)", R"({"dtype": 99,)")),
+                    "optrace: JsonError at /inputs/0/meta/dtype: unknown dtype number 99 (torch.export schema ScalarType: 1-13, 28-30)");
+  CHECK_THROWS_WITH(load(edited(R"("sizes": [{"as_int": 2})", R"("sizes": ["abc")")),
+                    OPTRACE_CONTAINS("optrace: JsonError at /history/0/call/dict/input_ids/tensor/sizes/0: expected a SymInt {\"as_int\": n} or {\"as_expr\": {...}}, got string \"abc\""));
+  CHECK_THROWS_WITH(load(edited(R"("strides": [{"as_int": 16}, {"as_int": 1}])", R"("strides": [{"as_int": 1}])")),
+                    "optrace: JsonError at /history/0/call/dict/input_ids/tensor/strides: expected 2 strides (one per size), got 1");
+  CHECK_THROWS_WITH(load(edited(R"("keyed": false)", R"("keyed": "no")")),
+                    "optrace: JsonError at /keyed: expected a boolean, got string \"no\"");
+  CHECK_THROWS_WITH(load(edited(R"("count": 1)", R"("count": 0)")),
+                    "optrace: JsonError at /history/0/count: expected a count >= 1, got integer 0");
+  CHECK_THROWS_WITH(load(edited(R"({"as_expr": {"expr_str": "s0", "hint": {"as_int": 4}}})", R"({"as_expr": {"expr_str": "s0"}})")),
+                    "optrace: JsonError at /inputs/0/meta/sizes/0/as_expr: a symbolic size needs a hint (its example value) to be rebuilt");
+  std::string text = observed().to_json(0);
+  CHECK_THROWS_WITH(load(text.substr(0, text.size() / 2)), OPTRACE_CONTAINS("optrace: JsonError at /:"));
+  CHECK_THROWS_AS(optrace::load_observations(optrace_test::temp_path("no/such/file.json")), optrace::IoError);
+}
+
+TEST_CASE("observations: a failed save leaves no file", "[observations]") {
+  const std::string path = optrace_test::temp_path("no_such_dir/obs.json");
+  CHECK_THROWS_WITH(observed().save(path), OPTRACE_CONTAINS("optrace: IoError: cannot create"));
+  CHECK_FALSE(std::ifstream(path).good());
+}
+
+TEST_CASE("observations: Python rebuilds the tensors with json alone", "[observations][python]") {
+  std::string probe = std::string(OPTRACE_PYTHON) + " -c 'import torch' 2>/dev/null";
+  if (std::system(probe.c_str()) != 0) OPTRACE_SKIP("python3-torch not installed");
+  auto fn = [](torch::Tensor x, torch::Tensor y) { return x; };
+  optrace::InputObserver<decltype(fn)> observer(fn, optrace::ObserverOptions().arg_names({"x", "y"}));
+  observer(torch::zeros({4, 6}, torch::kHalf).t(), torch::zeros({3}, torch::kLong));
+  observer(torch::zeros({5, 6}, torch::kHalf).t(), torch::zeros({3}, torch::kLong));
+  const std::string path = optrace_test::temp_path("for_python.json");
+  observer.save(path);
+  std::string cmd = std::string(OPTRACE_PYTHON) + " " + OPTRACE_TEST_DATA + "/../../examples/python/load_observations.py " + path;
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  REQUIRE(pclose(p) == 0);
+  CHECK(out ==
+        "x: shape (6, 4) dtype torch.float16 strides (1, 6) dynamic {1: 's0'}\n"
+        "y: shape (3,) dtype torch.int64 strides (1,) dynamic {}\n"
+        "range_constraints: {'s0': (4, 5)}\n");
+}
