@@ -72,7 +72,8 @@ optrace::OpTrace transformer_trace() {
 struct Figure {
   double seconds = 0;
   int64_t inputs = 0;
-  int64_t not_ok = 0;
+  int64_t not_ok = 0;   // errors and mismatches
+  int64_t skipped = 0;  // not run or not compared (on meta: no meta kernel in this libtorch)
 };
 
 Figure measure(const optrace::OpTrace& trace, const optrace::ReplayOptions& options, int reps) {
@@ -84,6 +85,7 @@ Figure measure(const optrace::OpTrace& trace, const optrace::ReplayOptions& opti
     times.push_back(report.seconds);
     f.inputs = static_cast<int64_t>(report.results.size());
     f.not_ok = report.num(optrace::ReplayStatus::error) + report.num(optrace::ReplayStatus::mismatch);
+    f.skipped = report.num(optrace::ReplayStatus::skipped);
   }
   std::sort(times.begin(), times.end());
   f.seconds = times[times.size() / 2];
@@ -94,14 +96,15 @@ void bench_device(c10::Device device, int reps) {
   const optrace::OpTrace mlp = optrace::OpTrace::load(OPTRACE_MLP_TRACE);
   const optrace::OpTrace block = transformer_trace();
   std::printf("\n%s (%d intra-op threads)\n", device.str().c_str(), at::get_num_threads());
-  std::printf("%-12s %-6s %8s %10s %14s %8s\n", "trace", "mode", "inputs", "seconds", "inputs/s", "failed");
+  std::printf("%-12s %-6s %8s %10s %14s %8s %8s\n", "trace", "mode", "inputs", "seconds", "inputs/s", "failed", "skipped");
   for (const auto* t : {&mlp, &block}) {
     for (optrace::ReplayMode mode : {optrace::ReplayMode::run, optrace::ReplayMode::check, optrace::ReplayMode::time}) {
       const auto options = optrace::ReplayOptions().device(device).mode(mode).progress(false);
       const Figure f = measure(*t, options, reps);
-      std::printf("%-12s %-6s %8lld %10.4f %14.1f %8lld\n", t == &mlp ? "mlp" : "transformer", optrace::to_string(mode),
-                  static_cast<long long>(f.inputs), f.seconds, static_cast<double>(f.inputs) / f.seconds,
-                  static_cast<long long>(f.not_ok));
+      std::printf("%-12s %-6s %8lld %10.4f %14.1f %8lld %8lld\n", t == &mlp ? "mlp" : "transformer",
+                  optrace::to_string(mode), static_cast<long long>(f.inputs), f.seconds,
+                  static_cast<double>(f.inputs) / f.seconds, static_cast<long long>(f.not_ok),
+                  static_cast<long long>(f.skipped));
     }
   }
 }

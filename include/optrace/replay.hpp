@@ -21,6 +21,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace optrace {
@@ -379,14 +380,23 @@ class ReplayReport {
 namespace detail {
 
 // Replays one unique input; never throws for the input's own failures (they become the result).
+// `no_meta`: ops already found without a meta kernel, with the message: on libtorch 1.13 a
+// c10::Error costs milliseconds (its backtrace is symbolized when made), so each such op raises
+// one, not one per input.
 inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64_t index, const ReplayOptions& options,
-                                 c10::Device device, std::optional<at::Tensor>& flush_buffer) {
+                                 c10::Device device, std::optional<at::Tensor>& flush_buffer,
+                                 std::unordered_map<std::string, std::string>& no_meta) {
   ReplayResult r;
   r.op = op;
   r.index = index;
   r.count = in.count;
   r.inputs = describe_input(in);
   const ReplayMode mode = options.mode();
+  if (auto it = no_meta.find(op); it != no_meta.end() && device.type() == c10::kMeta) {
+    r.status = ReplayStatus::skipped;
+    r.message = it->second;
+    return r;
+  }
   try {
     const CallPlan plan = PlanBuilder(in, device).build(op);
     const int64_t bytes = plan_bytes(plan, device);
@@ -490,9 +500,10 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
     }
     if (plan.mutates && mode == ReplayMode::time) r.message = "writes its inputs: fresh inputs for every call";
   } catch (const c10::Error& e) {
-    const bool no_meta = device.type() == c10::kMeta && is_missing_meta_kernel(e);
-    r.status = no_meta ? ReplayStatus::skipped : ReplayStatus::error;
-    r.message = (no_meta ? "no meta kernel in this libtorch: " : "") + describe_exception(e);
+    const bool missing = device.type() == c10::kMeta && is_missing_meta_kernel(e);
+    r.status = missing ? ReplayStatus::skipped : ReplayStatus::error;
+    r.message = (missing ? "no meta kernel in this libtorch: " : "") + describe_exception(e);
+    if (missing) no_meta.emplace(op, r.message);
   } catch (const std::exception& e) {  // c10::Error (OOM included), optrace errors, std errors
     r.status = ReplayStatus::error;
     r.message = describe_exception(e);
@@ -544,11 +555,13 @@ inline ReplayReport replay(const OpTrace& trace, const ReplayOptions& options = 
   report.results.reserve(static_cast<size_t>(total));
   detail::ProgressBar progress(options.progress(), total);
   std::optional<at::Tensor> flush_buffer;
+  std::unordered_map<std::string, std::string> no_meta;
   for (const auto& [entry, inputs] : work) {
     for (size_t i = 0; i < inputs.size(); ++i) {
       progress.update(static_cast<int64_t>(report.results.size()), entry->name);
       report.results.push_back(
-          detail::replay_input(entry->name, *inputs[i], static_cast<int64_t>(i), options, report.device, flush_buffer));
+          detail::replay_input(entry->name, *inputs[i], static_cast<int64_t>(i), options, report.device, flush_buffer,
+                               no_meta));
     }
   }
   progress.finish();
