@@ -509,6 +509,8 @@ class PlanBuilder {
       case K::ListType: return convert_list(type->cast<c10::ListType>()->getElementType(), v, n);
       default:
         if (v.is_none()) return value(c10::IValue());
+        // SymBool (libtorch 2.1+, no TypeKind before): a plain bool in a boxed call.
+        if (type->str() == "SymBool" && kind == OpValue::Kind::Bool) return value(v.as_bool());
         fail("has a type replay does not build");
     }
   }
