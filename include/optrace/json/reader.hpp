@@ -1,0 +1,413 @@
+// optrace/json/reader.hpp: simdjson-based JSON reading with Python's NaN/Infinity tokens and path-naming errors
+#pragma once
+
+#include <optrace/detail/io.hpp>
+#include <optrace/error.hpp>
+
+#include <simdjson.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace optrace::json {
+
+class Document;
+
+namespace detail {
+
+// Python's json writes NaN, Infinity and -Infinity bare; simdjson (rightly) rejects them. Before
+// parsing, each such token outside a string is replaced by a string that no real document holds
+// ("\u0000NaN", ...), and the typed accessors read those strings back as numbers.
+inline constexpr std::string_view kNaN = std::string_view("\0NaN", 4);
+inline constexpr std::string_view kInf = std::string_view("\0Infinity", 9);
+inline constexpr std::string_view kNegInf = std::string_view("\0-Infinity", 10);
+
+inline bool is_special_float(std::string_view s) { return !s.empty() && s[0] == '\0' && (s == kNaN || s == kInf || s == kNegInf); }
+
+inline double special_float_value(std::string_view s) {
+  if (s == kNaN) return std::numeric_limits<double>::quiet_NaN();
+  return s == kInf ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+}
+
+// Whether the text between `from` (outside any string) and `to` leaves us inside a string.
+// Jumps from quote to quote with memchr; a quote preceded by an odd run of backslashes is escaped.
+inline bool ends_inside_string(const char* text_begin, const char* from, const char* to, bool inside) {
+  const char* p = from;
+  while (p < to) {
+    const void* q = std::memchr(p, '"', static_cast<size_t>(to - p));
+    if (q == nullptr) break;
+    const char* quote = static_cast<const char*>(q);
+    if (inside) {
+      size_t backslashes = 0;
+      for (const char* b = quote; b > text_begin && b[-1] == '\\'; --b) ++backslashes;
+      if (backslashes % 2 == 0) inside = false;
+    } else {
+      inside = true;
+    }
+    p = quote + 1;
+  }
+  return inside;
+}
+
+inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Copies `text` into a padded buffer, rewriting Python's non-standard float tokens outside strings.
+// Returns false (leaving `out` untouched) when the text holds none, so the caller parses `text` as is.
+inline bool rewrite_python_floats(std::string_view text, std::string& out) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  auto find = [&](const char* from) -> const char* {
+    // The next 'N' of "NaN" or 'I' of "Infinity", whichever comes first.
+    const char* best = nullptr;
+    for (std::string_view token : {std::string_view("NaN"), std::string_view("Infinity")}) {
+      const void* hit = ::memmem(from, static_cast<size_t>(end - from), token.data(), token.size());
+      if (hit != nullptr && (best == nullptr || static_cast<const char*>(hit) < best)) best = static_cast<const char*>(hit);
+    }
+    return best;
+  };
+  const char* hit = find(begin);
+  if (hit == nullptr) return false;
+  out.clear();
+  out.reserve(text.size() + text.size() / 8 + 64);
+  const char* copied = begin;   // text before this is in `out`
+  const char* scanned = begin;  // string state known up to here
+  bool inside = false;
+  while (hit != nullptr) {
+    bool nan = *hit == 'N';
+    const char* token_begin = hit;
+    const char* token_end = hit + (nan ? 3 : 8);
+    bool negative = !nan && token_begin > begin && token_begin[-1] == '-';
+    if (negative) --token_begin;
+    inside = ends_inside_string(begin, scanned, token_begin, inside);
+    scanned = token_begin;
+    // A bare token stands alone: not inside a string and not part of a longer word.
+    bool alone = !inside && (token_end == end || !std::isalnum(static_cast<unsigned char>(*token_end))) &&
+                 (token_begin == begin || !std::isalnum(static_cast<unsigned char>(token_begin[-1])));
+    if (alone) {
+      out.append(copied, static_cast<size_t>(token_begin - copied));
+      out += nan ? "\"\\u0000NaN\"" : negative ? "\"\\u0000-Infinity\"" : "\"\\u0000Infinity\"";
+      copied = token_end;
+    }
+    hit = find(token_end);
+  }
+  out.append(copied, static_cast<size_t>(end - copied));
+  return true;
+}
+
+// Writes the JSON pointer segment for `key` (RFC 6901: '~' -> "~0", '/' -> "~1").
+inline void append_pointer_segment(std::string& path, std::string_view key) {
+  path += '/';
+  for (char c : key) {
+    if (c == '~') path += "~0";
+    else if (c == '/') path += "~1";
+    else path += c;
+  }
+}
+
+}  // namespace detail
+
+/// One value of a parsed `Document`: a cheap handle (24 bytes) valid while its document lives.
+/// Typed accessors throw `optrace::JsonError` naming the value's JSON pointer and what was
+/// found instead, e.g. `optrace: JsonError at /a/0: expected an integer, got string "abc"`.
+/// The path is worked out only when an error is raised.
+class Value {
+ public:
+  Value(simdjson::dom::element element, const Document* doc) : element_(element), doc_(doc) {}
+
+  bool is_null() const { return element_.is_null(); }
+  bool is_bool() const { return element_.is_bool(); }
+  /// True for an integer that fits int64 (`3`, not `3.0`).
+  bool is_int() const { return element_.is_int64(); }
+  /// True for any number, including Python's `NaN`, `Infinity` and `-Infinity`.
+  bool is_number() const { return element_.is_number() || is_special_float(); }
+  /// True for a string (Python's float tokens are numbers, not strings).
+  bool is_string() const { return element_.is_string() && !is_special_float(); }
+  bool is_array() const { return element_.is_array(); }
+  bool is_object() const { return element_.is_object(); }
+
+  /// The boolean. Throws JsonError unless this is `true` or `false`.
+  bool as_bool() const {
+    bool b;
+    if (element_.get_bool().get(b)) fail("expected a boolean");
+    return b;
+  }
+  /// The integer. Throws JsonError unless this is an integer that fits int64.
+  int64_t as_int() const {
+    int64_t i;
+    if (element_.get_int64().get(i)) fail("expected an integer");
+    return i;
+  }
+  /// The number as a double (integers converted; NaN/Infinity/-Infinity accepted).
+  /// Throws JsonError for anything else.
+  double as_double() const {
+    double d;
+    if (!element_.get_double().get(d)) return d;
+    std::string_view s;
+    if (!element_.get_string().get(s) && detail::is_special_float(s)) return detail::special_float_value(s);
+    fail("expected a number");
+  }
+  /// The string, valid while the document lives. Throws JsonError unless this is a string.
+  std::string_view as_string() const {
+    std::string_view s;
+    if (element_.get_string().get(s) || detail::is_special_float(s)) fail("expected a string");
+    return s;
+  }
+  /// A list of integers (`[1, 3, 224, 224]`). Throws JsonError naming the list, or the bad element.
+  std::vector<int64_t> as_int_list() const {
+    simdjson::dom::array array;
+    if (element_.get_array().get(array)) fail("expected a list of integers");
+    std::vector<int64_t> out;
+    out.reserve(array.size());
+    for (simdjson::dom::element e : array) {
+      int64_t i;
+      if (e.get_int64().get(i)) Value(e, doc_).fail("expected an integer");
+      out.push_back(i);
+    }
+    return out;
+  }
+
+  /// Iterates an array: `for (json::Value v : value.array()) ...`. Throws JsonError unless an array.
+  class Array;
+  Array array() const;
+  /// Iterates an object's members in document order: `for (auto [key, v] : value.object()) ...`.
+  /// Throws JsonError unless an object.
+  class Object;
+  Object object() const;
+
+  /// The member `key` of this object. Throws JsonError if this is not an object or has no such
+  /// member (`missing key "count"`).
+  Value operator[](std::string_view key) const;
+  /// The member `key`, or `std::nullopt`-like `found == false`. Throws JsonError unless an object.
+  bool find(std::string_view key, Value& out) const;
+  /// Number of elements of an array or members of an object; throws JsonError otherwise.
+  size_t size() const;
+
+  /// The JSON pointer of this value (`/convolution.default/unique_inputs/3`); "" for the root.
+  /// Walks the document to find it: meant for error messages.
+  std::string path() const;
+  /// A short description for messages: `string "abc"`, `integer 3`, `number 1.5`, `NaN`,
+  /// `null`, `true`, `a list of 2`, `an object`.
+  std::string describe() const;
+  /// Throws `JsonError(path(), message + ", got " + describe())`.
+  [[noreturn]] void fail(const std::string& message) const {
+    throw JsonError(path(), message + ", got " + describe());
+  }
+  /// Throws `JsonError(path(), message)` as given.
+  [[noreturn]] void fail_plain(const std::string& message) const { throw JsonError(path(), message); }
+
+  const simdjson::dom::element& element() const { return element_; }
+
+ private:
+  bool is_special_float() const {
+    std::string_view s;
+    return !element_.get_string().get(s) && detail::is_special_float(s);
+  }
+
+  simdjson::dom::element element_;
+  const Document* doc_;
+};
+
+class Value::Array {
+ public:
+  class iterator {
+   public:
+    iterator(simdjson::dom::array::iterator it, const Document* doc) : it_(it), doc_(doc) {}
+    Value operator*() const { return Value(*it_, doc_); }
+    iterator& operator++() { ++it_; return *this; }
+    bool operator!=(const iterator& o) const { return it_ != o.it_; }
+   private:
+    simdjson::dom::array::iterator it_;
+    const Document* doc_;
+  };
+  Array(simdjson::dom::array a, const Document* doc) : array_(a), doc_(doc) {}
+  iterator begin() const { return iterator(array_.begin(), doc_); }
+  iterator end() const { return iterator(array_.end(), doc_); }
+  size_t size() const { return array_.size(); }
+ private:
+  simdjson::dom::array array_;
+  const Document* doc_;
+};
+
+class Value::Object {
+ public:
+  class iterator {
+   public:
+    iterator(simdjson::dom::object::iterator it, const Document* doc) : it_(it), doc_(doc) {}
+    std::pair<std::string_view, Value> operator*() const { return {it_.key(), Value(it_.value(), doc_)}; }
+    iterator& operator++() { ++it_; return *this; }
+    bool operator!=(const iterator& o) const { return it_ != o.it_; }
+   private:
+    simdjson::dom::object::iterator it_;
+    const Document* doc_;
+  };
+  Object(simdjson::dom::object o, const Document* doc) : object_(o), doc_(doc) {}
+  iterator begin() const { return iterator(object_.begin(), doc_); }
+  iterator end() const { return iterator(object_.end(), doc_); }
+  size_t size() const { return object_.size(); }
+ private:
+  simdjson::dom::object object_;
+  const Document* doc_;
+};
+
+/// A parsed JSON document (simdjson DOM). Accepts Python's `NaN`, `Infinity` and `-Infinity`.
+/// Not copyable or movable (values point into it); hold it in a `std::unique_ptr` to pass it on.
+///
+/// Example:
+///   auto doc = json::Document::parse(R"({"xs": [1, 2, NaN]})");
+///   for (json::Value v : doc->root()["xs"].array()) double d = v.as_double();
+class Document {
+ public:
+  /// Parses `text`. Throws JsonError at "" for malformed or truncated input, naming simdjson's
+  /// complaint in words (never its error code).
+  static std::unique_ptr<Document> parse(std::string_view text) {
+    std::unique_ptr<Document> doc(new Document());
+    std::string rewritten;
+    if (detail::rewrite_python_floats(text, rewritten)) text = rewritten;
+    doc->buffer_ = simdjson::padded_string(text);
+    doc->parse_buffer();
+    return doc;
+  }
+  /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `parse`.
+  static std::unique_ptr<Document> load(const std::string& path) {
+    std::string text = optrace::detail::read_file(path);
+    return parse(text);
+  }
+
+  Document(const Document&) = delete;
+  Document& operator=(const Document&) = delete;
+
+  /// The top-level value.
+  Value root() const { return Value(root_, this); }
+
+  /// The JSON pointer of `target` (see `Value::path`); "?" if it is not in this document.
+  std::string path_of(const simdjson::dom::element& target) const {
+    std::string path;
+    if (find_path(root_, target, path)) return path;
+    return "?";
+  }
+
+ private:
+  Document() : parser_(std::make_unique<simdjson::dom::parser>()) {}
+
+  void parse_buffer() {
+    auto error = parser_->parse(buffer_.data(), buffer_.size(), false).get(root_);
+    if (error) throw JsonError("", std::string("malformed JSON: ") + simdjson::error_message(error));
+  }
+
+  static bool same(const simdjson::dom::element& a, const simdjson::dom::element& b) {
+    // An element is a (document, tape index) pair: equal bytes mean the same value.
+    static_assert(std::is_trivially_copyable_v<simdjson::dom::element>);
+    return std::memcmp(&a, &b, sizeof a) == 0;
+  }
+
+  static bool find_path(const simdjson::dom::element& at, const simdjson::dom::element& target, std::string& path) {
+    if (same(at, target)) return true;
+    size_t keep = path.size();
+    simdjson::dom::array array;
+    simdjson::dom::object object;
+    if (!at.get_array().get(array)) {
+      size_t i = 0;
+      for (simdjson::dom::element e : array) {
+        path += '/';
+        path += std::to_string(i++);
+        if (find_path(e, target, path)) return true;
+        path.resize(keep);
+      }
+    } else if (!at.get_object().get(object)) {
+      for (auto field : object) {
+        detail::append_pointer_segment(path, field.key);
+        if (find_path(field.value, target, path)) return true;
+        path.resize(keep);
+      }
+    }
+    return false;
+  }
+
+  simdjson::padded_string buffer_;
+  std::unique_ptr<simdjson::dom::parser> parser_;
+  simdjson::dom::element root_;
+};
+
+inline Value::Array Value::array() const {
+  simdjson::dom::array a;
+  if (element_.get_array().get(a)) fail("expected a list");
+  return Array(a, doc_);
+}
+
+inline Value::Object Value::object() const {
+  simdjson::dom::object o;
+  if (element_.get_object().get(o)) fail("expected an object");
+  return Object(o, doc_);
+}
+
+inline bool Value::find(std::string_view key, Value& out) const {
+  simdjson::dom::object o;
+  if (element_.get_object().get(o)) fail("expected an object");
+  simdjson::dom::element e;
+  if (o.at_key(key).get(e)) return false;
+  out = Value(e, doc_);
+  return true;
+}
+
+inline Value Value::operator[](std::string_view key) const {
+  Value out(element_, doc_);
+  if (!find(key, out)) fail_plain("missing key \"" + std::string(key) + "\"");
+  return out;
+}
+
+inline size_t Value::size() const {
+  simdjson::dom::array a;
+  if (!element_.get_array().get(a)) return a.size();
+  simdjson::dom::object o;
+  if (!element_.get_object().get(o)) return o.size();
+  fail("expected a list or an object");
+}
+
+inline std::string Value::path() const { return doc_ ? doc_->path_of(element_) : std::string("?"); }
+
+inline std::string Value::describe() const {
+  using simdjson::dom::element_type;
+  switch (element_.type()) {
+    case element_type::NULL_VALUE: return "null";
+    case element_type::BOOL: return element_.get_bool().value_unsafe() ? "true" : "false";
+    case element_type::INT64: return "integer " + std::to_string(element_.get_int64().value_unsafe());
+    case element_type::UINT64: return "integer " + std::to_string(element_.get_uint64().value_unsafe());
+    case element_type::DOUBLE: {
+      std::string out = "number ";
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof buf, element_.get_double().value_unsafe());
+      return out.append(buf, r.ptr);
+    }
+    case element_type::STRING: {
+      std::string_view s = element_.get_string().value_unsafe();
+      if (detail::is_special_float(s)) return std::string(s.substr(1));
+      std::string out = "string ";
+      if (s.size() > 60) {
+        std::string shortened(s.substr(0, 57));
+        shortened += "...";
+        out += '"';
+        out += shortened;
+        out += '"';
+        return out;
+      }
+      out += '"';
+      out += s;
+      out += '"';
+      return out;
+    }
+    case element_type::ARRAY: return "a list of " + std::to_string(element_.get_array().value_unsafe().size());
+    case element_type::OBJECT: return "an object";
+  }
+  return "an unknown value";
+}
+
+}  // namespace optrace::json

@@ -1,0 +1,231 @@
+// Tests for optrace/op_trace.hpp and optrace/json/reader.hpp (no libtorch header needed).
+#include <optrace/json/reader.hpp>
+#include <optrace/op_trace.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include "optrace_catch.hpp"
+
+using optrace::OpInput;
+using optrace::OpTrace;
+using optrace::OpValue;
+
+namespace {
+
+OpInput tensor_input(std::vector<int64_t> shape, int64_t count = 1) {
+  OpInput in;
+  in.input_shapes.push_back(std::move(shape));
+  in.input_dtypes.push_back("torch.float32");
+  in.non_tensor_inputs.push_back(OpValue::none());
+  in.count = count;
+  return in;
+}
+
+// A unique input of masked_fill with every kind of non-tensor value next to its tensor.
+const char* kValuesTrace = R"({
+ "masked_fill.Scalar": {"total_calls": 3, "unique_input_count": 1, "unique_inputs": [
+  {"op_name": "masked_fill.Scalar", "input_shapes": [[2, 3], [2, 3], null],
+   "input_dtypes": ["torch.float32", "torch.bool", "<class 'float'>"],
+   "non_tensor_inputs": [null, null, -Infinity], "tensor_lists": {}, "count": 3}]},
+ "misc.default": {"total_calls": 1, "unique_input_count": 1, "unique_inputs": [
+  {"op_name": "misc.default", "input_shapes": [null, null, null, null, null, null, null, null, null],
+   "input_dtypes": ["<class 'float'>", "<class 'float'>", "<class 'int'>", "<class 'bool'>", "<class 'str'>",
+                    "<class 'torch.dtype'>", "<class 'list'>", "<class 'NoneType'>", "<class 'list'>"],
+   "non_tensor_inputs": [NaN, Infinity, 7, true, "NaN Infinity \"-Infinity\"", "torch.float16", [1, [2.5, null]], null,
+                         {"tensor_list_ref": 0}],
+   "tensor_lists": {"0": {"length": 2, "shapes": [[1, 2], [3]], "dtypes": ["torch.float32", "torch.int64"]}},
+   "count": 1}]}
+})";
+
+}  // namespace
+
+TEST_CASE("op trace: the peer trace reads and writes back unchanged", "[op_trace]") {
+  OpTrace trace = OpTrace::load(optrace_test::data_path("peer/mlp.hf_op_trace.json"));
+  CHECK(trace.op_names() == std::vector<std::string>{"t.default", "addmm.default", "relu.default", "cat.default", "_softmax.default"});
+  CHECK(trace.total_calls() == 27);
+  CHECK(trace.total_calls("addmm.default") == 9);
+  CHECK(trace.total_calls("nope.default") == 0);
+  CHECK(trace.unique_input_count() == 12);
+  CHECK(trace.dropped_calls() == 0);
+  const optrace::OpEntry* cat = trace.find("cat.default");
+  REQUIRE(cat != nullptr);
+  const OpInput& in = cat->unique_inputs[0];
+  CHECK(in.non_tensor_inputs[0] == OpValue::tensor_list_ref(0));
+  CHECK(in.non_tensor_inputs[1] == OpValue::integer(1));
+  REQUIRE(in.tensor_list(0) != nullptr);
+  CHECK(in.tensor_list(0)->length() == 2);
+  CHECK(in.tensor_list(0)->shapes[1] == optrace::OptionalShape(std::vector<int64_t>{2, 5}));
+  CHECK(in.tensor_list(1) == nullptr);
+  // Written with Python's indent=1 layout, byte for byte.
+  std::string original = optrace::detail::read_file(optrace_test::data_path("peer/mlp.hf_op_trace.json"));
+  CHECK(trace.to_json() == original);
+  CHECK(OpTrace::from_json(trace.to_json(0)) == trace);
+  std::string path = optrace_test::temp_path("op_trace_roundtrip.json");
+  trace.save(path);
+  CHECK(OpTrace::load(path) == trace);
+}
+
+TEST_CASE("op trace: Python float tokens and every value kind", "[op_trace]") {
+  OpTrace trace = OpTrace::from_json(kValuesTrace);
+  const auto& fill = trace.find("masked_fill.Scalar")->unique_inputs[0].non_tensor_inputs;
+  CHECK(fill[2] == OpValue::floating(-std::numeric_limits<double>::infinity()));
+  const auto& v = trace.find("misc.default")->unique_inputs[0].non_tensor_inputs;
+  CHECK(std::isnan(v[0].as_float()));
+  CHECK(v[0] == OpValue::floating(std::nan("")));
+  CHECK(v[1].as_float() == std::numeric_limits<double>::infinity());
+  CHECK(v[2] == OpValue::integer(7));
+  CHECK(v[2] != OpValue::floating(7.0));
+  CHECK(v[3] == OpValue::boolean(true));
+  CHECK(v[4].as_string() == "NaN Infinity \"-Infinity\"");
+  CHECK(v[5].as_string() == "torch.float16");
+  CHECK(v[6] == OpValue::list({OpValue::integer(1), OpValue::list({OpValue::floating(2.5), OpValue::none()})}));
+  CHECK(v[7].is_none());
+  CHECK(v[8].as_tensor_list_ref() == 0);
+  CHECK_THROWS_WITH(v[2].as_string(), "optrace: ArgumentError: OpValue is not a string");
+  std::string out = trace.to_json(0);
+  CHECK(out.find("[null, null, -Infinity]") != std::string::npos);
+  CHECK(out.find("[NaN, Infinity, 7, true, \"NaN Infinity \\\"-Infinity\\\"\", \"torch.float16\", [1, [2.5, null]], null, {\"tensor_list_ref\": 0}]") !=
+        std::string::npos);
+  CHECK(OpTrace::from_json(out) == trace);
+}
+
+TEST_CASE("op trace: merge adds counts and keeps first-seen order", "[op_trace]") {
+  OpTrace a;
+  a.add("relu.default", tensor_input({2, 3}, 2)).add("t.default", tensor_input({4, 5}));
+  OpTrace b;
+  b.add("neg.default", tensor_input({1})).add("relu.default", tensor_input({7}, 5)).add("relu.default", tensor_input({2, 3}, 1));
+  b.add_dropped("relu.default", 4);
+  a.merge(b);
+  CHECK(a.op_names() == std::vector<std::string>{"relu.default", "t.default", "neg.default"});
+  const optrace::OpEntry* relu = a.find("relu.default");
+  REQUIRE(relu->unique_inputs.size() == 2);
+  CHECK(relu->unique_inputs[0].count == 3);
+  CHECK(relu->unique_inputs[1].count == 5);
+  CHECK(relu->dropped_calls == 4);
+  CHECK(relu->total_calls() == 12);
+  // Written by count, descending; dropped calls are part of total_calls and come back as such.
+  auto sorted = relu->by_count();
+  CHECK(sorted[0]->count == 5);
+  OpTrace back = OpTrace::from_json(a.to_json());
+  CHECK(back.find("relu.default")->dropped_calls == 4);
+  CHECK(back.find("relu.default")->unique_inputs[0].count == 5);
+  // Merging a loaded trace into itself doubles every count.
+  OpTrace twice = back;
+  twice.merge(back);
+  CHECK(twice.total_calls() == 2 * back.total_calls());
+  CHECK(twice.unique_input_count() == back.unique_input_count());
+  // Ties keep first-seen order.
+  OpTrace ties;
+  ties.add("x.default", tensor_input({1})).add("x.default", tensor_input({2})).add("x.default", tensor_input({3}, 2));
+  auto order = ties.find("x.default")->by_count();
+  CHECK(order[0]->input_shapes[0] == optrace::OptionalShape(std::vector<int64_t>{3}));
+  CHECK(order[1]->input_shapes[0] == optrace::OptionalShape(std::vector<int64_t>{1}));
+  CHECK(order[2]->input_shapes[0] == optrace::OptionalShape(std::vector<int64_t>{2}));
+}
+
+TEST_CASE("op trace: extended keys round trip", "[op_trace]") {
+  OpInput in = tensor_input({4, 2});
+  in.input_shapes.push_back(std::vector<int64_t>{3});
+  in.input_dtypes.push_back("torch.int64");
+  in.non_tensor_inputs.push_back(OpValue::none());
+  in.kwargs.push_back({"alpha", std::nullopt, "<class 'int'>", OpValue::integer(2)});
+  in.input_strides = {std::vector<int64_t>{1, 4}, std::nullopt};
+  in.input_devices = {std::string("cpu"), std::string("cpu")};
+  in.input_value_ranges = {std::nullopt, std::make_pair(int64_t{0}, int64_t{9})};
+  OpTrace trace;
+  trace.add("add.Tensor", in);
+  OpInput wider = in;
+  wider.input_value_ranges[1] = std::make_pair(int64_t{-1}, int64_t{3});
+  trace.add("add.Tensor", wider);
+  const OpInput& got = trace.find("add.Tensor")->unique_inputs.at(0);
+  CHECK(got.count == 2);
+  CHECK(got.input_value_ranges[1] == std::make_pair(int64_t{-1}, int64_t{9}));
+  std::string js = trace.to_json(0);
+  CHECK(js.find("\"kwargs\": {\"alpha\": {\"shape\": null, \"dtype\": \"<class 'int'>\", \"value\": 2}}") != std::string::npos);
+  CHECK(js.find("\"input_strides\": [[1, 4], null]") != std::string::npos);
+  CHECK(js.find("\"input_value_ranges\": [null, [-1, 9]]") != std::string::npos);
+  CHECK(OpTrace::from_json(js) == trace);
+}
+
+TEST_CASE("op trace: errors name the JSON path and the bad value", "[op_trace]") {
+  auto entry = [](const std::string& input) {
+    return R"({"convolution.default": {"total_calls": 1, "unique_input_count": 1, "unique_inputs": [)" + input + "]}}";
+  };
+  const std::string good =
+      R"({"op_name": "convolution.default", "input_shapes": [[1, 2]], "input_dtypes": ["torch.float32"], "non_tensor_inputs": [null], "tensor_lists": {}, "count": 1})";
+  CHECK(OpTrace::from_json(entry(good)).total_calls() == 1);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    s.replace(s.find(from), from.size(), to);
+    return entry(s);
+  };
+  CHECK_THROWS_WITH(OpTrace::from_json(with("[[1, 2]]", "[\"abc\"]")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/input_shapes/0: expected a list of integers, got string \"abc\"");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("[[1, 2]]", "[[1, 2.5]]")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/input_shapes/0/1: expected an integer, got number 2.5");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("\"count\": 1", "\"count\": 0")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/count: expected a count of at least 1, got integer 0");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("\"count\": 1", "\"count\": NaN")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/count: expected an integer, got NaN");
+  CHECK_THROWS_WITH(OpTrace::from_json(with(", \"count\": 1", "")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0: missing key \"count\"");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("\"torch.float32\"", "3")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/input_dtypes/0: expected a string, got integer 3");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("[null]", "[null, 1]")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0: input_shapes, input_dtypes and non_tensor_inputs differ in length (1, 1, 2)");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("[null]", "[{\"x\": 1}]")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/non_tensor_inputs/0: expected a value or {\"tensor_list_ref\": <int>}, got an object");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("[null]", "[18446744073709551615]")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/non_tensor_inputs/0: expected an integer that fits 64 bits, got integer 18446744073709551615");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("\"convolution.default\"", "\"conv.default\"")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/op_name: expected \"convolution.default\" (the op's key), got string \"conv.default\"");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("{}", "{\"0\": {\"length\": 2, \"shapes\": [[1]], \"dtypes\": [\"torch.float32\"]}}")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/tensor_lists/0/length: expected the number of shapes and dtypes (1, 1), got integer 2");
+  CHECK_THROWS_WITH(OpTrace::from_json(with("{}", "[]")),
+                    "optrace: JsonError at /convolution.default/unique_inputs/0/tensor_lists: expected an object, got a list of 0");
+  CHECK_THROWS_WITH(OpTrace::from_json(entry(good).replace(entry(good).find("\"total_calls\": 1"), 16, "\"total_calls\": 0")),
+                    "optrace: JsonError at /convolution.default/total_calls: total_calls 0 is less than the counts' sum 1");
+  CHECK_THROWS_WITH(OpTrace::from_json("[1, 2]"), "optrace: JsonError at /: expected an object, got a list of 2");
+  CHECK_THROWS_WITH(OpTrace::from_json(R"({"a/b~c": 3})"), "optrace: JsonError at /a~1b~0c: expected an object, got integer 3");
+  CHECK_THROWS_WITH(OpTrace::from_json(R"({"a": {}, "a": {}})"), OPTRACE_CONTAINS("JsonError at /"));
+  CHECK_THROWS_WITH(OpTrace::from_json(entry(good).substr(0, 60)),
+                    OPTRACE_CONTAINS("optrace: JsonError at /: malformed JSON: "));
+  CHECK_THROWS_WITH(OpTrace::from_json(""), OPTRACE_CONTAINS("optrace: JsonError at /: malformed JSON: "));
+  CHECK_THROWS_WITH(OpTrace::from_json("{\"x\": NaNa}"), OPTRACE_CONTAINS("optrace: JsonError at /: malformed JSON: "));
+  CHECK_THROWS_AS(OpTrace::load(optrace_test::temp_path("does/not/exist.json")), optrace::IoError);
+  CHECK_THROWS_WITH(OpTrace().add("x.default", tensor_input({1}, 0)),
+                    "optrace: ArgumentError: OpTrace::add: count must be at least 1, got 0");
+  OpInput bad = tensor_input({1});
+  bad.input_dtypes.clear();
+  CHECK_THROWS_WITH(OpTrace().add("x.default", bad),
+                    "optrace: ArgumentError: OpTrace::add('x.default'): input_shapes, input_dtypes and non_tensor_inputs must have one entry per argument, got 1, 0 and 1");
+}
+
+TEST_CASE("json reader: typed accessors and paths", "[json]") {
+  auto doc = optrace::json::Document::parse(R"({"a": [1, -Infinity, "NaN", {"b/": [true]}], "s": "x\"y"})");
+  optrace::json::Value root = doc->root();
+  optrace::json::Value a = root["a"];
+  CHECK(a.size() == 4);
+  CHECK(a.path() == "/a");
+  std::vector<optrace::json::Value> items;
+  for (optrace::json::Value v : a.array()) items.push_back(v);
+  CHECK(items[0].as_int() == 1);
+  CHECK(items[0].as_double() == 1.0);
+  CHECK(items[1].is_number());
+  CHECK(!items[1].is_string());
+  CHECK(items[1].as_double() == -std::numeric_limits<double>::infinity());
+  CHECK(items[2].as_string() == "NaN");
+  CHECK(items[3]["b/"].path() == "/a/3/b~1");
+  CHECK_THROWS_WITH(items[3]["b/"].array().begin().operator*().as_int(),
+                    "optrace: JsonError at /a/3/b~1/0: expected an integer, got true");
+  CHECK_THROWS_WITH(items[1].as_string(), "optrace: JsonError at /a/1: expected a string, got -Infinity");
+  CHECK_THROWS_WITH(root["s"].as_double(), "optrace: JsonError at /s: expected a number, got string \"x\"y\"");
+  CHECK_THROWS_WITH(a.as_int_list(), "optrace: JsonError at /a/1: expected an integer, got -Infinity");
+  CHECK_THROWS_WITH(root["zz"], "optrace: JsonError at /: missing key \"zz\"");
+  CHECK_THROWS_WITH(root.as_bool(), "optrace: JsonError at /: expected a boolean, got an object");
+  int keys = 0;
+  for (auto [k, v] : root.object()) keys += static_cast<int>(k.size()) + (v.is_array() ? 10 : 0);
+  CHECK(keys == 12);
+}
