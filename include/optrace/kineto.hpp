@@ -545,8 +545,12 @@ inline std::string read_args(const json::Value& root, std::vector<RecArg>& out) 
   if (!has_dims && !has_types) return "no Input Dims and Input type (profiled without record_shapes)";
   if (!has_types) return "no Input type";
   if (!has_dims) return "no Input Dims";
-  size_t n = types.size();
+  types.array();  // both must be lists (JsonError otherwise)
   dims.array();
+  if (has_concrete) concrete.array();
+  if (has_strides) strides.array();
+  if (has_list_dtypes) list_dtypes.array();
+  size_t n = types.size();
   if (dims.size() != n) return "Input Dims and Input type differ in length";
   if (has_concrete && concrete.size() != n) return "Concrete Inputs and Input type differ in length";
   if (has_strides && strides.size() != n) has_strides = false;
@@ -845,10 +849,20 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
   return true;
 }
 
-template <class V>
-std::string_view raw_of(V& v, const std::string& path) {
+// A field's key without unescaping it: the text after the opening quote, up to the closing one.
+// Keys with escapes never equal the plain names compared against, as none of optrace's are.
+inline std::string_view raw_key(const od::field& f) {
+  const char* k = f.key().raw();
+  const char* end = static_cast<const char*>(std::memchr(k, '"', 64));
+  while (end != nullptr && end > k && end[-1] == '\\') end = static_cast<const char*>(std::memchr(end + 1, '"', 64));
+  return end == nullptr ? std::string_view(k, 64) : std::string_view(k, static_cast<size_t>(end - k));
+}
+
+// The raw JSON text of `v`; `path()` names it in errors (called only then).
+template <class V, class PathFn>
+std::string_view raw_of(V& v, const PathFn& path) {
   od::json_type t;
-  if (auto e = v.type().get(t)) malformed(path, e);
+  if (auto e = v.type().get(t)) malformed(path(), e);
   std::string_view s;
   simdjson::error_code e = simdjson::SUCCESS;
   if (t == od::json_type::array) {
@@ -862,7 +876,7 @@ std::string_view raw_of(V& v, const std::string& path) {
   } else {
     s = token_of(v);
   }
-  if (e) malformed(path, e);
+  if (e) malformed(path(), e);
   return trim(s);
 }
 
@@ -918,6 +932,7 @@ class Importer {
     int64_t count = 1;
     std::optional<int64_t> dropped;
     bool args_seen = false;
+    std::optional<bool> op_name;  // is_op_name(name), once asked
   };
 
   static bool is_op_event(const Event& e) { return e.ph == "X" && (e.cat == "cpu_op" || e.cat == "Operator"); }
@@ -938,17 +953,16 @@ class Importer {
     for (auto member : args) {
       od::field f;
       if (auto e = std::move(member).get(f)) malformed(path, e);
-      std::string_view key;
-      if (auto e = f.unescaped_key().get(key)) malformed(path, e);
+      std::string_view key = raw_key(f);
       if (key.empty() || (key[0] != 'I' && key[0] != 'C' && key[0] != 'O' && key[0] != 'T' && key[0] != 'c' && key[0] != 'D'))
         continue;
-      auto field_path = [&] { return path + "/" + std::string(key); };
-      if (key == "Input Dims") ev.raw.dims = raw_of(f.value(), field_path());
-      else if (key == "Input type") ev.raw.types = raw_of(f.value(), field_path());
-      else if (key == "Concrete Inputs") ev.raw.concrete = raw_of(f.value(), field_path());
-      else if (key == "Input Strides") ev.raw.strides = raw_of(f.value(), field_path());
-      else if (key == "Overload name") ev.raw.overload = raw_of(f.value(), field_path());
-      else if (key == "TensorList dtypes") ev.raw.list_dtypes = raw_of(f.value(), field_path());
+      auto field_path = [&path, key] { return path + "/" + std::string(key); };
+      if (key == "Input Dims") ev.raw.dims = raw_of(f.value(), field_path);
+      else if (key == "Input type") ev.raw.types = raw_of(f.value(), field_path);
+      else if (key == "Concrete Inputs") ev.raw.concrete = raw_of(f.value(), field_path);
+      else if (key == "Input Strides") ev.raw.strides = raw_of(f.value(), field_path);
+      else if (key == "Overload name") ev.raw.overload = raw_of(f.value(), field_path);
+      else if (key == "TensorList dtypes") ev.raw.list_dtypes = raw_of(f.value(), field_path);
       else if (key == "count" || key == "Dropped calls") {
         int64_t n;
         if (f.value().get_int64().get(n) || n < (key == "count" ? 1 : 0))
@@ -976,8 +990,7 @@ class Importer {
       for (auto member : obj) {
         od::field f;
         if (auto e = std::move(member).get(f)) malformed(event_path(), e);
-        std::string_view key;
-        if (auto e = f.unescaped_key().get(key)) malformed(event_path(), e);
+        std::string_view key = raw_key(f);
         if (key.size() > 4) continue;
         auto string_field = [&](std::string_view& into) {
           if (f.value().get_string().get(into)) expected(f.value(), event_path() + "/" + std::string(key), "expected a string");
@@ -986,19 +999,19 @@ class Importer {
           od::json_type t;
           if (f.value().type().get(t) || t != od::json_type::number)
             expected(f.value(), event_path() + "/" + std::string(key), "expected a number");
-          into = raw_of(f.value(), event_path());
+          into = raw_of(f.value(), event_path);
         };
         if (key == "ph") string_field(ev.ph);
         else if (key == "cat") string_field(ev.cat);
         else if (key == "name") string_field(ev.name);
         else if (key == "ts") number_field(ev.ts);
         else if (key == "dur") number_field(ev.dur);
-        else if (key == "pid") ev.pid = raw_of(f.value(), event_path());
-        else if (key == "tid") ev.tid = raw_of(f.value(), event_path());
+        else if (key == "pid") ev.pid = raw_of(f.value(), event_path);
+        else if (key == "tid") ev.tid = raw_of(f.value(), event_path);
         else if (key == "args") {
           ev.args_seen = true;
           bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
-          if (known && (!is_op_event(ev) || !is_op_name(ev.name))) continue;  // skipped unread
+          if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
           od::object args;
           if (f.value().get_object().get(args)) expected(f.value(), event_path() + "/args", "expected an object");
           if (known) read_args(args, ev, event_path() + "/args");
@@ -1013,7 +1026,7 @@ class Importer {
   template <class PathFn>
   void add_event(Event& ev, uint32_t index, PathFn& event_path) {
     ++report_.op_events;
-    if (!is_op_name(ev.name)) {
+    if (!(ev.op_name ? *ev.op_name : is_op_name(ev.name))) {
       ++report_.transparent;
       return;
     }

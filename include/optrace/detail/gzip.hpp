@@ -10,6 +10,8 @@
 
 #include <zlib.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -63,9 +65,31 @@ inline std::string gunzip(std::string_view data, const std::string& what) {
   return out;
 }
 
-/// The contents of the file at `path`, inflated when it is gzip-compressed. Throws IoError.
-inline std::string read_file_maybe_gzip(const std::string& path) {
-  std::string data = read_file(path);
+/// The contents of the file at `path`, inflated when it is gzip-compressed, with at least
+/// `spare` bytes of capacity after its end (simdjson reads up to 64 bytes past the text).
+/// Throws IoError.
+inline std::string read_file_maybe_gzip(const std::string& path, size_t spare = 64) {
+  std::string data;
+  {
+    // One allocation and one read for the whole file (read_file grows its buffer by chunks).
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
+    long size = -1;
+    if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
+    std::fclose(f);
+    if (size < 0) {
+      data = read_file(path);  // not seekable (a pipe): read it by chunks
+    } else {
+      data.reserve(static_cast<size_t>(size) + spare);
+      data.resize(static_cast<size_t>(size));
+      f = std::fopen(path.c_str(), "rb");
+      OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
+      size_t got = std::fread(&data[0], 1, data.size(), f);
+      bool failed = std::ferror(f) != 0;
+      std::fclose(f);
+      OPTRACE_CHECK(!failed && got == data.size(), IoError, "error while reading '", path, "'");
+    }
+  }
   if (!is_gzip(data)) return data;
   return gunzip(data, path);
 }
