@@ -9,7 +9,7 @@
 //   - Debian's /usr/bin/python3: json.load of the file, timed inside Python (best of 2; the
 //     interpreter's start-up is not counted).
 //
-//   bench_kineto [SIZE_MB (default 64)] [REPEATS (default 3)] [DIR (default /tmp)]
+//   bench_kineto [SIZE_MB (default 64)] [REPEATS (default 3)] [DIR (default /tmp)] [keep]
 #include <optrace/kineto.hpp>
 
 #include <zlib.h>
@@ -98,9 +98,10 @@ struct Gen {
   void step(int64_t b) {
     int64_t tid = 101, t = ts * 1000;
     int64_t step_start = t;
-    out += R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + std::to_string(ext) +
-           R"(", "pid": 4242, "tid": 101, "ts": )" + time(t) + R"(, "dur": 900000.000, "args": {"External id": )" +
-           std::to_string(ext++) + "}},\n";
+    std::string id = std::to_string(ext++);
+    out += R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + id +
+           R"(", "pid": 4242, "tid": 101, "ts": )" + time(t) + R"(, "dur": 900000.000, "args": {"External id": )" + id +
+           "}},\n";
     t += 1000;
     linear(tid, t, b, 512, 1024);
     relu(tid, t, b, 1024);
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
   const double size_mb = argc > 1 ? std::atof(argv[1]) : 64;
   const int repeats = argc > 2 ? std::atoi(argv[2]) : 3;
   const std::string dir = argc > 3 ? argv[3] : "/tmp";
+  const bool keep = argc > 4 && std::string(argv[4]) == "keep";  // leave the trace files there
   const std::string path = dir + "/bench_kineto.pt.trace.json";
   const std::string gz_path = path + ".gz";
 
@@ -188,7 +190,9 @@ int main(int argc, char** argv) {
   } else {
     std::printf("python3 json.load: /usr/bin/python3 not available\n");
   }
-  std::remove(path.c_str());
-  std::remove(gz_path.c_str());
+  if (!keep) {
+    std::remove(path.c_str());
+    std::remove(gz_path.c_str());
+  }
   return 0;
 }

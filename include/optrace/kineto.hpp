@@ -957,12 +957,18 @@ class Importer {
       if (key.empty() || (key[0] != 'I' && key[0] != 'C' && key[0] != 'O' && key[0] != 'T' && key[0] != 'c' && key[0] != 'D'))
         continue;
       auto field_path = [&path, key] { return path + "/" + std::string(key); };
-      if (key == "Input Dims") ev.raw.dims = raw_of(f.value(), field_path);
-      else if (key == "Input type") ev.raw.types = raw_of(f.value(), field_path);
-      else if (key == "Concrete Inputs") ev.raw.concrete = raw_of(f.value(), field_path);
-      else if (key == "Input Strides") ev.raw.strides = raw_of(f.value(), field_path);
+      // The fields are lists: take their text directly (raw_of words the error otherwise).
+      auto list_field = [&f, &field_path](std::string_view& into) {
+        od::array a;
+        if (!f.value().get_array().get(a) && !a.raw_json().get(into)) into = trim(into);
+        else into = raw_of(f.value(), field_path);
+      };
+      if (key == "Input Dims") list_field(ev.raw.dims);
+      else if (key == "Input type") list_field(ev.raw.types);
+      else if (key == "Concrete Inputs") list_field(ev.raw.concrete);
+      else if (key == "Input Strides") list_field(ev.raw.strides);
       else if (key == "Overload name") ev.raw.overload = raw_of(f.value(), field_path);
-      else if (key == "TensorList dtypes") ev.raw.list_dtypes = raw_of(f.value(), field_path);
+      else if (key == "TensorList dtypes") list_field(ev.raw.list_dtypes);
       else if (key == "count" || key == "Dropped calls") {
         int64_t n;
         if (f.value().get_int64().get(n) || n < (key == "count" ? 1 : 0))
@@ -996,18 +1002,17 @@ class Importer {
           if (f.value().get_string().get(into)) expected(f.value(), event_path() + "/" + std::string(key), "expected a string");
         };
         auto number_field = [&](std::string_view& into) {
-          od::json_type t;
-          if (f.value().type().get(t) || t != od::json_type::number)
+          into = trim(token_of(f.value()));
+          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
             expected(f.value(), event_path() + "/" + std::string(key), "expected a number");
-          into = raw_of(f.value(), event_path);
         };
         if (key == "ph") string_field(ev.ph);
         else if (key == "cat") string_field(ev.cat);
         else if (key == "name") string_field(ev.name);
         else if (key == "ts") number_field(ev.ts);
         else if (key == "dur") number_field(ev.dur);
-        else if (key == "pid") ev.pid = raw_of(f.value(), event_path);
-        else if (key == "tid") ev.tid = raw_of(f.value(), event_path);
+        else if (key == "pid") ev.pid = trim(token_of(f.value()));
+        else if (key == "tid") ev.tid = trim(token_of(f.value()));
         else if (key == "args") {
           ev.args_seen = true;
           bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
@@ -1050,11 +1055,16 @@ class Importer {
     rec.count = ev.count;
     if (!ev.raw.concrete.empty()) saw_concrete_ = true;
 
-    scratch_.clear();
-    scratch_.append(ev.pid).append("\x1f").append(ev.tid);
-    auto thread = threads_.find(scratch_);
-    if (thread == threads_.end()) thread = threads_.emplace(scratch_, static_cast<uint32_t>(threads_.size())).first;
-    rec.thread = thread->second;
+    if (ev.pid != last_pid_ || ev.tid != last_tid_ || records_.empty()) {
+      scratch_.clear();
+      scratch_.append(ev.pid).append("\x1f").append(ev.tid);
+      auto thread = threads_.find(scratch_);
+      if (thread == threads_.end()) thread = threads_.emplace(scratch_, static_cast<uint32_t>(threads_.size())).first;
+      last_thread_ = thread->second;
+      last_pid_.assign(ev.pid.data(), ev.pid.size());
+      last_tid_.assign(ev.tid.data(), ev.tid.size());
+    }
+    rec.thread = last_thread_;
 
     scratch_.assign(ev.dropped ? "\x1e" : "").append(ev.name);
     for (std::string_view part : {ev.raw.dims, ev.raw.types, ev.raw.concrete, ev.raw.strides, ev.raw.overload, ev.raw.list_dtypes})
@@ -1187,6 +1197,8 @@ class Importer {
   ImportReport report_;
   od::parser sub_parser_;
   std::string scratch_, name_scratch_;
+  std::string last_pid_, last_tid_;  // the previous op event's thread
+  uint32_t last_thread_ = 0;
   std::unordered_map<std::string, bool> op_names_;
   std::unordered_map<std::string, uint32_t> threads_;
   std::unordered_map<std::string, uint32_t> keys_;
@@ -1439,6 +1451,13 @@ inline ImportResult parse(std::string_view text, const ImportOptions& options = 
 ///   r.trace.save("hf_op_trace.json");
 ///   std::cerr << r.report.to_string();
 inline ImportResult load(const std::string& path, const ImportOptions& options = {}) {
+  {
+    optrace::detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+    if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
+      detail::kineto::Importer importer(options);
+      return importer.run(file.data(), file.size(), file.capacity());
+    }
+  }
   std::string data = optrace::detail::read_file_maybe_gzip(path);
   return detail::kineto::import_text(data, options);
 }
