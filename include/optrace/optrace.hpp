@@ -8,3 +8,4 @@
 #include <optrace/observer.hpp>
 #include <optrace/json/tensor_meta.hpp>
 #include <optrace/materialize.hpp>
+#include <optrace/kineto.hpp>
