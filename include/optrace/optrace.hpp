@@ -9,3 +9,4 @@
 #include <optrace/json/tensor_meta.hpp>
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
+#include <optrace/kineto.hpp>
