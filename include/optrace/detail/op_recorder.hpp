@@ -148,14 +148,17 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
 }
 
 struct SignatureHash {
+  // Two independent multiply lanes: half the dependency chain of a one-lane hash.
   size_t operator()(const std::vector<int64_t>& v) const noexcept {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
-    for (int64_t x : v) {
-      h ^= static_cast<uint64_t>(x);
-      h *= 0xff51afd7ed558ccdull;
-      h ^= h >> 32;
+    uint64_t a = 0x9E3779B97F4A7C15ull ^ v.size(), b = 0xC2B2AE3D27D4EB4Full;
+    size_t i = 0, n = v.size();
+    for (; i + 1 < n; i += 2) {
+      a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
+      b = (b ^ static_cast<uint64_t>(v[i + 1])) * 0xc4ceb9fe1a85ec53ull;
     }
-    return static_cast<size_t>(h);
+    if (i < n) a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
+    uint64_t h = a ^ ((b << 31) | (b >> 33));
+    return static_cast<size_t>(h ^ (h >> 29));
   }
 };
 
@@ -170,10 +173,24 @@ struct Dropped {
   uint64_t first_seen = 0;
 };
 
+// A spinlock: taken by one thread on each recorded call and, rarely, by `trace()`; unlocking is
+// a plain store, cheaper than std::mutex's on this hot path.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (flag_.exchange(true, std::memory_order_acquire))
+      while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
 // One thread's aggregation for one session. `mutex` is taken by the recording thread on each
 // recorded call (uncontended) and by `trace()`.
 struct ThreadBuffer {
-  std::mutex mutex;
+  SpinLock mutex;
   std::unordered_map<std::vector<int64_t>, Aggregate, SignatureHash> calls;
   std::unordered_map<const OpInfo*, Dropped> dropped;
 };
@@ -240,6 +257,15 @@ struct ThreadState {
   CacheSlot cache[kCacheSize];
   std::unordered_map<const char*, CacheSlot> overflow;
   std::vector<int64_t> scratch;
+  // Recently counted calls, by hash: a hit skips the hash map (and its modulo by a prime).
+  // Map nodes never move, so the pointers stay valid while the buffer lives.
+  struct Recent {
+    size_t hash = 0;
+    const std::vector<int64_t>* key = nullptr;
+    Aggregate* agg = nullptr;
+  };
+  static constexpr size_t kRecentSize = 256;
+  Recent recent[kRecentSize];
 
   // The current session, registering this thread with it first if needed; nullptr if none.
   Session* current() {
@@ -250,6 +276,7 @@ struct ThreadState {
     session = active_session();
     buffer = nullptr;
     for (auto& c : cache) c = CacheSlot{};
+    for (auto& r : recent) r = Recent{};
     overflow.clear();
     if (session) {
       const auto& ids = session->settings.threads;
@@ -419,7 +446,13 @@ inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::Arra
     }
   }
   ThreadBuffer& buffer = *ts.buffer;
-  std::lock_guard<std::mutex> lock(buffer.mutex);
+  std::lock_guard<SpinLock> lock(buffer.mutex);
+  const size_t hash = SignatureHash()(key);
+  ThreadState::Recent& recent = ts.recent[hash % ThreadState::kRecentSize];
+  if (!extended && recent.hash == hash && recent.key != nullptr && *recent.key == key) {
+    ++recent.agg->count;
+    return;
+  }
   auto it = buffer.calls.find(key);
   if (it == buffer.calls.end()) {
     int64_t limit = s.settings.max_unique_inputs;
@@ -435,6 +468,7 @@ inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::Arra
   }
   Aggregate& agg = it->second;
   ++agg.count;
+  recent = ThreadState::Recent{hash, &it->first, &agg};
   if (extended) {
     if (agg.ranges.empty()) agg.ranges.resize(positional);
     for (size_t i = 0; i < positional; ++i) {
@@ -722,7 +756,7 @@ inline OpTrace collect(Session& s) {
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (auto& buffer : s.buffers) {
-      std::lock_guard<std::mutex> buffer_lock(buffer->mutex);
+      std::lock_guard<SpinLock> buffer_lock(buffer->mutex);
       for (const auto& [key, agg] : buffer->calls) {
         auto [it, fresh] = calls.emplace(key, agg);
         if (fresh) continue;
