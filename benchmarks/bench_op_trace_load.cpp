@@ -51,8 +51,9 @@ OpValue ints(std::vector<int64_t> xs) {
 
 // One round of realistic unique inputs, shapes varied by `i`.
 void add_round(optrace::OpTrace& trace, int64_t i) {
-  int64_t b = 1 + i % 32, s = 16 + (i * 7) % 2048, c = 64 * (1 + i % 16), h = 7 + i % 57;
-  OpInput conv = tensor_args({{b, c, h, h}, {c * 2, c, 3, 3}, {c * 2}});
+  // `s` grows with i: every round adds new unique inputs, as a long varied workload does.
+  int64_t b = 1 + i % 32, s = 16 + i, c = 64 * (1 + i % 16), h = 7 + i % 57;
+  OpInput conv = tensor_args({{b, c, h, s}, {c * 2, c, 3, 3}, {c * 2}});
   add_scalar(conv, ints({1, 1}), "<class 'list'>");
   add_scalar(conv, ints({1, 1}), "<class 'list'>");
   add_scalar(conv, ints({1, 1}), "<class 'list'>");
@@ -74,7 +75,7 @@ void add_round(optrace::OpTrace& trace, int64_t i) {
   cat.non_tensor_inputs = {OpValue::tensor_list_ref(0), OpValue::integer(-1)};
   optrace::TensorListInfo list;
   for (int k = 0; k < 3; ++k) {
-    list.shapes.emplace_back(std::vector<int64_t>{b, c, h, h});
+    list.shapes.emplace_back(std::vector<int64_t>{b, c, h, s + k});
     list.dtypes.emplace_back("torch.float32");
   }
   cat.tensor_lists.emplace_back("0", std::move(list));
@@ -100,17 +101,20 @@ int64_t file_size(const std::string& path) {
 }
 
 void generate(const std::string& path, int64_t bytes) {
+  // Measure the JSON size of a sample, then add rounds until the estimate passes `bytes`.
   optrace::OpTrace trace;
   int64_t i = 0;
-  // ~one round per 4.5 kB of indented JSON; check the size every so often.
+  for (; i < 2000; ++i) add_round(trace, i);
+  double per_round = static_cast<double>(trace.to_json().size()) / static_cast<double>(i);
   while (true) {
-    for (int64_t k = 0; k < 2000; ++k) add_round(trace, i++);
-    if (static_cast<int64_t>(i) * 4000 < bytes) continue;
+    int64_t target = static_cast<int64_t>(static_cast<double>(bytes) / per_round * 1.02) + 1;
+    for (; i < target; ++i) add_round(trace, i);
     std::string js = trace.to_json();
     if (static_cast<int64_t>(js.size()) >= bytes) {
       optrace::detail::write_file_atomic(path, js);
       return;
     }
+    per_round = static_cast<double>(js.size()) / static_cast<double>(i);
   }
 }
 

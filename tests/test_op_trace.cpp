@@ -204,6 +204,14 @@ TEST_CASE("op trace: errors name the JSON path and the bad value", "[op_trace]")
                     "optrace: ArgumentError: OpTrace::add('x.default'): input_shapes, input_dtypes and non_tensor_inputs must have one entry per argument, got 1, 0 and 1");
 }
 
+TEST_CASE("json reader: float tokens inside strings stay strings", "[json]") {
+  // Patterns that look like bare tokens force the exact (string-tracking) rewrite.
+  auto doc = optrace::json::Document::parse(R"(["x, NaN, y", "[Infinity]", "a\", -Infinity", NaN, "k: -Infinity}"])");
+  std::vector<std::string> got;
+  for (optrace::json::Value v : doc->root().array()) got.push_back(v.is_string() ? std::string(v.as_string()) : v.describe());
+  CHECK(got == std::vector<std::string>{"x, NaN, y", "[Infinity]", "a\", -Infinity", "NaN", "k: -Infinity}"});
+}
+
 TEST_CASE("json reader: typed accessors and paths", "[json]") {
   auto doc = optrace::json::Document::parse(R"({"a": [1, -Infinity, "NaN", {"b/": [true]}], "s": "x\"y"})");
   optrace::json::Value root = doc->root();
