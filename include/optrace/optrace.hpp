@@ -3,3 +3,5 @@
 
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>
+#include <optrace/op_trace.hpp>
+#include <optrace/op_tracer.hpp>
