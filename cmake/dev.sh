@@ -11,7 +11,7 @@ case "$mode" in
   *) echo "usage: bash cmake/dev.sh demo|test" >&2; exit 2 ;;
 esac
 
-packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev catch2)
+packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2)
 # python3-torch lets the interoperability tests run Python's side; they skip without it.
 [ "$mode" = test ] && packages+=(python3-torch)
 missing=()

@@ -389,6 +389,31 @@ TEST_CASE("replay: non-tensor arguments are rebuilt from the schema", "[replay]"
   require_meta_ok(optrace::replay(trace, cpu().device(c10::kMeta)));
 }
 
+TEST_CASE("replay: strided views get a storage that holds them", "[replay]") {
+  // Traced tensors are often views of a larger buffer (q, k, v split from one projection):
+  // _reshape_alias and as_strided then view storage beyond the tensor's own elements.
+  OpTrace trace = trace_of({
+      {"_reshape_alias.default",
+       {input_json("_reshape_alias.default", "[[1, 4, 7, 8], null, null]", R"(["torch.float32", "<class 'list'>", "<class 'list'>"])",
+                   "[null, [4, 7, 8], [8, 96, 1]]")}},
+      {"as_strided.default",
+       {input_json("as_strided.default", "[[4, 4], null, null, null]",
+                   R"(["torch.float32", "<class 'list'>", "<class 'list'>", "<class 'int'>"])", "[null, [3, 3], [5, 1], 7]")}},
+      {"as_strided_scatter.default",
+       {input_json("as_strided_scatter.default", "[[2, 3], [2, 2], null, null]",
+                   R"(["torch.float32", "torch.float32", "<class 'list'>", "<class 'list'>"])", "[null, null, [2, 2], [1, 4]]")}},
+  });
+  const auto& in = trace.find("_reshape_alias.default")->unique_inputs[0];
+  auto plan = optrace::detail::PlanBuilder(in, c10::kCPU).build("_reshape_alias.default");
+  CHECK(plan.tensors[0].min_storage == 1 + 3 * 8 + 6 * 96 + 7);
+  at::Tensor x = optrace::detail::materialize_plan(plan, c10::kCPU, 0, 1 << 20)[0];
+  CHECK(x.sizes() == c10::IntArrayRef({1, 4, 7, 8}));
+  CHECK(static_cast<int64_t>(x.storage().nbytes()) == 4 * (1 + 3 * 8 + 6 * 96 + 7));
+  ReplayReport report = optrace::replay(trace, cpu(ReplayMode::check));
+  require_all_ok(report);
+  for (const ReplayResult& r : report.results) CHECK(*r.max_abs_error == 0.0);
+}
+
 TEST_CASE("replay: filters and the memory budget", "[replay]") {
   const OpTrace trace = peer_mlp();
   ReplayReport only = optrace::replay(trace, cpu().ops({"addmm", "relu.default"}));

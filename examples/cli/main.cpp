@@ -3,13 +3,17 @@
 //   optrace summary TRACE
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
+//   optrace convert TRACE -o OUT [--to hf|kineto] [--quiet]
 //   optrace --help
+//
+// TRACE is an hf op trace (hf_op_trace.json) or a Kineto trace (*.pt.trace.json, .json.gz).
 //
 // Exit status: 0 success; 1 a replay found errors or mismatches; 2 bad usage or bad input (one
 // line on stderr naming the file and, for JSON, the path inside it).
 //
 // Each subcommand is one function with the same signature, listed in kCommands: a new one (a
 // Kineto `convert`, ...) is a function and a line there.
+#include <optrace/kineto.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/replay.hpp>
 
@@ -41,12 +45,19 @@ std::string strip_prefix(std::string s) {
   return s;
 }
 
-optrace::OpTrace load_trace(const std::string& path) {
+// The trace at `path`, an hf op trace or a Kineto trace, with the import report.
+optrace::kineto::ImportResult load_any(const std::string& path) {
   try {
-    return optrace::OpTrace::load(path);
+    return optrace::kineto::load_any(path);
   } catch (const optrace::Error& e) {
     throw FileError(path, strip_prefix(e.what()));
   }
+}
+
+optrace::OpTrace load_trace(const std::string& path) { return load_any(path).trace; }
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // --name VALUE: the value, or UsageError when it is missing.
@@ -90,7 +101,8 @@ bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
 
 int summary(const Args& args) {
   if (args.size() != 1 || args[0].rfind("-", 0) == 0) throw UsageError("summary takes one trace file");
-  const optrace::OpTrace trace = load_trace(args[0]);
+  const optrace::kineto::ImportResult imported = load_any(args[0]);
+  const optrace::OpTrace& trace = imported.trace;
   size_t width = 2;
   for (const auto& e : trace.ops()) width = std::max(width, e.name.size());
   std::cout << "trace: " << args[0] << "\n";
@@ -103,6 +115,7 @@ int summary(const Args& args) {
             << trace.total_calls() << " calls";
   if (trace.dropped_calls() > 0) std::cout << " (" << trace.dropped_calls() << " not kept as unique inputs)";
   std::cout << "\n";
+  if (imported.report.format == "kineto") std::cout << "\n" << imported.report.to_string();
   return 0;
 }
 
@@ -198,6 +211,34 @@ int merge(const Args& args) {
   return 0;
 }
 
+int convert(const Args& args) {
+  std::string input, output, to;
+  bool quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o" || args[i] == "--output") output = value_of(args, i);
+    else if (args[i] == "--to") to = value_of(args, i);
+    else if (args[i] == "--quiet") quiet = true;
+    else if (input.empty() && args[i].rfind("-", 0) != 0) input = args[i];
+    else throw UsageError("convert: unexpected argument '" + args[i] + "'");
+  }
+  if (input.empty() || output.empty()) throw UsageError("convert needs TRACE and -o OUT");
+  if (to.empty()) to = ends_with(output, ".pt.trace.json") ? "kineto" : "hf";
+  if (to != "hf" && to != "kineto") throw UsageError("convert: --to is hf or kineto, got '" + to + "'");
+  const optrace::kineto::ImportResult r = load_any(input);
+  try {
+    if (to == "kineto") optrace::kineto::save(r.trace, output);
+    else r.trace.save(output);
+  } catch (const optrace::Error& e) {
+    throw FileError(output, strip_prefix(e.what()));
+  }
+  if (!quiet) {
+    if (r.report.format == "kineto") std::cerr << r.report.to_string();
+    std::cerr << "wrote " << output << ": " << r.trace.size() << " ops, " << r.trace.unique_input_count()
+              << " unique inputs, " << r.trace.total_calls() << " calls\n";
+  }
+  return 0;
+}
+
 struct Command {
   const char* name;
   const char* usage;
@@ -223,12 +264,17 @@ const Command kCommands[] = {
      "  Exit status 1 when an input fails or mismatches.\n",
      replay},
     {"merge", "optrace merge A B ... -o OUT", "  Adds the traces' counts together into one trace.\n", merge},
+    {"convert", "optrace convert TRACE -o OUT [--to hf|kineto] [--quiet]",
+     "  Writes the trace as an hf op trace, or as a Kineto trace when OUT ends in .pt.trace.json or\n"
+     "  with --to kineto; prints the Kineto import report (not with --quiet) to stderr.\n",
+     convert},
 };
 
 void print_help(std::ostream& out) {
-  out << "optrace: read, replay and merge op traces (hf_op_trace.json)\n\nusage:\n";
+  out << "optrace: read, replay, merge and convert op traces\n\nusage:\n";
   for (const Command& c : kCommands) out << "  " << c.usage << "\n";
-  out << "  optrace --help | optrace COMMAND --help\n\n";
+  out << "  optrace --help | optrace COMMAND --help\n\n"
+         "TRACE is an hf op trace (hf_op_trace.json) or a Kineto trace (*.pt.trace.json, .json.gz).\n\n";
   for (const Command& c : kCommands) out << c.name << ":\n" << c.help << "\n";
   out << "exit status: 0 success; 1 replay found errors or mismatches; 2 bad usage or bad input\n";
 }

@@ -447,18 +447,22 @@ class Observations {
   /// `options.device()` from `options.seed()`. Throws what infer_arguments throws, and
   /// MaterializeError (unsupported dtype, over the memory budget: refused before allocating).
   Arguments materialize(const MaterializeOptions& options = {}, const InferArgumentsOptions& choice = {}) const {
-    Value call = detail::infer_argument_value(calls_, choice, options.device());
-    std::vector<Value*> todo;
+    // Inputs the chosen call lacks come back synthesized on meta (empty or zeros, see
+    // infer_arguments); they are allocated here, after the budget check, with the others.
+    Value call = detail::infer_argument_value(calls_, choice, c10::Device(c10::kMeta));
+    std::vector<Value*> recorded, synthesized;
     std::function<void(Value&)> collect = [&](Value& v) {
-      if (v.is_tensor() && !v.data.defined()) todo.push_back(&v);
+      if (v.is_tensor()) (v.data.defined() ? synthesized : recorded).push_back(&v);
       for (Value& item : v.items) collect(item);
     };
     collect(call);
     std::vector<TensorSpec> specs;
-    for (Value* v : todo) specs.push_back(v->spec);
+    for (Value* v : recorded) specs.push_back(v->spec);
+    for (Value* v : synthesized) specs.push_back(TensorSpec::of(v->data));
     Materializer materializer(options);
     materializer.check_budget(specs);
-    for (Value* v : todo) v->data = materializer.tensor(v->spec);
+    for (Value* v : recorded) v->data = materializer.tensor(v->spec);
+    for (Value* v : synthesized) v->data = at::zeros(v->data.sizes(), v->data.options().device(options.device()));
     return detail::to_arguments(calls_, call);
   }
 

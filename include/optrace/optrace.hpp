@@ -9,4 +9,7 @@
 #include <optrace/json/tensor_meta.hpp>
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
+#include <optrace/kineto.hpp>
+#include <optrace/op_trace.hpp>
+#include <optrace/op_tracer.hpp>
 #include <optrace/replay.hpp>

@@ -273,7 +273,11 @@ class Analysis {
       }
     };
     for (const Value& sig : calls_.signatures) merge_call(sig);
+    // Stored calls and the overflow ranges come from the same calls; merging them too keeps a
+    // damaged observation file from pairing a stored tensor with a template of another rank.
+    for (const Value& call : calls_.stored) merge_call(call);
     if (calls_.overflow_min) merge_call(*calls_.overflow_min);
+    if (calls_.overflow_max) merge_call(*calls_.overflow_max);
   }
 
   void collect_leaves(const Value& root) {
@@ -493,7 +497,9 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
   Analysis a(calls);
   DimFacts facts = dim_facts(a, options);
   std::optional<Value> example;
-  if (!calls.stored.empty()) example = complete_call(a, facts, calls.stored[choose_stored_call(a, facts, {}, calls.stored)]);
+  // Only the example's sizes are needed: synthesized inputs go to the meta device.
+  if (!calls.stored.empty())
+    example = complete_call(a, facts, calls.stored[choose_stored_call(a, facts, {}, calls.stored)], c10::Device(c10::kMeta));
 
   // Equivalence classes of dynamic dims: (leaf, dim) pairs.
   struct Member { size_t leaf, dim; };

@@ -205,6 +205,9 @@ enum class RangeKind {
   nonzero,      // [1, 8): a divisor
   offsets,      // sorted, first 0, last <= numel(source): embedding_bag's offsets
   sorted,       // sorted along the last dim: searchsorted's sequence, bucketize's boundaries
+  view_storage, // `target`'s storage holds the view the op makes of it: sizes from argument
+                // `source`, strides from `dim`, storage offset from `fixed_dim` (-1: target's own).
+                // A traced input was often a view of a larger buffer (q, k, v of one projection).
 };
 
 struct RangeRule {
@@ -265,6 +268,9 @@ inline const std::vector<RangeRule>& range_rules() {
       {"fmod", K::nonzero, 1},
       {"searchsorted", K::sorted, 0},
       {"bucketize", K::sorted, 1},
+      {"_reshape_alias", K::view_storage, 0, 1, 2, -1},
+      {"as_strided", K::view_storage, 0, 1, 2, 3},
+      {"as_strided_scatter", K::view_storage, 0, 2, 3, 4},
   };
   return rules;
 }
@@ -309,6 +315,7 @@ struct TensorSlot {
   std::optional<std::pair<int64_t, int64_t>> range;  // [low, high) for integer tensors
   std::optional<RangeKind> fixup;                    // offsets / sorted
   bool on_cpu = false;
+  int64_t min_storage = 0;  // elements the storage must hold (view_storage), when above the spec's own
 };
 
 struct ArgPlan {
@@ -672,6 +679,26 @@ class PlanBuilder {
           }
           break;
         case RangeKind::sorted: target.fixup = RangeKind::sorted; break;
+        case RangeKind::view_storage: {
+          auto int_list = [&plan](int i) -> std::optional<std::vector<int64_t>> {
+            if (i < 0 || static_cast<size_t>(i) >= plan.args.size()) return std::nullopt;
+            const c10::IValue& v = plan.args[i].value;
+            if (plan.args[i].kind != ArgPlan::Kind::value || !v.isIntList()) return std::nullopt;
+            return v.toIntVector();
+          };
+          const auto sizes = int_list(rule->source), strides = int_list(rule->dim);
+          if (!sizes || !strides || sizes->size() != strides->size()) break;
+          const int64_t offset = int_arg(rule->fixed_dim).value_or(target.spec.storage_offset);
+          int64_t extent = offset + 1;
+          bool empty = false, bad = offset < 0;
+          for (size_t i = 0; i < sizes->size(); ++i) {
+            empty = empty || (*sizes)[i] == 0;
+            bad = bad || (*sizes)[i] < 0 || (*strides)[i] < 0 ||
+                  __builtin_add_overflow(extent, ((*sizes)[i] - 1) * (*strides)[i], &extent);
+          }
+          if (!empty && !bad) target.min_storage = extent;
+          break;
+        }
         case RangeKind::index_list: break;
       }
     }

@@ -54,7 +54,8 @@ inline int64_t plan_bytes(const CallPlan& plan, c10::Device device) {
   for (const TensorSlot& s : plan.tensors) {
     const Where where{s.spec, std::nullopt};
     int64_t bytes = 0;
-    if (__builtin_mul_overflow(storage_elements(s.spec, where), static_cast<int64_t>(c10::elementSize(s.spec.dtype)),
+    if (__builtin_mul_overflow(std::max(storage_elements(s.spec, where), s.min_storage),
+                               static_cast<int64_t>(c10::elementSize(s.spec.dtype)),
                                &bytes) ||
         __builtin_add_overflow(total, bytes, &total))
       return std::numeric_limits<int64_t>::max();
@@ -71,7 +72,8 @@ inline int64_t reference_bytes(const CallPlan& plan, bool upcast) {
     int64_t size = static_cast<int64_t>(c10::elementSize(s.spec.dtype)), bytes = 0;
     if (upcast && c10::isFloatingType(s.spec.dtype)) size = 8;
     if (upcast && c10::isComplexType(s.spec.dtype)) size = 16;
-    if (__builtin_mul_overflow(storage_elements(s.spec, where), size, &bytes) || __builtin_add_overflow(total, bytes, &total))
+    if (__builtin_mul_overflow(std::max(storage_elements(s.spec, where), s.min_storage), size, &bytes) ||
+        __builtin_add_overflow(total, bytes, &total))
       return std::numeric_limits<int64_t>::max();
   }
   return total;
@@ -89,7 +91,18 @@ inline std::vector<at::Tensor> materialize_plan(const CallPlan& plan, c10::Devic
     const TensorSlot& s = plan.tensors[i];
     const c10::Device d = s.on_cpu ? c10::Device(c10::kCPU) : device;
     at::Tensor t;
-    if (!s.range && d == device) {
+    const Where where{s.spec, i};
+    if (s.min_storage > storage_elements(s.spec, where)) {
+      // The op views more of the storage than the tensor spans: a storage that large, the
+      // tensor a strided view into it (as the traced program's tensor was).
+      TensorSpec flat = s.spec;
+      flat.sizes = {s.min_storage};
+      flat.strides = {1};
+      flat.storage_offset = 0;
+      MaterializeOptions o = base;
+      o.device(d);
+      t = Materializer(o).tensor(flat, i).as_strided(s.spec.sizes, effective_strides(s.spec), s.spec.storage_offset);
+    } else if (!s.range && d == device) {
       t = plain.tensor(s.spec, i);
     } else {
       MaterializeOptions o = base;
@@ -113,6 +126,9 @@ inline std::vector<at::Tensor> materialize_plan(const CallPlan& plan, c10::Devic
 
 // Copies for the CPU reference, taken before the target runs: floating tensors as float64 and
 // complex ones as complex128 when `upcast`, others (and all when not) in their own dtype.
+// The copy keeps the storage layout (the whole storage is copied and the same strided view taken
+// of it): ops that view or write storage beyond the tensor's own elements see the same values,
+// and expanded (stride 0) inputs stay expanded.
 inline std::vector<at::Tensor> reference_copies(const std::vector<at::Tensor>& inputs, bool upcast) {
   std::vector<at::Tensor> out;
   out.reserve(inputs.size());
@@ -120,7 +136,15 @@ inline std::vector<at::Tensor> reference_copies(const std::vector<at::Tensor>& i
     c10::ScalarType dtype = t.scalar_type();
     if (upcast && c10::isFloatingType(dtype)) dtype = c10::ScalarType::Double;
     else if (upcast && c10::isComplexType(dtype)) dtype = c10::ScalarType::ComplexDouble;
-    out.push_back(t.to(at::TensorOptions().device(c10::kCPU).dtype(dtype), /*non_blocking=*/false, /*copy=*/true));
+    const auto options = at::TensorOptions().device(c10::kCPU).dtype(dtype);
+    const int64_t storage_numel = static_cast<int64_t>(t.storage().nbytes() / t.element_size());
+    if (t.layout() != c10::kStrided || !t.has_storage() || storage_numel == 0) {
+      out.push_back(t.to(options, /*non_blocking=*/false, /*copy=*/true));
+      continue;
+    }
+    at::Tensor base = at::empty({0}, t.options());
+    base.set_(t.storage(), 0, {storage_numel}, {1});
+    out.push_back(base.to(options, /*non_blocking=*/false, /*copy=*/true).as_strided(t.sizes(), t.strides(), t.storage_offset()));
   }
   return out;
 }

@@ -1,0 +1,413 @@
+// tests/test_kineto.cpp: Kineto trace import and export (optrace/kineto.hpp)
+#include <optrace/kineto.hpp>
+
+#include "optrace_catch.hpp"
+
+#include <zlib.h>
+
+#include <fstream>
+#include <limits>
+#include <ostream>
+#include <string>
+#include <vector>
+
+// Printing for Catch's messages (glog's stl_logging, which libtorch pulls in, declares
+// operator<< for every std::vector, so Catch needs one for the elements too).
+namespace optrace {
+inline std::ostream& operator<<(std::ostream& out, const OpValue& v) {
+  json::Writer w;
+  v.write(w);
+  return out << w.str();
+}
+}  // namespace optrace
+namespace std {
+inline ostream& operator<<(ostream& out, const optional<vector<int64_t>>& s) {
+  if (!s) return out << "null";
+  out << "[";
+  for (size_t k = 0; k < s->size(); ++k) out << (k ? ", " : "") << (*s)[k];
+  return out << "]";
+}
+}  // namespace std
+
+namespace {
+
+namespace kineto = optrace::kineto;
+using optrace::OpInput;
+using optrace::OpTrace;
+using optrace::OpValue;
+
+// One cpu_op complete event; `args` is the JSON inside "args" (without braces).
+std::string op(const std::string& name, double ts, double dur, const std::string& args, int tid = 1,
+               const std::string& cat = "cpu_op") {
+  return R"({"ph": "X", "cat": ")" + cat + R"(", "name": ")" + name + R"(", "pid": 7, "tid": )" + std::to_string(tid) +
+         R"(, "ts": )" + std::to_string(ts) + R"(, "dur": )" + std::to_string(dur) + R"(, "args": {)" + args + "}}";
+}
+
+std::string trace_of(const std::vector<std::string>& events) {
+  std::string out = R"({"schemaVersion": 1, "traceEvents": [)";
+  for (size_t k = 0; k < events.size(); ++k) out += (k ? ",\n" : "\n") + events[k];
+  return out + "\n], \"displayTimeUnit\": \"ms\"}";
+}
+
+// "Input Dims", "Input type", "Concrete Inputs" (and strides: none).
+std::string in(const std::string& dims, const std::string& types, const std::string& concrete = "") {
+  std::string out = R"("Input Dims": )" + dims + R"(, "Input type": )" + types;
+  if (!concrete.empty()) out += R"(, "Concrete Inputs": )" + concrete;
+  return out;
+}
+
+std::string write_temp(const std::string& name, const std::string& content, bool gzip = false) {
+  std::string path = optrace_test::temp_path(name);
+  if (gzip) {
+    gzFile gz = gzopen(path.c_str(), "wb");
+    gzwrite(gz, content.data(), static_cast<unsigned>(content.size()));
+    gzclose(gz);
+  } else {
+    std::ofstream(path, std::ios::binary) << content;
+  }
+  return path;
+}
+
+const OpInput& only_input(const OpTrace& t, const std::string& op_name) {
+  const optrace::OpEntry* e = t.find(op_name);
+  REQUIRE(e != nullptr);
+  REQUIRE(e->unique_inputs.size() == 1);
+  return e->unique_inputs[0];
+}
+
+}  // namespace
+
+TEST_CASE("kineto: a training step recorded by torch.profiler", "[kineto]") {
+  auto r = kineto::load(optrace_test::data_path("kineto/rocm_minitoy_train.pt.trace.json.gz"));
+  const OpTrace& t = r.trace;
+  SECTION("CompositeImplicitAutograd ops are replaced by their parts") {
+    CHECK(t.find("linear.default") == nullptr);
+    CHECK(t.find("to.dtype_layout") == nullptr);
+    CHECK(t.total_calls("_to_copy.default") == 2);
+    const OpInput& addmm = only_input(t, "addmm.default");
+    CHECK(addmm.input_shapes == std::vector<optrace::OptionalShape>{std::vector<int64_t>{128}, std::vector<int64_t>{5, 128},
+                                                                     std::vector<int64_t>{128, 128}});
+    CHECK(addmm.input_dtypes == std::vector<std::string>(3, "torch.float32"));
+    // The transposed weight is not contiguous: its strides are kept.
+    REQUIRE(addmm.input_strides.size() == 3);
+    CHECK(addmm.input_strides[2] == std::vector<int64_t>{1, 128});
+  }
+  SECTION("ops inside a kept op are not kept; autograd nodes are transparent") {
+    CHECK(t.find("transpose.int") == nullptr);
+    CHECK(t.find("as_strided.default") == nullptr);
+    CHECK(t.find("clamp_min.default") == nullptr);
+    CHECK(t.find("empty.memory_format") == nullptr);
+    CHECK(t.total_calls("mse_loss_backward.default") == 1);
+    CHECK(t.total_calls("threshold_backward.default") == 1);
+    CHECK(t.total_calls("add_.Tensor") == 2);  // inside AccumulateGrad
+    CHECK(r.report.transparent == 12);
+  }
+  SECTION("scalars, scalar lists and tensor lists") {
+    const OpInput& sum = only_input(t, "sum.dim_IntList");
+    CHECK(sum.input_dtypes == std::vector<std::string>{"torch.float32", "<class 'list'>", "<class 'bool'>"});
+    CHECK(sum.non_tensor_inputs == std::vector<OpValue>{OpValue::none(), OpValue::list({OpValue::integer(0)}), OpValue::boolean(true)});
+    const OpInput& foreach_add = only_input(t, "_foreach_add_.List");
+    REQUIRE(foreach_add.tensor_lists.size() == 2);
+    CHECK(foreach_add.tensor_lists[0].second.shapes ==
+          std::vector<optrace::OptionalShape>{std::vector<int64_t>{128, 128}, std::vector<int64_t>{128}});
+    CHECK(foreach_add.non_tensor_inputs == std::vector<OpValue>{OpValue::tensor_list_ref(0), OpValue::tensor_list_ref(1)});
+  }
+  SECTION("the report adds up") {
+    const auto& rep = r.report;
+    CHECK(rep.format == "kineto");
+    CHECK(rep.op_events == 70);
+    CHECK(rep.kept == t.total_calls());
+    CHECK(rep.kept + rep.nested + rep.decomposed + rep.transparent + rep.left_out == rep.op_events);
+    const auto* guessed = rep.find("tensor list dtypes not recorded (taken from the first tensor argument, else float32)");
+    REQUIRE(guessed != nullptr);
+    CHECK(guessed->kept);
+    CHECK(guessed->count == 1);
+  }
+}
+
+TEST_CASE("kineto: a trace from a profiler without Concrete Inputs", "[kineto]") {
+  auto r = kineto::load(optrace_test::data_path("kineto/small_base.pt.trace.json.gz"));
+  CHECK_FALSE(r.report.concrete_inputs);
+  CHECK(r.report.kept == 6);
+  CHECK(r.report.incomplete == 5);
+  CHECK(OPTRACE_CONTAINS("no \"Concrete Inputs\"").match(r.report.to_string()));
+  // The size list was not recorded: kept as null.
+  const OpInput& empty = only_input(r.trace, "empty.memory_format");
+  CHECK(empty.input_dtypes == std::vector<std::string>{"<class 'list'>"});
+  CHECK(empty.non_tensor_inputs[0].is_none());
+  CHECK(empty.count == 2);
+}
+
+TEST_CASE("kineto: a bf16 inference trace with custom ops", "[kineto]") {
+  auto r = kineto::load(optrace_test::data_path("kineto/mtia_inference.pt.trace.json.gz"));
+  const auto& rep = r.report;
+  CHECK(rep.op_events == 10346);
+  CHECK(rep.kept + rep.nested + rep.decomposed + rep.transparent + rep.left_out == rep.op_events);
+  CHECK(rep.transparent > 0);  // fbgemm:: ops this libtorch does not know
+  const auto* lists = rep.find("tensor list not recorded (profiler before PyTorch 2.1)");
+  REQUIRE(lists != nullptr);
+  CHECK(lists->count == 7);
+  const optrace::OpEntry* slice = r.trace.find("slice.Tensor");
+  REQUIRE(slice != nullptr);
+  bool bf16 = false;
+  for (const OpInput& i : slice->unique_inputs) bf16 = bf16 || i.input_dtypes[0] == "torch.bfloat16";
+  CHECK(bf16);
+  // The file, inflated, reads the same.
+  std::string text = optrace::detail::read_file_maybe_gzip(optrace_test::data_path("kineto/mtia_inference.pt.trace.json.gz"));
+  CHECK(kineto::parse(text).trace == r.trace);
+}
+
+TEST_CASE("kineto: nesting per thread", "[kineto]") {
+  const std::string mm = in("[[2, 3], [3, 4]]", R"(["float", "float"])", R"(["", ""])");
+  const std::string t23 = in("[[2, 3]]", R"(["float"])", R"([""])");
+  std::string text = trace_of({
+      // Listed out of order: nesting follows ts/dur, not the file.
+      op("aten::t", 12, 3, t23),                       // inside linear: kept (linear decomposes)
+      op("aten::linear", 10, 20, in("[[2, 3], [4, 3], [4]]", R"(["float", "float", "float"])", R"(["", "", ""])")),
+      op("aten::transpose", 13, 1, in("[[2, 3], [], []]", R"(["float", "Scalar", "Scalar"])", R"(["", "0", "1"])")),
+      op("ProfilerStep#3", 0, 100, "", 1, "user_annotation"),
+      op("aten::mm", 16, 10, mm),                      // kept
+      op("aten::mm", 18, 2, mm),                       // inside mm: not kept
+      op("aten::mm", 18, 2, mm, /*tid=*/2),            // another thread: kept
+      op("autograd::engine::evaluate_function: MmBackward0", 40, 20, ""),
+      op("MmBackward0", 41, 18, t23),
+      op("aten::mm", 42, 5, mm),                       // inside autograd nodes only: kept
+      op("aten::mm", 50, 0, mm),                       // zero duration: kept
+      op("aten::mm", 50, 0, mm),                       // same start and end: inside the first
+  });
+  auto r = kineto::parse(text);
+  CHECK(r.trace.op_names() == std::vector<std::string>{"t.default", "mm.default"});
+  CHECK(r.trace.total_calls("t.default") == 1);
+  CHECK(r.trace.total_calls("mm.default") == 4);
+  CHECK(r.report.nested == 3);
+  CHECK(r.report.decomposed == 1);
+  CHECK(r.report.transparent == 2);
+  CHECK(r.report.op_events == 12 - 1);  // ProfilerStep is a user_annotation
+}
+
+TEST_CASE("kineto: argument kinds and overload resolution", "[kineto]") {
+  SECTION("dtype names of every compiler") {
+    const std::vector<std::pair<std::string, std::string>> names = {
+        {"float", "torch.float32"},          {"double", "torch.float64"},       {"c10::Half", "torch.float16"},
+        {"c10::BFloat16", "torch.bfloat16"}, {"long int", "torch.int64"},       {"long", "torch.int64"},
+        {"int", "torch.int32"},              {"short int", "torch.int16"},      {"signed char", "torch.int8"},
+        {"unsigned char", "torch.uint8"},    {"bool", "torch.bool"},            {"c10::complex<float>", "torch.complex64"},
+        {"c10::complex<double>", "torch.complex128"}, {"std::optional<float>", "torch.float32"}};
+    std::vector<std::string> events;
+    double ts = 0;
+    for (const auto& [name, dtype] : names) events.push_back(op("aten::neg", ts += 10, 1, in("[[3]]", "[\"" + name + "\"]", R"([""])")));
+    auto r = kineto::parse(trace_of(events));
+    const optrace::OpEntry* neg = r.trace.find("neg.default");
+    REQUIRE(neg != nullptr);
+    std::vector<std::string> got;
+    for (const OpInput& i : neg->unique_inputs) got.push_back(i.input_dtypes[0]);
+    std::vector<std::string> want;
+    for (const auto& p : names) want.push_back(p.second);
+    want.pop_back();                 // std::optional<float> is float: the same input as the first
+    want.erase(want.begin() + 5);    // "long" (Clang) is "long int" (GCC): the same input
+    CHECK(got == want);
+    CHECK(neg->unique_inputs[0].count == 2);
+    CHECK(neg->unique_inputs[4].count == 2);
+  }
+  SECTION("scalars by the schema's type") {
+    auto r = kineto::parse(trace_of({
+        op("aten::mul", 0, 1, in("[[3], []]", R"(["float", "Scalar"])", R"(["", "1.+2.j"])")),
+        op("aten::mul", 2, 1, in("[[3], []]", R"(["float", "Scalar"])", R"(["", "2"])")),
+        op("aten::view", 4, 1, in("[[3], []]", R"(["float", "Scalar"])", R"(["", "5"])")),
+        op("aten::leaky_relu", 6, 1, in("[[3], []]", R"(["float", "Scalar"])", R"(["", "0.01"])")),
+        op("aten::leaky_relu", 8, 1, in("[[3], []]", R"(["float", "Scalar"])", R"(["", "0.20000000000000001"])")),
+        op("aten::add", 10, 1, in("[[3], [3], []]", R"(["float", "float", "Scalar"])", R"(["", "", "-inf"])")),
+    }));
+    const optrace::OpEntry* mul = r.trace.find("mul.Scalar");
+    REQUIRE(mul != nullptr);
+    CHECK(mul->unique_inputs[0].input_dtypes[1] == "<class 'complex'>");
+    CHECK(mul->unique_inputs[0].non_tensor_inputs[1] == OpValue::string("(1+2j)"));
+    CHECK(mul->unique_inputs[1].non_tensor_inputs[1] == OpValue::integer(2));
+    const OpInput& view = only_input(r.trace, "view.dtype");
+    CHECK(view.input_dtypes[1] == "<class 'torch.dtype'>");
+    CHECK(view.non_tensor_inputs[1] == OpValue::string("torch.float16"));
+    const optrace::OpEntry* leaky = r.trace.find("leaky_relu.default");
+    REQUIRE(leaky != nullptr);
+    CHECK(leaky->unique_inputs[0].input_shapes.size() == 1);  // the default slope is dropped
+    CHECK(leaky->unique_inputs[1].non_tensor_inputs[1] == OpValue::floating(0.2));
+    const OpInput& add = only_input(r.trace, "add.Tensor");  // alpha is keyword-only
+    CHECK(add.input_shapes.size() == 2);
+  }
+  SECTION("undefined tensors and TensorList") {
+    auto r = kineto::parse(trace_of({
+        op("aten::convolution", 0, 1,
+           in("[[1, 3, 8, 8], [4, 3, 3, 3], [], [], [], [], [], [], []]",
+              R"(["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar", "ScalarList", "Scalar"])",
+              R"(["", "", "", "[1, 1]", "[0, 0]", "[1, 1]", "False", "[0, 0]", "1"])")),
+        op("aten::cat", 2, 1, in("[[[2, 3], [4, 3]], []]", R"(["TensorList", "Scalar"])", R"(["", "0"])")),
+    }));
+    const OpInput& conv = only_input(r.trace, "convolution.default");
+    CHECK(conv.input_dtypes[2] == "<class 'NoneType'>");
+    CHECK(conv.non_tensor_inputs[2].is_none());
+    CHECK(conv.non_tensor_inputs[6] == OpValue::boolean(false));
+    const OpInput& cat = only_input(r.trace, "cat.default");  // dim=0 is the default
+    CHECK(cat.non_tensor_inputs == std::vector<OpValue>{OpValue::tensor_list_ref(0)});
+    CHECK(cat.tensor_lists[0].second.dtypes == std::vector<std::string>(2, "torch.float32"));
+  }
+  SECTION("the TorchScript interpreter's whole stack") {
+    auto r = kineto::parse(trace_of({op("aten::view", 0, 1, in("[[3], [3], []]", R"(["int", "long", "ScalarList"])", R"(["", "", "[3, 1]"])"))}));
+    const OpInput& view = only_input(r.trace, "view.default");
+    CHECK(view.input_dtypes == std::vector<std::string>{"torch.int64", "<class 'list'>"});
+  }
+  SECTION("events it cannot use are reported") {
+    auto r = kineto::parse(trace_of({
+        op("aten::surely_not_an_op", 0, 10, in("[[3]]", R"(["float"])", R"([""])")),
+        op("aten::neg", 2, 1, in("[[3]]", R"(["float"])", R"([""])")),  // inside the unknown op: hidden
+        op("aten::mm", 20, 1, in("[[3], []]", R"(["float", "Scalar"])", R"(["", "1"])")),
+        op("aten::neg", 30, 1, in("[[3]]", R"(["weird"])", R"([""])")),
+        op("aten::neg", 40, 1, ""),
+        op("aten::neg", 50, 1, in("[[3], []]", R"(["float"])", R"([""])")),
+    }));
+    CHECK(r.trace.empty());
+    CHECK(r.report.left_out == 5);
+    CHECK(r.report.nested == 1);
+    const auto* unknown = r.report.find("op not in this libtorch");
+    REQUIRE(unknown != nullptr);
+    CHECK(unknown->examples == std::vector<std::string>{"/traceEvents/0: aten::surely_not_an_op (Input type [\"float\"])"});
+    CHECK(r.report.find("no overload matches the recorded arguments") != nullptr);
+    CHECK(r.report.find("unknown Input type \"weird\"") != nullptr);
+    CHECK(r.report.find("no Input Dims and Input type (profiled without record_shapes)") != nullptr);
+    CHECK(r.report.find("Input Dims and Input type differ in length") != nullptr);
+  }
+  SECTION("without Concrete Inputs") {
+    std::string text = trace_of({op("aten::mul", 0, 1, in("[[3], []]", R"(["float", "Scalar"])"))});
+    auto r = kineto::parse(text);
+    const OpInput& mul = only_input(r.trace, "mul.Scalar");
+    CHECK(mul.non_tensor_inputs[1].is_none());
+    CHECK(r.report.incomplete == 1);
+    CHECK_FALSE(r.report.concrete_inputs);
+    auto strict = kineto::parse(text, kineto::ImportOptions().keep_incomplete(false));
+    CHECK(strict.trace.empty());
+    CHECK(strict.report.find("incomplete: scalar value not recorded (no Concrete Inputs)") != nullptr);
+  }
+}
+
+TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
+  std::string text = trace_of({op("aten::neg", 0, 1, in("[[3]]", R"(["float"])", R"([""])"))});
+  std::string plain = write_temp("kineto_plain.pt.trace.json", text);
+  std::string gz = write_temp("kineto_gz.pt.trace.json.gz", text, true);
+  CHECK(kineto::load(plain).trace == kineto::load(gz).trace);
+  CHECK(kineto::load(gz).trace.total_calls("neg.default") == 1);
+  CHECK(kineto::detect_format(gz) == kineto::TraceFormat::Kineto);
+  // A bare list of events is Trace Event Format too.
+  std::string list = write_temp("kineto_list.json", "[" + op("aten::neg", 0, 1, in("[[3]]", R"(["float"])", R"([""])")) + "]");
+  CHECK(kineto::detect_format(list) == kineto::TraceFormat::Kineto);
+  CHECK(kineto::load(list).trace.total_calls("neg.default") == 1);
+  // An hf op trace.
+  OpTrace hf = kineto::load(plain).trace;
+  std::string hf_path = optrace_test::temp_path("kineto_hf.json");
+  hf.save(hf_path);
+  CHECK(kineto::detect_format(hf_path) == kineto::TraceFormat::HfOpTrace);
+  auto any = kineto::load_any(hf_path);
+  CHECK(any.report.format == "hf_op_trace");
+  CHECK(any.trace == hf);
+  CHECK(kineto::load_any(gz).trace == hf);
+  CHECK(kineto::detect_format(write_temp("kineto_other.json", R"({"a": [1]})")) == kineto::TraceFormat::Unknown);
+  CHECK_THROWS_WITH(kineto::load_any(optrace_test::temp_path("kineto_other.json")),
+                    "optrace: JsonError at /: expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with "
+                    "\"unique_inputs\"), got an object");
+}
+
+TEST_CASE("kineto: malformed input", "[kineto]") {
+  auto check = [](const std::string& text, const std::string& message) {
+    CHECK_THROWS_WITH(kineto::parse(text), message);
+    CHECK_THROWS_AS(kineto::parse(text), optrace::JsonError);
+  };
+  check(R"({"foo": 1})", "optrace: JsonError at /: missing key \"traceEvents\"");
+  check(R"("x")", "optrace: JsonError at /: expected an object with \"traceEvents\" or a list of events, got string \"x\"");
+  check(R"({"traceEvents": 3})", "optrace: JsonError at /traceEvents: expected a list of events, got integer 3");
+  check(R"({"traceEvents": [{"ph": "X"}, 1]})", "optrace: JsonError at /traceEvents/1: expected an event object, got integer 1");
+  check(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": "x", "dur": 1}]})",
+        "optrace: JsonError at /traceEvents/0/ts: expected a number, got string \"x\"");
+  check(R"({"traceEvents": [{"ph": "X", "cat": 3}]})", "optrace: JsonError at /traceEvents/0/cat: expected a string, got integer 3");
+  check(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "args": {}}]})",
+        "optrace: JsonError at /traceEvents/0: missing key \"dur\"");
+  check(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "dur": -2, "args": {}}]})",
+        "optrace: JsonError at /traceEvents/0/dur: expected a duration of at least 0, got number -2");
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": "x", "Input type": ["float"])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input Dims: expected a list, got string \"x\"");
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [["a"]], "Input type": ["float"])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input Dims/0/0: expected an integer, got string \"a\"");
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": [7])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input type/0: expected a string, got integer 7");
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": ["float"], "count": 0)")}),
+        "optrace: JsonError at /traceEvents/0/args/count: expected a count of at least 1, got integer 0");
+  // args before name: read after the event's other fields, errors still name the path.
+  check(R"({"traceEvents": [{"args": {"Input Dims": {}, "Input type": ["float"]}, "ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "dur": 1}]})",
+        "optrace: JsonError at /traceEvents/0/args/Input Dims: expected a list, got an object");
+  CHECK_THROWS_WITH(kineto::parse(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::n)"),
+                    OPTRACE_CONTAINS("malformed JSON"));
+  CHECK_THROWS_WITH(kineto::load(optrace_test::temp_path("no_such_trace.json")),
+                    OPTRACE_CONTAINS("optrace: IoError: cannot open '"));
+  // A truncated gzip file.
+  std::string gz = write_temp("kineto_trunc.json.gz", trace_of({op("aten::neg", 0, 1, in("[[3]]", R"(["float"])"))}), true);
+  std::string bytes = optrace::detail::read_file(gz);
+  std::string cut = write_temp("kineto_cut.json.gz", bytes.substr(0, bytes.size() / 2));
+  CHECK_THROWS_WITH(kineto::load(cut), "optrace: IoError: cannot inflate '" + cut + "': the gzip data is truncated");
+}
+
+TEST_CASE("kineto: export reads back to the same trace", "[kineto]") {
+  auto tensor = [](std::vector<int64_t> shape, std::string dtype = "torch.float32") {
+    return std::make_tuple(optrace::OptionalShape(std::move(shape)), std::move(dtype), OpValue::none());
+  };
+  auto value = [](std::string dtype, OpValue v) { return std::make_tuple(optrace::OptionalShape(), std::move(dtype), std::move(v)); };
+  auto input = [](std::vector<std::tuple<optrace::OptionalShape, std::string, OpValue>> args, int64_t count) {
+    OpInput in;
+    for (auto& [s, d, v] : args) {
+      in.input_shapes.push_back(s);
+      in.input_dtypes.push_back(d);
+      in.non_tensor_inputs.push_back(v);
+    }
+    in.count = count;
+    return in;
+  };
+  OpTrace t;
+  t.add("addmm.default", input({tensor({4}), tensor({2, 3}), tensor({3, 4})}, 5));
+  OpInput strided = input({tensor({2, 3}, "torch.bfloat16")}, 2);
+  strided.input_strides = {std::vector<int64_t>{1, 2}};
+  t.add("neg.default", strided);
+  t.add("neg.default", input({tensor({}, "torch.int64")}, 1));
+  t.add("leaky_relu.default", input({tensor({8}), value("<class 'float'>", OpValue::floating(0.1))}, 3));
+  t.add("view.dtype", input({tensor({8}), value("<class 'torch.dtype'>", OpValue::string("torch.float16"))}, 1));
+  t.add("sum.dim_IntList", input({tensor({2, 3}), value("<class 'list'>", OpValue::list({OpValue::integer(1)})),
+                                  value("<class 'bool'>", OpValue::boolean(true))}, 1));
+  t.add("mul.Scalar", input({tensor({2}), value("<class 'complex'>", OpValue::string("(1.5-2j)"))}, 1));
+  t.add("mul.Scalar", input({tensor({2}), value("<class 'float'>", OpValue::floating(-std::numeric_limits<double>::infinity()))}, 1));
+  t.add("convolution.default",
+        input({tensor({1, 3, 8, 8}), tensor({4, 3, 3, 3}), value("<class 'NoneType'>", OpValue::none()),
+               value("<class 'list'>", OpValue::list({OpValue::integer(1), OpValue::integer(1)})),
+               value("<class 'list'>", OpValue::list({OpValue::integer(0), OpValue::integer(0)})),
+               value("<class 'list'>", OpValue::list({OpValue::integer(1), OpValue::integer(1)})),
+               value("<class 'bool'>", OpValue::boolean(false)),
+               value("<class 'list'>", OpValue::list({OpValue::integer(0), OpValue::integer(0)})),
+               value("<class 'int'>", OpValue::integer(1))},
+              4));
+  OpInput cat = input({value("<class 'list'>", OpValue::tensor_list_ref(0)), value("<class 'int'>", OpValue::integer(1))}, 6);
+  cat.tensor_lists.emplace_back("0", optrace::TensorListInfo{{std::vector<int64_t>{2, 3}, std::vector<int64_t>{2, 5}},
+                                                             {"torch.float16", "torch.float16"}});
+  t.add("cat.default", cat);
+  OpInput index = input({tensor({5, 6}), value("<class 'list'>", OpValue::tensor_list_ref(0))}, 1);
+  index.tensor_lists.emplace_back("0", optrace::TensorListInfo{{std::nullopt, std::vector<int64_t>{4}},
+                                                               {"<class 'NoneType'>", "torch.int64"}});
+  t.add("index.Tensor", index);
+  t.add_dropped("neg.default", 7);
+
+  std::string json = kineto::to_json(t);
+  auto doc = optrace::json::Document::parse(json);  // valid JSON
+  CHECK(doc->root()["displayTimeUnit"].as_string() == "ms");
+  CHECK(doc->root()["traceEvents"].size() == 13);  // process name, 11 inputs, dropped calls
+  auto back = kineto::parse(json);
+  CHECK(back.report.left_out == 0);
+  CHECK(back.report.incomplete == 0);
+  CHECK(back.trace.to_json() == t.to_json());
+  CHECK(back.trace == t);
+
+  std::string path = optrace_test::temp_path("kineto_export.pt.trace.json");
+  kineto::save(t, path, kineto::ExportOptions().pid(3).tid(4));
+  CHECK(kineto::load(path).trace == t);
+}
