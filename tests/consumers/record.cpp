@@ -1,26 +1,21 @@
 // The program every consumer test builds: what a user's first program with optrace does.
-// Records what a tensor is (never its data) and writes it as JSON; exits non-zero if the
-// record is wrong, so a consumer test fails on a broken package, not only a broken build.
+// Observes three calls of a model and prints the dynamic shapes it infers; exits non-zero if
+// they are wrong, so a consumer test fails on a broken package, not only on a broken build.
 #include <optrace/optrace.hpp>
-#include <optrace/json/writer.hpp>
 
 #include <cstdio>
+#include <string>
 
 int main() {
-  at::Tensor x = at::zeros({2, 3}, at::kFloat).t();  // a non-contiguous view
-  optrace::TensorSpec spec = optrace::TensorSpec::of(x);
+  auto model = [](const at::Tensor& x, const at::Tensor& y) { return x + y; };
+  optrace::InputObserver<decltype(model)> observer(model, optrace::ObserverOptions().store_n_calls(2));
+  for (int64_t batch : {2, 3, 4}) observer(at::ones({batch, 8}), at::ones({batch, 8}));
 
-  optrace::json::Writer w;
-  w.begin_object().key("sizes").begin_array();
-  for (int64_t s : spec.sizes) w.value(s);
-  w.end_array().key("strides").begin_array();
-  for (int64_t s : spec.strides) w.value(s);
-  w.end_array().key("dtype").value(std::string(c10::toString(spec.dtype))).end_object();
-  std::printf("%s\n", w.str().c_str());
-
-  const char* expected = R"({"sizes": [3, 2], "strides": [1, 3], "dtype": "Float"})";
-  if (w.str() != expected) {
-    std::fprintf(stderr, "expected %s\n", expected);
+  const std::string got = observer.infer_dynamic_shapes().to_python();
+  std::printf("%lld calls stored, dynamic shapes %s\n", static_cast<long long>(observer.num_obs()), got.c_str());
+  const std::string expected = "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})";
+  if (observer.num_obs() != 2 || got != expected) {
+    std::fprintf(stderr, "expected 2 calls stored and %s\n", expected.c_str());
     return 1;
   }
   return 0;
