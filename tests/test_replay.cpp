@@ -53,7 +53,9 @@ OpTrace one(const std::string& op, const std::string& shapes, const std::string&
   return trace_of({{op, {input_json(op, shapes, dtypes, values, lists, extra)}}});
 }
 
-const ReplayResult& result_of(const ReplayReport& report, const std::string& op, int64_t index = 0) {
+// A copy: GCC 14's -Wdangling-reference takes a reference returned next to a temporary argument
+// for one into that temporary.
+ReplayResult result_of(const ReplayReport& report, const std::string& op, int64_t index = 0) {
   for (const ReplayResult& r : report.results)
     if (r.op == op && r.index == index) return r;
   FAIL("no result for " << op << " #" << index);
@@ -237,23 +239,23 @@ TEST_CASE("replay: a failing op is reported and the replay goes on", "[replay]")
     ReplayReport report = optrace::replay(trace, cpu(mode).warmup(0).repeats(1));
     REQUIRE(report.results.size() == 9);
     CHECK(result_of(report, "relu.default").status == ReplayStatus::ok);
-    const ReplayResult& unknown = result_of(report, "no_such_op.default");
+    const ReplayResult unknown = result_of(report, "no_such_op.default");
     CHECK(unknown.status == ReplayStatus::error);
     CHECK(unknown.message == "ArgumentError: unknown op aten::no_such_op: the dispatcher has no such operator");
-    const ReplayResult& arity = result_of(report, "sigmoid.default");
+    const ReplayResult arity = result_of(report, "sigmoid.default");
     CHECK(arity.status == ReplayStatus::error);
     CHECK_THAT(arity.message, OPTRACE_CONTAINS("schema mismatch: 3 positional arguments recorded, but aten::sigmoid(Tensor self) -> Tensor takes 1"));
-    const ReplayResult& runtime = result_of(report, "mm.default", 0);
+    const ReplayResult runtime = result_of(report, "mm.default", 0);
     CHECK(runtime.status == ReplayStatus::error);
     CHECK_THAT(runtime.message, OPTRACE_CONTAINS("cannot be multiplied"));
     CHECK(runtime.message.find('\n') == std::string::npos);
     CHECK(result_of(report, "mm.default", 1).status == ReplayStatus::ok);
-    const ReplayResult& type = result_of(report, "sum.dim_IntList");
+    const ReplayResult type = result_of(report, "sum.dim_IntList");
     CHECK(type.status == ReplayStatus::error);
     CHECK_THAT(type.message, OPTRACE_CONTAINS("argument 1 'dim'"));
     CHECK_THAT(type.message, OPTRACE_CONTAINS("but the trace has a string \"oops\""));
     CHECK_THAT(result_of(report, "to.dtype").message, OPTRACE_CONTAINS("expects a dtype (\"torch.float16\"), but the trace has a string \"torch.float128\""));
-    const ReplayResult& quantized = result_of(report, "neg.default");
+    const ReplayResult quantized = result_of(report, "neg.default");
     CHECK(quantized.status == ReplayStatus::error);
     CHECK_THAT(quantized.message, OPTRACE_CONTAINS("MaterializeError"));
     CHECK(result_of(report, "add.Tensor").status == ReplayStatus::ok);
@@ -426,13 +428,13 @@ TEST_CASE("replay: filters and the memory budget", "[replay]") {
   ReplayReport first = optrace::replay(trace, cpu().max_inputs_per_op(1));
   CHECK(first.results.size() == trace.size());
   ReplayReport small = optrace::replay(trace, cpu().memory_budget_bytes(100));
-  const ReplayResult& t = result_of(small, "t.default");  // 5 x 20 floats: 400 bytes
+  const ReplayResult t = result_of(small, "t.default");  // 5 x 20 floats: 400 bytes
   CHECK(t.status == ReplayStatus::skipped);
   CHECK(t.message == "inputs need 400 bytes on cpu, over the memory budget of 100 bytes");
   CHECK(small.all_ok());
   // The check's float64 CPU copies count too: 800 bytes for the 400 of t.default's input.
   const ReplayReport checked = optrace::replay(trace, cpu(ReplayMode::check).memory_budget_bytes(500));
-  const ReplayResult& ref = result_of(checked, "t.default");
+  const ReplayResult ref = result_of(checked, "t.default");
   CHECK(ref.status == ReplayStatus::skipped);
   CHECK(ref.message == "ran; not compared: the CPU reference needs 800 bytes, over the memory budget of 500 bytes");
   // Meta tensors take no memory: nothing is over any budget.

@@ -371,7 +371,8 @@ class PlanBuilder {
         if (!in_.input_value_ranges.empty() && in_.input_value_ranges[i])
           range = std::make_pair(in_.input_value_ranges[i]->first, in_.input_value_ranges[i]->second + 1);
         const bool cpu = !in_.input_devices.empty() && in_.input_devices[i] && *in_.input_devices[i] == "cpu";
-        const OptionalShape strides = in_.input_strides.empty() ? std::nullopt : in_.input_strides[i];
+        const std::vector<int64_t>* strides =
+            in_.input_strides.empty() || !in_.input_strides[i] ? nullptr : &*in_.input_strides[i];
         plan.args.push_back(convert(a, in_.input_shapes[i], strides, in_.input_dtypes[i], in_.non_tensor_inputs[i],
                                     range, cpu));
         continue;
@@ -380,7 +381,7 @@ class PlanBuilder {
       for (const OpKwarg& k : in_.kwargs)
         if (k.name == a.name()) kw = &k;
       if (kw != nullptr) {
-        plan.args.push_back(convert(a, kw->shape, std::nullopt, kw->dtype, kw->value, std::nullopt, false));
+        plan.args.push_back(convert(a, kw->shape, nullptr, kw->dtype, kw->value, std::nullopt, false));
       } else if (a.default_value()) {
         plan.args.push_back(value(*a.default_value()));
       } else if (a.is_out() || (a.alias_info() != nullptr && a.alias_info()->isWrite())) {
@@ -414,7 +415,8 @@ class PlanBuilder {
     return p;
   }
 
-  int64_t add_tensor(const std::vector<int64_t>& shape, const OptionalShape& strides, std::string_view dtype,
+  // `strides`: recorded strides, or nullptr for contiguous ones.
+  int64_t add_tensor(const std::vector<int64_t>& shape, const std::vector<int64_t>* strides, std::string_view dtype,
                      std::optional<std::pair<int64_t, int64_t>> range, bool cpu) {
     auto type = dtype_from_python(dtype);
     if (!type) fail("has dtype \"", dtype, "\", which this libtorch does not know");
@@ -431,7 +433,7 @@ class PlanBuilder {
     return static_cast<int64_t>(plan_->tensors.size()) - 1;
   }
 
-  ArgPlan convert(const c10::Argument& a, const OptionalShape& shape, const OptionalShape& strides,
+  ArgPlan convert(const c10::Argument& a, const OptionalShape& shape, const std::vector<int64_t>* strides,
                   const std::string& dtype, const OpValue& v, std::optional<std::pair<int64_t, int64_t>> range,
                   bool cpu) {
     if (shape) {
@@ -538,7 +540,7 @@ class PlanBuilder {
           if (!optional_elems) fail("holds None at position ", i, " of a list that takes tensors only");
           p.slots.push_back(-1);
         } else {
-          p.slots.push_back(add_tensor(*list->shapes[i], std::nullopt, list->dtypes[i], std::nullopt, false));
+          p.slots.push_back(add_tensor(*list->shapes[i], nullptr, list->dtypes[i], std::nullopt, false));
         }
       }
       return p;
