@@ -7,6 +7,7 @@
 #include <optrace/op_tracer.hpp>
 #include <optrace/replay.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <utility>
@@ -14,8 +15,9 @@
 
 #include "model.hpp"
 
-int main(int argc, char** argv) {
-  const std::string out_dir = argc > 1 ? argv[1] : ".";
+namespace {
+
+int run(const std::string& out_dir) {
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   demo::TinyTransformer model;
@@ -83,4 +85,17 @@ int main(int argc, char** argv) {
       optrace::replay(trace, optrace::ReplayOptions().device(device).mode(optrace::ReplayMode::check));
   report.print_table(std::cout);
   return report.all_ok() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string out_dir = argc > 1 ? argv[1] : ".";
+  try {
+    std::filesystem::create_directories(out_dir);
+    return run(out_dir);
+  } catch (const std::exception& e) {  // optrace::Error, c10::Error, filesystem errors
+    std::cerr << "demo: " << e.what() << "\n";
+    return 2;
+  }
 }
