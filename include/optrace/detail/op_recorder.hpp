@@ -394,7 +394,8 @@ inline void push_double(KeyWriter& out, double d) {
   out.put(bits);
 }
 
-inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
+// A tensor's dtype and sizes. Small, so that it inlines into record_call's loop over arguments.
+inline void encode_tensor_shape(KeyWriter& out, const at::Tensor& t) {
   auto sizes = t.sizes();
   const size_t ndim = sizes.size();
   int64_t* p = out.extend(3 + ndim);
@@ -402,17 +403,20 @@ inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
   p[1] = static_cast<int64_t>(t.scalar_type());
   p[2] = static_cast<int64_t>(ndim);
   for (size_t i = 0; i < ndim; ++i) p[3 + i] = sizes[i];
-  if (extended) {
-    out.put(static_cast<int64_t>(t.device().type()));
-    out.put(t.device().index());
-    bool strided = t.layout() == c10::kStrided;
-    bool contiguous = !strided || t.is_contiguous();
-    out.put(contiguous ? 1 : 0);
-    if (!contiguous) {
-      auto strides = t.strides();
-      int64_t* q = out.extend(strides.size());
-      for (size_t i = 0; i < strides.size(); ++i) q[i] = strides[i];
-    }
+}
+
+inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
+  encode_tensor_shape(out, t);
+  if (!extended) return;
+  out.put(static_cast<int64_t>(t.device().type()));
+  out.put(t.device().index());
+  bool strided = t.layout() == c10::kStrided;
+  bool contiguous = !strided || t.is_contiguous();
+  out.put(contiguous ? 1 : 0);
+  if (!contiguous) {
+    auto strides = t.strides();
+    int64_t* q = out.extend(strides.size());
+    for (size_t i = 0; i < strides.size(); ++i) q[i] = strides[i];
   }
 }
 
@@ -513,7 +517,7 @@ inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::Arra
   head[1] = static_cast<int64_t>(positional);
   for (size_t i = 0; i < positional; ++i) {
     const c10::IValue& v = inputs[i];
-    if (v.isTensor() && v.toTensor().defined()) encode_tensor(key, v.toTensor(), extended);  // most arguments
+    if (!extended && v.isTensor() && v.toTensor().defined()) encode_tensor_shape(key, v.toTensor());  // most arguments
     else encode_value(key, v, op.kinds[i], extended);
   }
   if (extended) {
