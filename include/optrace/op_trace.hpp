@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,11 @@
 #include <vector>
 
 namespace optrace {
+
+class OpTrace;
+namespace detail {
+class OpTraceFastReader;
+}  // namespace detail
 
 /// A tensor's shape, or `std::nullopt` where the argument is not a tensor (JSON `null`).
 using OptionalShape = std::optional<std::vector<int64_t>>;
@@ -408,15 +414,9 @@ class OpTrace {
   /// `total_calls` beyond the counts' sum is read as dropped calls.
   /// Throws JsonError naming the JSON path and the bad value, e.g.
   /// `optrace: JsonError at /convolution.default/unique_inputs/3/input_shapes/0: expected a list of integers, got string "abc"`.
-  static OpTrace from_json(std::string_view text) {
-    auto doc = json::Document::parse(text);
-    return from_document(*doc);
-  }
+  static OpTrace from_json(std::string_view text);
   /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `from_json`.
-  static OpTrace load(const std::string& path) {
-    auto doc = json::Document::load(path);
-    return from_document(*doc);
-  }
+  static OpTrace load(const std::string& path);
   /// Builds a trace from a parsed document (see `from_json`).
   static OpTrace from_document(const json::Document& doc) {
     OpTrace trace;
@@ -445,6 +445,8 @@ class OpTrace {
   friend bool operator!=(const OpTrace& a, const OpTrace& b) { return !(a == b); }
 
  private:
+  friend class detail::OpTraceFastReader;
+
   struct Slot {
     size_t op;
     bool indexed = false;
@@ -673,3 +675,6 @@ class OpTrace {
 };
 
 }  // namespace optrace
+
+// The fast reader behind `load` and `from_json`, and their definitions.
+#include <optrace/detail/op_trace_fast_reader.hpp>
