@@ -211,26 +211,33 @@ class CallTable {
     Aggregate agg;
   };
 
-  // The entry whose encoding is `key[0..n)`, or nullptr.
-  Entry* find(const int64_t* key, size_t n, size_t hash) {
-    if (slots_.empty()) return nullptr;
+  static constexpr size_t kNone = SIZE_MAX;
+
+  // The position (in first-recorded order) of the entry whose encoding is `key[0..n)`, or kNone.
+  size_t find(const int64_t* key, size_t n, size_t hash) const {
+    if (slots_.empty()) return kNone;
     const size_t mask = slots_.size() - 1;
     for (size_t i = hash & mask;; i = (i + 1) & mask) {
       uint32_t slot = slots_[i];
-      if (slot == 0) return nullptr;
-      Entry& e = entries_[slot - 1];
-      if (e.hash == hash && e.length == n && std::memcmp(tokens_.data() + e.offset, key, n * sizeof(int64_t)) == 0)
-        return &e;
+      if (slot == 0) return kNone;
+      const Entry& e = entries_[slot - 1];
+      if (e.hash == hash && holds(slot - 1, key, n)) return slot - 1;
     }
   }
-  // Adds `key[0..n)`, which `find` did not find. The reference is valid until the next insert.
-  Entry& insert(const int64_t* key, size_t n, size_t hash, Aggregate agg) {
+  // Whether the entry at `position` is `key[0..n)`.
+  bool holds(size_t position, const int64_t* key, size_t n) const {
+    const Entry& e = entries_[position];
+    return e.length == n && std::memcmp(tokens_.data() + e.offset, key, n * sizeof(int64_t)) == 0;
+  }
+  // Adds `key[0..n)`, which `find` did not find; returns its position.
+  size_t insert(const int64_t* key, size_t n, size_t hash, Aggregate agg) {
     if (2 * (entries_.size() + 1) > slots_.size()) rehash(std::max<size_t>(64, 2 * slots_.size()));
     entries_.push_back(Entry{hash, tokens_.size(), n, std::move(agg)});
     tokens_.insert(tokens_.end(), key, key + n);
     place(hash, static_cast<uint32_t>(entries_.size()));
-    return entries_.back();
+    return entries_.size() - 1;
   }
+  Entry& entry(size_t position) { return entries_[position]; }
   const std::vector<Entry>& entries() const { return entries_; }
   std::vector<int64_t> key(const Entry& e) const {
     return std::vector<int64_t>(tokens_.begin() + static_cast<ptrdiff_t>(e.offset),
@@ -323,6 +330,7 @@ struct CacheSlot {
   const char* key = nullptr;
   const OpInfo* info = nullptr;
   bool selected = false;
+  size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
 };
 
 struct ThreadState {
@@ -362,7 +370,7 @@ struct ThreadState {
   }
 
   // The op behind a RecordFunction; nullptr for ranges that are not dispatcher ops.
-  const CacheSlot* lookup(const at::RecordFunction& fn) {
+  CacheSlot* lookup(const at::RecordFunction& fn) {
     const char* key = fn.name();
     CacheSlot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kCacheSize];
     if (slot.key == key) return &slot;
@@ -372,7 +380,7 @@ struct ThreadState {
     // its address identifies the op. String-named ranges are not cached (their address is reused).
     auto name = fn.operator_name();
     if (!name) return nullptr;
-    CacheSlot fresh{key, op_info(*name), false};
+    CacheSlot fresh{key, op_info(*name), false, CallTable::kNone};
     fresh.selected = fresh.info != nullptr && session->selected(*fresh.info);
     if (slot.key == nullptr) {
       slot = fresh;
@@ -501,7 +509,8 @@ inline std::optional<std::pair<int64_t, int64_t>> value_range(const c10::IValue&
   return std::make_pair(flat.min().item<int64_t>(), flat.max().item<int64_t>());
 }
 
-inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
+inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::ArrayRef<const c10::IValue> inputs) {
+  const OpInfo& op = *slot.info;
   const auto& args = op.schema->arguments();
   // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack:
   // the op's arguments are its last ones.
@@ -528,23 +537,30 @@ inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::Arra
       encode_value(key, inputs[i], op.kinds[i], true);
     }
   }
-  const size_t hash = hash_tokens(key.data(), key.size());
   ThreadBuffer& buffer = *ts.buffer;
   std::lock_guard<SpinLock> lock(buffer.mutex);
-  CallTable::Entry* entry = buffer.calls.find(key.data(), key.size(), hash);
-  if (entry == nullptr) {
-    int64_t limit = s.settings.max_unique_inputs;
-    if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
-      s.kept.fetch_sub(1, std::memory_order_relaxed);
-      Dropped& d = buffer.dropped[&op];
-      if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
-      return;
+  CallTable& calls = buffer.calls;
+  // The op's previous call first: an op called again with the same arguments (layer after layer,
+  // step after step) skips the hash and the probe.
+  size_t position = slot.last_call;
+  if (position == CallTable::kNone || !calls.holds(position, key.data(), key.size())) {
+    const size_t hash = hash_tokens(key.data(), key.size());
+    position = calls.find(key.data(), key.size(), hash);
+    if (position == CallTable::kNone) {
+      int64_t limit = s.settings.max_unique_inputs;
+      if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
+        s.kept.fetch_sub(1, std::memory_order_relaxed);
+        Dropped& d = buffer.dropped[&op];
+        if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      Aggregate fresh;
+      fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+      position = calls.insert(key.data(), key.size(), hash, std::move(fresh));
     }
-    Aggregate fresh;
-    fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
-    entry = &buffer.calls.insert(key.data(), key.size(), hash, std::move(fresh));
+    slot.last_call = position;
   }
-  Aggregate& agg = entry->agg;
+  Aggregate& agg = calls.entry(position).agg;
   ++agg.count;
   if (extended) {
     if (agg.ranges.empty()) agg.ranges.resize(positional);
@@ -570,7 +586,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     ts.levels.push_back(0);
     return nullptr;
   }
-  const CacheSlot* op = ts.lookup(fn);
+  CacheSlot* op = ts.lookup(fn);
   if (op == nullptr || op->info == nullptr || (outermost && op->info->decomposes)) {
     ts.levels.push_back(0);
     return nullptr;
@@ -579,7 +595,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
   if (outermost) ++ts.depth;
   if (op->selected) {
     try {
-      record_call(ts, *s, *op->info, fn.inputs());
+      record_call(ts, *s, *op, fn.inputs());
     } catch (...) {
       // A value the encoder cannot read (a symbolic size, ...): the call goes unrecorded rather
       // than failing the user's op.
