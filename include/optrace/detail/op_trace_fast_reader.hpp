@@ -120,7 +120,7 @@ class OpTraceFastReader {
         read_strings(value, in.input_dtypes);
       } else if (key == "non_tensor_inputs") {
         first(OpTrace::kNonTensorInputs);
-        for (auto item : get<simdjson::ondemand::array>(value.get_array())) in.non_tensor_inputs.push_back(read_value(get<Value>(item)));
+        read_list(value, values_, in.non_tensor_inputs, [this](Value item) { return read_value(item); });
       } else if (key == "tensor_lists") {
         first(OpTrace::kTensorLists);
         for (auto list_field : get<simdjson::ondemand::object>(value.get_object())) {
@@ -241,11 +241,21 @@ class OpTraceFastReader {
     read_ints(v);
     return std::vector<int64_t>(ints_.begin(), ints_.end());
   }
+  // On-Demand does not tell an array's length before reading it. The lists below are read into a
+  // reused scratch vector and then moved into one of their exact size: one allocation each, where
+  // push_back's doublings would take up to four for the usual handful of arguments.
+  template <class T, class ReadOne>
+  static void read_list(Value v, std::vector<T>& scratch, std::vector<T>& out, ReadOne&& read_one) {
+    scratch.clear();
+    for (auto item : get<simdjson::ondemand::array>(v.get_array())) scratch.push_back(read_one(get<Value>(item)));
+    out.reserve(out.size() + scratch.size());
+    for (T& x : scratch) out.push_back(std::move(x));
+  }
   void read_shapes(Value v, std::vector<OptionalShape>& out) {
-    for (auto item : get<simdjson::ondemand::array>(v.get_array())) out.push_back(read_shape(get<Value>(item)));
+    read_list(v, shapes_, out, [this](Value item) { return read_shape(item); });
   }
   void read_strings(Value v, std::vector<std::string>& out) {
-    for (auto item : get<simdjson::ondemand::array>(v.get_array())) out.emplace_back(get<std::string_view>(item.get_string()));
+    read_list(v, strings_, out, [](Value item) { return std::string(get<std::string_view>(item.get_string())); });
   }
 
   // Python's float tokens, which On-Demand leaves unread: the raw token, spaces after it trimmed.
@@ -281,7 +291,8 @@ class OpTraceFastReader {
       }
       case simdjson::ondemand::json_type::string: return OpValue::string(std::string(get<std::string_view>(v.get_string())));
       case simdjson::ondemand::json_type::array: {
-        std::vector<OpValue> items;
+        std::vector<OpValue> items;  // not values_: a list may sit inside non_tensor_inputs
+        items.reserve(4);
         for (auto item : get<simdjson::ondemand::array>(v.get_array())) items.push_back(read_value(get<Value>(item)));
         return OpValue::list(std::move(items));
       }
@@ -324,6 +335,9 @@ class OpTraceFastReader {
 
   simdjson::ondemand::parser parser_;
   std::vector<int64_t> ints_;
+  std::vector<OptionalShape> shapes_;
+  std::vector<std::string> strings_;
+  std::vector<OpValue> values_;
 };
 
 
