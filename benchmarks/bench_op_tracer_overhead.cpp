@@ -1,9 +1,16 @@
 // bench_op_tracer_overhead: OpTracer's cost per op against a bare RecordFunction callback.
 //
-// Times a loop of 2x2 `add` on one thread three ways in the same run: with no callback, with a
-// bare global RecordFunction callback that only reads the inputs (needsInputs, sums the tensor
-// sizes), and with an OpTracer recording. Overhead = time minus the time with no callback.
-// Usage: bench_op_tracer_overhead [calls=200000] [repeats=5]
+// Times a loop of 2x2 `add` on one thread three ways: with no callback, with a bare global
+// RecordFunction callback that only reads the inputs (same registration as OpTracer's: FUNCTION
+// scope, needsInputs; it walks fn.inputs() and reads each tensor's dim), and with an OpTracer
+// recording. Overhead = time minus the time with no callback.
+//
+// The machine may be shared and its speed drift: each round runs `calls` ops per mode in chunks
+// of at most 25000, the three modes' chunks interleaved (in an order that rotates, so none always
+// runs first), so that a change of speed during a round hits the three alike. Each round yields
+// one ratio from its own figures; the median over rounds is the headline, the best-of-rounds
+// times per mode are printed too.
+// Usage: bench_op_tracer_overhead [calls=200000] [rounds=15]
 #include <optrace/op_tracer.hpp>
 
 #include <ATen/ATen.h>
@@ -13,6 +20,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace {
 
@@ -33,34 +41,64 @@ double run(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() / calls;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int64_t calls = argc > 1 ? std::atoll(argv[1]) : 200000;
-  int repeats = argc > 2 ? std::atoi(argv[2]) : 15;
+  int rounds = argc > 2 ? std::atoi(argv[2]) : 15;
   at::Tensor a = at::ones({2, 2}), b = at::ones({2, 2});
   for (int w = 0; w < 3; ++w) run(a, b, calls);  // warm up
   double none = 1e30, bare = 1e30, traced = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    none = std::min(none, run(a, b, calls));
-    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&bare_start, &bare_end)
-                                            .needsInputs(true)
-                                            .scopes({at::RecordScope::FUNCTION}));
-    bare = std::min(bare, run(a, b, calls));
-    at::removeCallback(handle);
+  std::vector<double> ratios;
+  const int64_t chunk = std::min<int64_t>(calls, 25000);
+  for (int r = 0; r < rounds; ++r) {
+    double t[3] = {0, 0, 0};  // ns per op, summed over the round's chunks
     optrace::OpTracer tracer;
-    tracer.start();
-    traced = std::min(traced, run(a, b, calls));
-    tracer.stop();
+    int64_t done = 0;
+    for (int c = 0; done < calls; ++c) {
+      const int64_t n = std::min(chunk, calls - done);
+      const double weight = static_cast<double>(n) / static_cast<double>(calls);
+      for (int k = 0; k < 3; ++k) {
+        int mode = (r + c + k) % 3;
+        if (mode == 0) {
+          t[0] += weight * run(a, b, n);
+        } else if (mode == 1) {
+          auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&bare_start, &bare_end)
+                                                  .needsInputs(true)
+                                                  .scopes({at::RecordScope::FUNCTION}));
+          t[1] += weight * run(a, b, n);
+          at::removeCallback(handle);
+        } else {
+          tracer.start();
+          t[2] += weight * run(a, b, n);
+          tracer.stop();
+        }
+      }
+      done += n;
+    }
     if (tracer.trace().total_calls("add.Tensor") != calls) {
       std::fprintf(stderr, "unexpected count\n");
       return 1;
     }
+    none = std::min(none, t[0]);
+    bare = std::min(bare, t[1]);
+    traced = std::min(traced, t[2]);
+    ratios.push_back((t[2] - t[0]) / (t[1] - t[0]));
   }
-  std::printf("2x2 add, %lld calls, best of %d\n", static_cast<long long>(calls), repeats);
-  std::printf("  no callback:          %7.1f ns/op\n", none);
-  std::printf("  bare callback:        %7.1f ns/op  (overhead %.1f ns)\n", bare, bare - none);
-  std::printf("  OpTracer:             %7.1f ns/op  (overhead %.1f ns)\n", traced, traced - none);
-  std::printf("  overhead ratio:       %7.2fx the bare callback's (target <= 1.5x)\n", (traced - none) / (bare - none));
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("2x2 add, %lld calls, %d rounds\n", static_cast<long long>(calls), rounds);
+  std::printf("  no callback:          %7.1f ns/op (best)\n", none);
+  std::printf("  bare callback:        %7.1f ns/op (best; overhead %.1f ns)\n", bare, bare - none);
+  std::printf("  OpTracer:             %7.1f ns/op (best; overhead %.1f ns)\n", traced, traced - none);
+  std::printf("  ratio of best-of overheads: %5.2fx\n", (traced - none) / (bare - none));
+  std::printf("  per-round ratios: min %.2fx, quartiles %.2fx / %.2fx / %.2fx, max %.2fx\n", ratios.front(),
+              ratios[ratios.size() / 4], median(ratios), ratios[(3 * ratios.size()) / 4], ratios.back());
+  std::printf("  overhead ratio (median): %5.2fx the bare callback's (target <= 1.5x)\n", median(ratios));
   return 0;
 }

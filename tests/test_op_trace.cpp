@@ -4,7 +4,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "optrace_catch.hpp"
 
@@ -148,6 +151,58 @@ TEST_CASE("op trace: extended keys round trip", "[op_trace]") {
   CHECK(js.find("\"input_strides\": [[1, 4], null]") != std::string::npos);
   CHECK(js.find("\"input_value_ranges\": [null, [-1, 9]]") != std::string::npos);
   CHECK(OpTrace::from_json(js) == trace);
+}
+
+// What OpTrace::load and from_json's fast path (On-Demand) makes of `text`: nullopt where it
+// leaves the text to the DOM reader.
+std::optional<OpTrace> fast_read(const std::string& text) {
+  simdjson::padded_string padded(text);
+  return optrace::detail::OpTraceFastReader::read(padded.data(), padded.size(), padded.size() + simdjson::SIMDJSON_PADDING);
+}
+
+OpTrace dom_read(const std::string& text) { return OpTrace::from_document(*optrace::json::Document::parse(text)); }
+
+TEST_CASE("op trace: the fast reader reads what the DOM reader reads, or leaves it to it", "[op_trace]") {
+  OpTrace extended;
+  OpInput in = tensor_input({4, 2});
+  in.kwargs.push_back({"alpha", std::nullopt, "<class 'float'>", OpValue::floating(-std::numeric_limits<double>::infinity())});
+  in.input_strides = {std::vector<int64_t>{1, 4}};
+  in.input_devices = {std::string("cpu")};
+  in.input_value_ranges = {std::make_pair(int64_t{0}, int64_t{9})};
+  extended.add("add.Tensor", in).add_dropped("add.Tensor", 2);
+  const std::string input = R"({"op_name": "neg.default", "input_shapes": [[1]], "input_dtypes": ["torch.float32"], "non_tensor_inputs": [null], "tensor_lists": {}, "count": 1)";
+  auto neg = [&](const std::string& extra) {
+    return R"({"neg.default": {"total_calls": 1, "unique_input_count": 1, "unique_inputs": [)" + input + extra + "}]}}";
+  };
+  SECTION("well-formed traces: the fast reader reads them, as the DOM reader does") {
+    std::ifstream peer(optrace_test::data_path("peer/mlp.hf_op_trace.json"));
+    std::string peer_text((std::istreambuf_iterator<char>(peer)), std::istreambuf_iterator<char>());
+    for (const std::string& text : {std::string(kValuesTrace), peer_text, extended.to_json(), extended.to_json(0),
+                                    std::string("{}"), neg(R"(, "unknown": {"a": [1, NaN, "x", true, null, {}]})"),
+                                    neg(R"(, "input_devices": [null])"), std::string(" { } \n")}) {
+      INFO(text);
+      std::optional<OpTrace> fast = fast_read(text);
+      REQUIRE(fast.has_value());
+      CHECK(*fast == dom_read(text));
+      CHECK(fast->to_json() == dom_read(text).to_json());
+    }
+  }
+  SECTION("what it does not expect goes to the DOM reader, which reads it or names what is wrong") {
+    for (const std::string& text : {neg(R"(, "count": 2)"),                        // a duplicate key
+                                    neg(R"(, "unknown": [1, 2)"),                  // malformed, in a key nobody reads
+                                    neg(R"(, "unknown": nul)"), neg(R"(, "unknown": NaNa)"),
+                                    neg("") + " []",                               // something after the root
+                                    neg(R"(, "input_strides": [])"),               // an extended list of the wrong length
+                                    std::string(R"({"a": {}, "a": {}})"), std::string("[]"), std::string("")}) {
+      INFO(text);
+      CHECK_FALSE(fast_read(text).has_value());
+    }
+    // Escaped key: left to the DOM reader, which reads it.
+    std::string escaped = neg("");
+    escaped.replace(escaped.find("\"count\""), 7, "\"c\\u006funt\"");
+    CHECK_FALSE(fast_read(escaped).has_value());
+    CHECK(OpTrace::from_json(escaped).total_calls() == 1);
+  }
 }
 
 TEST_CASE("op trace: errors name the JSON path and the bad value", "[op_trace]") {

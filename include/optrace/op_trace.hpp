@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +23,11 @@
 #include <vector>
 
 namespace optrace {
+
+class OpTrace;
+namespace detail {
+class OpTraceFastReader;
+}  // namespace detail
 
 /// A tensor's shape, or `std::nullopt` where the argument is not a tensor (JSON `null`).
 using OptionalShape = std::optional<std::vector<int64_t>>;
@@ -408,15 +414,9 @@ class OpTrace {
   /// `total_calls` beyond the counts' sum is read as dropped calls.
   /// Throws JsonError naming the JSON path and the bad value, e.g.
   /// `optrace: JsonError at /convolution.default/unique_inputs/3/input_shapes/0: expected a list of integers, got string "abc"`.
-  static OpTrace from_json(std::string_view text) {
-    auto doc = json::Document::parse(text);
-    return from_document(*doc);
-  }
+  static OpTrace from_json(std::string_view text);
   /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `from_json`.
-  static OpTrace load(const std::string& path) {
-    auto doc = json::Document::load(path);
-    return from_document(*doc);
-  }
+  static OpTrace load(const std::string& path);
   /// Builds a trace from a parsed document (see `from_json`).
   static OpTrace from_document(const json::Document& doc) {
     OpTrace trace;
@@ -445,6 +445,8 @@ class OpTrace {
   friend bool operator!=(const OpTrace& a, const OpTrace& b) { return !(a == b); }
 
  private:
+  friend class detail::OpTraceFastReader;
+
   struct Slot {
     size_t op;
     bool indexed = false;
@@ -578,21 +580,50 @@ class OpTrace {
     return out;
   }
 
+  // The members of a unique input, in the order the writer puts them.
+  enum InputKey { kOpName, kInputShapes, kInputDtypes, kNonTensorInputs, kTensorLists, kCount, kKwargs, kInputStrides,
+                  kInputDevices, kInputValueRanges, kInputKeyCount };
+
+  // Finds the members of the unique input `v` in one pass over it: looking each key up would scan
+  // the object once per key, absent optional keys included. Each key is tried first where the
+  // writer's order puts it, so a file optrace or the reference tracer wrote matches at the first
+  // compare. The first of duplicate keys wins, as with `operator[]`; unknown keys are ignored.
+  static void find_input_keys(const json::Value& v, std::optional<json::Value> (&found)[kInputKeyCount]) {
+    static constexpr std::string_view names[kInputKeyCount] = {
+        "op_name", "input_shapes", "input_dtypes", "non_tensor_inputs", "tensor_lists",
+        "count",   "kwargs",       "input_strides", "input_devices",   "input_value_ranges"};
+    int next = 0;
+    for (auto [key, member] : v.object()) {
+      for (int k = 0; k < kInputKeyCount; ++k) {
+        int i = (next + k) % kInputKeyCount;
+        if (key != names[i]) continue;
+        if (!found[i]) found[i] = member;
+        next = i + 1;
+        break;
+      }
+    }
+  }
+
   static OpInput read_input(const json::Value& v, std::string_view name) {
+    std::optional<json::Value> found[kInputKeyCount];
+    find_input_keys(v, found);
+    auto required = [&](InputKey k, const char* key) -> const json::Value& {
+      if (!found[k]) v.fail_plain("missing key \"" + std::string(key) + "\"");
+      return *found[k];
+    };
     OpInput in;
-    json::Value op_name = v["op_name"];
+    const json::Value& op_name = required(kOpName, "op_name");
     if (op_name.as_string() != name) op_name.fail("expected \"" + std::string(name) + "\" (the op's key)");
-    json::Value shapes = v["input_shapes"];
-    in.input_shapes = read_shapes(shapes);
-    in.input_dtypes = read_strings(v["input_dtypes"]);
-    json::Value values = v["non_tensor_inputs"];
+    in.input_shapes = read_shapes(required(kInputShapes, "input_shapes"));
+    in.input_dtypes = read_strings(required(kInputDtypes, "input_dtypes"));
+    const json::Value& values = required(kNonTensorInputs, "non_tensor_inputs");
     in.non_tensor_inputs.reserve(values.size());
     for (json::Value x : values.array()) in.non_tensor_inputs.push_back(OpValue::read(x));
     size_t n = in.input_shapes.size();
     if (in.input_dtypes.size() != n || in.non_tensor_inputs.size() != n)
       v.fail_plain("input_shapes, input_dtypes and non_tensor_inputs differ in length (" + std::to_string(n) + ", " +
                    std::to_string(in.input_dtypes.size()) + ", " + std::to_string(in.non_tensor_inputs.size()) + ")");
-    for (auto [id, list_value] : v["tensor_lists"].object()) {
+    for (auto [id, list_value] : required(kTensorLists, "tensor_lists").object()) {
       TensorListInfo list;
       json::Value length = list_value["length"];
       list.shapes = read_shapes(list_value["shapes"]);
@@ -602,12 +633,11 @@ class OpTrace {
                     std::to_string(list.dtypes.size()) + ")");
       in.tensor_lists.emplace_back(std::string(id), std::move(list));
     }
-    json::Value count = v["count"];
+    const json::Value& count = required(kCount, "count");
     in.count = count.as_int();
     if (in.count < 1) count.fail("expected a count of at least 1");
-    json::Value extra(v);
-    if (v.find("kwargs", extra)) {
-      for (auto [key, k] : extra.object()) {
+    if (found[kKwargs]) {
+      for (auto [key, k] : found[kKwargs]->object()) {
         OpKwarg kw;
         kw.name = std::string(key);
         kw.shape = read_shape(k["shape"]);
@@ -619,22 +649,22 @@ class OpTrace {
     auto check_length = [n](const json::Value& list, size_t m) {
       if (m != n) list.fail("expected a list of " + std::to_string(n) + " (one per argument)");
     };
-    if (v.find("input_strides", extra)) {
-      in.input_strides = read_shapes(extra);
-      check_length(extra, in.input_strides.size());
+    if (const auto& extra = found[kInputStrides]) {
+      in.input_strides = read_shapes(*extra);
+      check_length(*extra, in.input_strides.size());
     }
-    if (v.find("input_devices", extra)) {
-      for (json::Value d : extra.array()) in.input_devices.push_back(d.is_null() ? std::nullopt : std::optional<std::string>(d.as_string()));
-      check_length(extra, in.input_devices.size());
+    if (const auto& extra = found[kInputDevices]) {
+      for (json::Value d : extra->array()) in.input_devices.push_back(d.is_null() ? std::nullopt : std::optional<std::string>(d.as_string()));
+      check_length(*extra, in.input_devices.size());
     }
-    if (v.find("input_value_ranges", extra)) {
-      for (json::Value r : extra.array()) {
+    if (const auto& extra = found[kInputValueRanges]) {
+      for (json::Value r : extra->array()) {
         if (r.is_null()) { in.input_value_ranges.emplace_back(); continue; }
         std::vector<int64_t> mm = r.as_int_list();
         if (mm.size() != 2) r.fail("expected [min, max]");
         in.input_value_ranges.emplace_back(std::make_pair(mm[0], mm[1]));
       }
-      check_length(extra, in.input_value_ranges.size());
+      check_length(*extra, in.input_value_ranges.size());
     }
     return in;
   }
@@ -645,3 +675,6 @@ class OpTrace {
 };
 
 }  // namespace optrace
+
+// The fast reader behind `load` and `from_json`, and their definitions.
+#include <optrace/detail/op_trace_fast_reader.hpp>

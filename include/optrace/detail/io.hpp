@@ -1,4 +1,4 @@
-// optrace/detail/io.hpp: whole-file reads and atomic writes
+// optrace/detail/io.hpp: whole-file reads, read-only file mappings and atomic writes
 #pragma once
 
 #include <optrace/error.hpp>
@@ -10,6 +10,8 @@
 #include <string_view>
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace optrace::detail {
@@ -61,5 +63,52 @@ inline void write_file_atomic(const std::string& path, std::string_view content)
     raise<IoError>("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
   }
 }
+
+/// A file mapped read-only into memory, followed by at least `spare` readable bytes (zeros),
+/// which simdjson needs past the text. Mapping instead of reading spares a copy of the whole file
+/// and the page faults of a fresh buffer. `data()` is null when the file cannot be mapped (not a
+/// regular file, empty, mmap refused): read it instead.
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, size_t spare = 64) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+      size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+      size_t size = static_cast<size_t>(st.st_size);
+      size_t mapped = (size + page - 1) / page * page;
+      size_t total = (size + spare + page - 1) / page * page;
+      // Reserve the whole span as zero pages, then put the file over its start: the bytes after
+      // the file's end, in its last page and the pages after, read as zeros.
+      void* region = ::mmap(nullptr, total, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (region != MAP_FAILED) {
+        void* file = ::mmap(region, mapped, PROT_READ, MAP_PRIVATE | MAP_FIXED | MAP_POPULATE, fd, 0);
+        if (file == MAP_FAILED) {
+          ::munmap(region, total);
+        } else {
+          data_ = static_cast<const char*>(region);
+          size_ = size;
+          total_ = total;
+        }
+      }
+    }
+    ::close(fd);
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<char*>(data_), total_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+  /// Readable bytes from data(): size() plus the spare ones.
+  size_t capacity() const { return total_; }
+
+ private:
+  const char* data_ = nullptr;
+  size_t size_ = 0, total_ = 0;
+};
 
 }  // namespace optrace::detail

@@ -6,7 +6,7 @@
 // - Each thread aggregates into its own buffer (registered once per thread and session under a
 //   mutex); the hot path takes only that buffer's uncontended mutex, so `trace()` can read it.
 // - A call is encoded as a flat vector of int64 tokens (op, argument kinds, dtypes, sizes,
-//   values) into a reused scratch vector; the buffer's hash map counts equal encodings. Strings
+//   values) into a reused scratch buffer; the thread's hash table counts equal encodings. Strings
 //   (names, dtype strings, Python type names) are made only when `trace()` decodes the keys.
 // - The reference tracer is a Python TorchDispatchMode: it sees ops below Autograd, that is after
 //   CompositeImplicitAutograd kernels decomposed them (`linear` -> `t`, `addmm`), and only the
@@ -147,19 +147,45 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   return infos.emplace(key, std::move(info)).first->second.get();
 }
 
-struct SignatureHash {
-  // Two independent multiply lanes: half the dependency chain of a one-lane hash.
-  size_t operator()(const std::vector<int64_t>& v) const noexcept {
-    uint64_t a = 0x9E3779B97F4A7C15ull ^ v.size(), b = 0xC2B2AE3D27D4EB4Full;
-    size_t i = 0, n = v.size();
-    for (; i + 1 < n; i += 2) {
-      a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
-      b = (b ^ static_cast<uint64_t>(v[i + 1])) * 0xc4ceb9fe1a85ec53ull;
-    }
-    if (i < n) a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
-    uint64_t h = a ^ ((b << 31) | (b >> 33));
-    return static_cast<size_t>(h ^ (h >> 29));
+// Hash of an encoding. Two independent multiply lanes: half the dependency chain of a one-lane hash.
+inline size_t hash_tokens(const int64_t* v, size_t n) noexcept {
+  uint64_t a = 0x9E3779B97F4A7C15ull ^ n, b = 0xC2B2AE3D27D4EB4Full;
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
+    b = (b ^ static_cast<uint64_t>(v[i + 1])) * 0xc4ceb9fe1a85ec53ull;
   }
+  if (i < n) a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
+  uint64_t h = a ^ ((b << 31) | (b >> 33));
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+struct SignatureHash {
+  size_t operator()(const std::vector<int64_t>& v) const noexcept { return hash_tokens(v.data(), v.size()); }
+};
+
+// The encoding of the call being recorded, in a buffer reused from call to call. A value asks
+// for the room it needs once (`extend`) and stores its tokens without a capacity check each:
+// vector::push_back's check and out-of-line growth cost as much as the rest of the encoding of
+// a small tensor.
+class KeyWriter {
+ public:
+  void clear() { size_ = 0; }
+  const int64_t* data() const { return tokens_.data(); }
+  size_t size() const { return size_; }
+  // Room for `n` more tokens, counted as written; valid until the next call.
+  int64_t* extend(size_t n) {
+    if (size_ + n > tokens_.size()) grow(size_ + n);
+    int64_t* p = tokens_.data() + size_;
+    size_ += n;
+    return p;
+  }
+  void put(int64_t token) { *extend(1) = token; }
+
+ private:
+  void grow(size_t needed) { tokens_.resize(std::max<size_t>({needed, 2 * tokens_.size(), 256})); }
+  std::vector<int64_t> tokens_;  // its size is the capacity; `size_` tokens are written
+  size_t size_ = 0;
 };
 
 struct Aggregate {
@@ -171,6 +197,68 @@ struct Aggregate {
 struct Dropped {
   int64_t count = 0;
   uint64_t first_seen = 0;
+};
+
+// One thread's unique calls. Their encodings lie end to end in `tokens_`; `slots_` is an
+// open-addressing table (power-of-two size, linear probing) of positions in `entries_`. A call
+// seen before costs one hash, one probe and a memcmp against the scratch encoding: no key copy,
+// no node to chase, no modulo by a prime (what std::unordered_map<std::vector<int64_t>> costs).
+class CallTable {
+ public:
+  struct Entry {
+    size_t hash;
+    size_t offset, length;  // of the encoding in tokens_
+    Aggregate agg;
+  };
+
+  static constexpr size_t kNone = SIZE_MAX;
+
+  // The position (in first-recorded order) of the entry whose encoding is `key[0..n)`, or kNone.
+  size_t find(const int64_t* key, size_t n, size_t hash) const {
+    if (slots_.empty()) return kNone;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      uint32_t slot = slots_[i];
+      if (slot == 0) return kNone;
+      const Entry& e = entries_[slot - 1];
+      if (e.hash == hash && holds(slot - 1, key, n)) return slot - 1;
+    }
+  }
+  // Whether the entry at `position` is `key[0..n)`.
+  bool holds(size_t position, const int64_t* key, size_t n) const {
+    const Entry& e = entries_[position];
+    return e.length == n && std::memcmp(tokens_.data() + e.offset, key, n * sizeof(int64_t)) == 0;
+  }
+  // Adds `key[0..n)`, which `find` did not find; returns its position.
+  size_t insert(const int64_t* key, size_t n, size_t hash, Aggregate agg) {
+    if (2 * (entries_.size() + 1) > slots_.size()) rehash(std::max<size_t>(64, 2 * slots_.size()));
+    entries_.push_back(Entry{hash, tokens_.size(), n, std::move(agg)});
+    tokens_.insert(tokens_.end(), key, key + n);
+    place(hash, static_cast<uint32_t>(entries_.size()));
+    return entries_.size() - 1;
+  }
+  Entry& entry(size_t position) { return entries_[position]; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  std::vector<int64_t> key(const Entry& e) const {
+    return std::vector<int64_t>(tokens_.begin() + static_cast<ptrdiff_t>(e.offset),
+                                tokens_.begin() + static_cast<ptrdiff_t>(e.offset + e.length));
+  }
+
+ private:
+  void place(size_t hash, uint32_t slot) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = slot;
+  }
+  void rehash(size_t size) {
+    slots_.assign(size, 0);
+    for (size_t k = 0; k < entries_.size(); ++k) place(entries_[k].hash, static_cast<uint32_t>(k + 1));
+  }
+
+  std::vector<int64_t> tokens_;
+  std::vector<Entry> entries_;  // first-recorded order
+  std::vector<uint32_t> slots_;  // 0: empty, else a position in entries_ plus one
 };
 
 // A spinlock: taken by one thread on each recorded call and, rarely, by `trace()`; unlocking is
@@ -191,7 +279,7 @@ class SpinLock {
 // recorded call (uncontended) and by `trace()`.
 struct ThreadBuffer {
   SpinLock mutex;
-  std::unordered_map<std::vector<int64_t>, Aggregate, SignatureHash> calls;
+  CallTable calls;
   std::unordered_map<const OpInfo*, Dropped> dropped;
 };
 
@@ -242,6 +330,7 @@ struct CacheSlot {
   const char* key = nullptr;
   const OpInfo* info = nullptr;
   bool selected = false;
+  size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
 };
 
 struct ThreadState {
@@ -256,16 +345,7 @@ struct ThreadState {
   static constexpr size_t kCacheSize = 512;
   CacheSlot cache[kCacheSize];
   std::unordered_map<const char*, CacheSlot> overflow;
-  std::vector<int64_t> scratch;
-  // Recently counted calls, by hash: a hit skips the hash map (and its modulo by a prime).
-  // Map nodes never move, so the pointers stay valid while the buffer lives.
-  struct Recent {
-    size_t hash = 0;
-    const std::vector<int64_t>* key = nullptr;
-    Aggregate* agg = nullptr;
-  };
-  static constexpr size_t kRecentSize = 256;
-  Recent recent[kRecentSize];
+  KeyWriter scratch;
 
   // The current session, registering this thread with it first if needed; nullptr if none.
   Session* current() {
@@ -276,7 +356,6 @@ struct ThreadState {
     session = active_session();
     buffer = nullptr;
     for (auto& c : cache) c = CacheSlot{};
-    for (auto& r : recent) r = Recent{};
     overflow.clear();
     if (session) {
       const auto& ids = session->settings.threads;
@@ -291,7 +370,7 @@ struct ThreadState {
   }
 
   // The op behind a RecordFunction; nullptr for ranges that are not dispatcher ops.
-  const CacheSlot* lookup(const at::RecordFunction& fn) {
+  CacheSlot* lookup(const at::RecordFunction& fn) {
     const char* key = fn.name();
     CacheSlot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kCacheSize];
     if (slot.key == key) return &slot;
@@ -301,7 +380,7 @@ struct ThreadState {
     // its address identifies the op. String-named ranges are not cached (their address is reused).
     auto name = fn.operator_name();
     if (!name) return nullptr;
-    CacheSlot fresh{key, op_info(*name), false};
+    CacheSlot fresh{key, op_info(*name), false, CallTable::kNone};
     fresh.selected = fresh.info != nullptr && session->selected(*fresh.info);
     if (slot.key == nullptr) {
       slot = fresh;
@@ -316,69 +395,76 @@ inline ThreadState& thread_state() {
   return state;
 }
 
-inline void push_double(std::vector<int64_t>& out, double d) {
+inline void push_double(KeyWriter& out, double d) {
   if (std::isnan(d)) d = std::numeric_limits<double>::quiet_NaN();
   int64_t bits;
   std::memcpy(&bits, &d, sizeof bits);
-  out.push_back(bits);
+  out.put(bits);
 }
 
-inline void encode_tensor(std::vector<int64_t>& out, const at::Tensor& t, bool extended) {
-  out.push_back(kTensor);
-  out.push_back(static_cast<int64_t>(t.scalar_type()));
+// A tensor's dtype and sizes. Small, so that it inlines into record_call's loop over arguments.
+inline void encode_tensor_shape(KeyWriter& out, const at::Tensor& t) {
   auto sizes = t.sizes();
-  out.push_back(static_cast<int64_t>(sizes.size()));
-  out.insert(out.end(), sizes.begin(), sizes.end());
-  if (extended) {
-    out.push_back(static_cast<int64_t>(t.device().type()));
-    out.push_back(t.device().index());
-    bool strided = t.layout() == c10::kStrided;
-    bool contiguous = !strided || t.is_contiguous();
-    out.push_back(contiguous ? 1 : 0);
-    if (!contiguous) {
-      auto strides = t.strides();
-      out.insert(out.end(), strides.begin(), strides.end());
-    }
+  const size_t ndim = sizes.size();
+  int64_t* p = out.extend(3 + ndim);
+  p[0] = kTensor;
+  p[1] = static_cast<int64_t>(t.scalar_type());
+  p[2] = static_cast<int64_t>(ndim);
+  for (size_t i = 0; i < ndim; ++i) p[3 + i] = sizes[i];
+}
+
+inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
+  encode_tensor_shape(out, t);
+  if (!extended) return;
+  out.put(static_cast<int64_t>(t.device().type()));
+  out.put(t.device().index());
+  bool strided = t.layout() == c10::kStrided;
+  bool contiguous = !strided || t.is_contiguous();
+  out.put(contiguous ? 1 : 0);
+  if (!contiguous) {
+    auto strides = t.strides();
+    int64_t* q = out.extend(strides.size());
+    for (size_t i = 0; i < strides.size(); ++i) q[i] = strides[i];
   }
 }
 
-inline void encode_value(std::vector<int64_t>& out, const c10::IValue& v, ArgKind kind, bool extended) {
-  if (v.isNone()) { out.push_back(kNone); return; }
+inline void encode_value(KeyWriter& out, const c10::IValue& v, ArgKind kind, bool extended) {
+  if (v.isNone()) { out.put(kNone); return; }
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!t.defined()) out.push_back(kNone);
+    if (!t.defined()) out.put(kNone);
     else encode_tensor(out, t, extended);
     return;
   }
   if (kind != ArgKind::Plain && v.isInt()) {
-    out.push_back(kind == ArgKind::Dtype ? kDtype : kind == ArgKind::Layout ? kLayout : kMemoryFormat);
-    out.push_back(v.toInt());
+    out.put(kind == ArgKind::Dtype ? kDtype : kind == ArgKind::Layout ? kLayout : kMemoryFormat);
+    out.put(v.toInt());
     return;
   }
-  if (v.isBool()) { out.push_back(kBool); out.push_back(v.toBool()); return; }
-  if (v.isInt()) { out.push_back(kInt); out.push_back(v.toInt()); return; }
-  if (v.isDouble()) { out.push_back(kFloat); push_double(out, v.toDouble()); return; }
-  if (v.isSymInt()) { out.push_back(kInt); out.push_back(v.toSymInt().expect_int()); return; }
+  if (v.isBool()) { out.put(kBool); out.put(v.toBool()); return; }
+  if (v.isInt()) { out.put(kInt); out.put(v.toInt()); return; }
+  if (v.isDouble()) { out.put(kFloat); push_double(out, v.toDouble()); return; }
+  if (v.isSymInt()) { out.put(kInt); out.put(v.toSymInt().expect_int()); return; }
   if (v.isString()) {
     const std::string& s = v.toStringRef();
-    out.push_back(kString);
-    out.push_back(static_cast<int64_t>(s.size()));
+    out.put(kString);
+    out.put(static_cast<int64_t>(s.size()));
     for (size_t i = 0; i < s.size(); i += 8) {
       int64_t packed = 0;
       std::memcpy(&packed, s.data() + i, std::min<size_t>(8, s.size() - i));
-      out.push_back(packed);
+      out.put(packed);
     }
     return;
   }
   if (v.isDevice()) {
-    out.push_back(kDevice);
-    out.push_back(static_cast<int64_t>(v.toDevice().type()));
-    out.push_back(v.toDevice().index());
+    out.put(kDevice);
+    out.put(static_cast<int64_t>(v.toDevice().type()));
+    out.put(v.toDevice().index());
     return;
   }
   if (v.isComplexDouble()) {
     auto c = v.toComplexDouble();
-    out.push_back(kComplex);
+    out.put(kComplex);
     push_double(out, c.real());
     push_double(out, c.imag());
     return;
@@ -387,23 +473,23 @@ inline void encode_value(std::vector<int64_t>& out, const c10::IValue& v, ArgKin
     auto items = v.toListRef();
     bool any_tensor = false;
     for (const auto& item : items) any_tensor = any_tensor || item.isTensor();
-    out.push_back(any_tensor ? kTensorList : kList);
-    out.push_back(static_cast<int64_t>(items.size()));
+    out.put(any_tensor ? kTensorList : kList);
+    out.put(static_cast<int64_t>(items.size()));
     for (const auto& item : items) {
       if (any_tensor && item.isTensor() && item.toTensor().defined()) encode_tensor(out, item.toTensor(), false);
-      else if (any_tensor) out.push_back(kNone);
+      else if (any_tensor) out.put(kNone);
       else encode_value(out, item, kind, extended);
     }
     return;
   }
   if (v.isTuple()) {
     const auto& items = v.toTupleRef().elements();
-    out.push_back(kTuple);
-    out.push_back(static_cast<int64_t>(items.size()));
+    out.put(kTuple);
+    out.put(static_cast<int64_t>(items.size()));
     for (const auto& item : items) encode_value(out, item, ArgKind::Plain, extended);
     return;
   }
-  out.push_back(v.isGenerator() ? kGenerator : kOther);
+  out.put(v.isGenerator() ? kGenerator : kOther);
 }
 
 inline bool is_default(const c10::Argument& a, const c10::IValue& v) {
@@ -423,7 +509,8 @@ inline std::optional<std::pair<int64_t, int64_t>> value_range(const c10::IValue&
   return std::make_pair(flat.min().item<int64_t>(), flat.max().item<int64_t>());
 }
 
-inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
+inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::ArrayRef<const c10::IValue> inputs) {
+  const OpInfo& op = *slot.info;
   const auto& args = op.schema->arguments();
   // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack:
   // the op's arguments are its last ones.
@@ -432,43 +519,49 @@ inline void record_call(ThreadState& ts, Session& s, const OpInfo& op, c10::Arra
   size_t positional = std::min(op.kwarg_only_start, n);
   while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
   const bool extended = s.settings.extended;
-  std::vector<int64_t>& key = ts.scratch;
+  KeyWriter& key = ts.scratch;
   key.clear();
-  key.push_back(reinterpret_cast<intptr_t>(&op));
-  key.push_back(static_cast<int64_t>(positional));
-  for (size_t i = 0; i < positional; ++i) encode_value(key, inputs[i], op.kinds[i], extended);
+  int64_t* head = key.extend(2);
+  head[0] = reinterpret_cast<intptr_t>(&op);
+  head[1] = static_cast<int64_t>(positional);
+  for (size_t i = 0; i < positional; ++i) {
+    const c10::IValue& v = inputs[i];
+    if (!extended && v.isTensor() && v.toTensor().defined()) encode_tensor_shape(key, v.toTensor());  // most arguments
+    else encode_value(key, v, op.kinds[i], extended);
+  }
   if (extended) {
     for (size_t i = op.kwarg_only_start; i < n; ++i) {
       if (is_default(args[i], inputs[i])) continue;
-      key.push_back(kKwarg);
-      key.push_back(static_cast<int64_t>(i));
+      key.put(kKwarg);
+      key.put(static_cast<int64_t>(i));
       encode_value(key, inputs[i], op.kinds[i], true);
     }
   }
   ThreadBuffer& buffer = *ts.buffer;
   std::lock_guard<SpinLock> lock(buffer.mutex);
-  const size_t hash = SignatureHash()(key);
-  ThreadState::Recent& recent = ts.recent[hash % ThreadState::kRecentSize];
-  if (!extended && recent.hash == hash && recent.key != nullptr && *recent.key == key) {
-    ++recent.agg->count;
-    return;
-  }
-  auto it = buffer.calls.find(key);
-  if (it == buffer.calls.end()) {
-    int64_t limit = s.settings.max_unique_inputs;
-    if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
-      s.kept.fetch_sub(1, std::memory_order_relaxed);
-      Dropped& d = buffer.dropped[&op];
-      if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
-      return;
+  CallTable& calls = buffer.calls;
+  // The op's previous call first: an op called again with the same arguments (layer after layer,
+  // step after step) skips the hash and the probe.
+  size_t position = slot.last_call;
+  if (position == CallTable::kNone || !calls.holds(position, key.data(), key.size())) {
+    const size_t hash = hash_tokens(key.data(), key.size());
+    position = calls.find(key.data(), key.size(), hash);
+    if (position == CallTable::kNone) {
+      int64_t limit = s.settings.max_unique_inputs;
+      if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
+        s.kept.fetch_sub(1, std::memory_order_relaxed);
+        Dropped& d = buffer.dropped[&op];
+        if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      Aggregate fresh;
+      fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+      position = calls.insert(key.data(), key.size(), hash, std::move(fresh));
     }
-    Aggregate fresh;
-    fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
-    it = buffer.calls.emplace(key, std::move(fresh)).first;
+    slot.last_call = position;
   }
-  Aggregate& agg = it->second;
+  Aggregate& agg = calls.entry(position).agg;
   ++agg.count;
-  recent = ThreadState::Recent{hash, &it->first, &agg};
   if (extended) {
     if (agg.ranges.empty()) agg.ranges.resize(positional);
     for (size_t i = 0; i < positional; ++i) {
@@ -493,7 +586,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     ts.levels.push_back(0);
     return nullptr;
   }
-  const CacheSlot* op = ts.lookup(fn);
+  CacheSlot* op = ts.lookup(fn);
   if (op == nullptr || op->info == nullptr || (outermost && op->info->decomposes)) {
     ts.levels.push_back(0);
     return nullptr;
@@ -502,7 +595,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
   if (outermost) ++ts.depth;
   if (op->selected) {
     try {
-      record_call(ts, *s, *op->info, fn.inputs());
+      record_call(ts, *s, *op, fn.inputs());
     } catch (...) {
       // A value the encoder cannot read (a symbolic size, ...): the call goes unrecorded rather
       // than failing the user's op.
@@ -757,8 +850,9 @@ inline OpTrace collect(Session& s) {
     std::lock_guard<std::mutex> lock(s.mutex);
     for (auto& buffer : s.buffers) {
       std::lock_guard<SpinLock> buffer_lock(buffer->mutex);
-      for (const auto& [key, agg] : buffer->calls) {
-        auto [it, fresh] = calls.emplace(key, agg);
+      for (const CallTable::Entry& entry : buffer->calls.entries()) {
+        const Aggregate& agg = entry.agg;
+        auto [it, fresh] = calls.emplace(buffer->calls.key(entry), agg);
         if (fresh) continue;
         Aggregate& into = it->second;
         into.count += agg.count;

@@ -64,6 +64,27 @@ inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' ||
 
 inline bool is_value_end(char c) { return c == ',' || c == ']' || c == '}' || is_json_space(c); }
 
+// The first occurrence of `token` ("NaN", "Infinity") in [from, end), or nullptr. memchr for its
+// capital first letter, then a compare: glibc's memchr is vectorized, its memmem is not for
+// needles this short, and the letter rarely starts anything else in op-trace JSON (`NoneType`
+// aside), so this runs near memchr's speed.
+inline const char* find_token(const char* from, const char* end, std::string_view token) {
+  while (from < end) {
+    const void* hit = std::memchr(from, token[0], static_cast<size_t>(end - from));
+    if (hit == nullptr) return nullptr;
+    const char* p = static_cast<const char*>(hit);
+    if (static_cast<size_t>(end - p) >= token.size() && std::memcmp(p + 1, token.data() + 1, token.size() - 1) == 0) return p;
+    from = p + 1;
+  }
+  return nullptr;
+}
+
+// Whether `text` holds "NaN" or "Infinity" anywhere (inside strings too): if not, it needs no rewrite.
+inline bool has_float_tokens(std::string_view text) {
+  const char* end = text.data() + text.size();
+  return find_token(text.data(), end, "NaN") != nullptr || find_token(text.data(), end, "Infinity") != nullptr;
+}
+
 // Copies `text` into `out` (with simdjson's padding reserved), rewriting Python's non-standard
 // float tokens outside strings. Returns false (leaving `out` untouched) when the text holds none.
 //
@@ -85,8 +106,7 @@ inline bool rewrite_python_floats(std::string_view text, std::string& out, bool 
     for (int t = 0; t < 2; ++t) {
       if (!searched[t] || (next_hit[t] != nullptr && next_hit[t] < from)) {
         searched[t] = true;
-        const void* hit = ::memmem(from, static_cast<size_t>(end - from), tokens[t].data(), tokens[t].size());
-        next_hit[t] = static_cast<const char*>(hit);
+        next_hit[t] = find_token(from, end, tokens[t]);
       }
       if (next_hit[t] != nullptr && (best == nullptr || next_hit[t] < best)) best = next_hit[t];
     }
@@ -311,10 +331,23 @@ class Document {
   }
   /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `parse`.
   static std::unique_ptr<Document> load(const std::string& path) {
+    // Mapped, not read: no copy of the file and no page faults of a fresh buffer. Without
+    // Python's float tokens the mapping is parsed in place (it is followed by the zeros simdjson
+    // reads past the end); with them, the rewrite is the only copy.
+    auto file = std::make_unique<optrace::detail::MappedFile>(path, simdjson::SIMDJSON_PADDING);
+    if (file->data() != nullptr) {
+      std::string_view view(file->data(), file->size());
+      if (detail::has_float_tokens(view)) return parse(view);
+      std::unique_ptr<Document> doc(new Document());
+      doc->mapped_ = std::move(file);
+      doc->parse_padded(doc->mapped_->data(), doc->mapped_->size());
+      return doc;
+    }
+    // Not mappable (a pipe, an empty file): read it.
     std::unique_ptr<Document> doc(new Document());
     std::string text = read_padded(path);
     std::string_view view(text);
-    if (view.find("NaN") == std::string_view::npos && view.find("Infinity") == std::string_view::npos) {
+    if (!detail::has_float_tokens(view)) {
       doc->buffer_ = std::move(text);  // already padded: parsed in place
       doc->parse_buffer();
       return doc;
@@ -345,7 +378,11 @@ class Document {
   }
   void parse_buffer() {
     if (buffer_.capacity() < buffer_.size() + simdjson::SIMDJSON_PADDING) buffer_.reserve(buffer_.size() + simdjson::SIMDJSON_PADDING);
-    auto error = parser_->parse(buffer_.data(), buffer_.size(), false).get(root_);
+    parse_padded(buffer_.data(), buffer_.size());
+  }
+  // `text` must stay readable SIMDJSON_PADDING bytes past `size`, and live as long as this document.
+  void parse_padded(const char* text, size_t size) {
+    auto error = parser_->parse(text, size, false).get(root_);
     if (error) throw JsonError("", std::string("malformed JSON: ") + simdjson::error_message(error));
   }
 
@@ -397,7 +434,8 @@ class Document {
     return false;
   }
 
-  std::string buffer_;  // the text parsed, capacity padded
+  std::string buffer_;  // the text parsed, capacity padded; or empty, and
+  std::unique_ptr<optrace::detail::MappedFile> mapped_;  // the file parsed in place
   std::unique_ptr<simdjson::dom::parser> parser_;
   simdjson::dom::element root_;
 };

@@ -1,0 +1,366 @@
+// optrace/detail/op_trace_fast_reader.hpp: OpTrace::load and from_json's fast path (simdjson On-Demand)
+#pragma once
+// Included at the end of optrace/op_trace.hpp, which declares OpTrace::load and from_json; this
+// header defines them, after the reader they use.
+
+#include <optrace/op_trace.hpp>
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace optrace {
+namespace detail {
+
+// The fast path of `load` and `from_json`: simdjson On-Demand straight into the trace, with no
+// DOM, no rewrite of Python's float tokens (On-Demand reads scalars only when asked, so `NaN`,
+// `Infinity` and `-Infinity` are read from their raw tokens) and no path bookkeeping. At the
+// first thing it does not expect (malformed JSON, a wrong type, a missing or duplicate key,
+// lengths that differ), it gives up and the caller reads the text again through the DOM
+// (`from_document`), which names the JSON path and the bad value. So it only has to read
+// well-formed traces right, and it must never accept what the DOM path rejects: it reads every
+// value, unknown keys' included, and checks that nothing follows the root object.
+class OpTraceFastReader {
+ public:
+  // The trace in `text[0..size)`, readable up to `capacity` (>= size + SIMDJSON_PADDING), or
+  // nullopt where the DOM path must tell what is wrong.
+  static std::optional<OpTrace> read(const char* text, size_t size, size_t capacity) {
+    try {
+      OpTraceFastReader reader;
+      return reader.read_trace(simdjson::padded_string_view(text, size, capacity));
+    } catch (const Fail&) {
+      return std::nullopt;
+    }
+  }
+
+ private:
+  using Value = simdjson::ondemand::value;
+  using InputKey = OpTrace::InputKey;
+  struct Fail {};
+
+  static void check(simdjson::error_code e) {
+    if (e != simdjson::SUCCESS) throw Fail{};
+  }
+  template <class T, class R>
+  static T get(R&& result) {
+    T out{};
+    check(std::forward<R>(result).get(out));
+    return out;
+  }
+
+  OpTrace read_trace(simdjson::padded_string_view text) {
+    OpTrace trace;
+    auto doc = get<simdjson::ondemand::document>(parser_.iterate(text));
+    for (auto field : get<simdjson::ondemand::object>(doc.get_object())) {
+      std::string_view name = get<std::string_view>(field.unescaped_key());
+      if (trace.index_.count(std::string(name)) != 0) throw Fail{};  // duplicate op
+      size_t op = trace.slot_for(name, /*index=*/false).op;
+      read_entry(get<Value>(field.value()), trace.ops_[op]);
+    }
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == simdjson::SUCCESS) throw Fail{};  // something after the root
+    return trace;
+  }
+
+  void read_entry(Value v, OpEntry& entry) {
+    bool have_total = false, have_count = false, have_inputs = false;
+    int64_t total_calls = 0, sum = 0;
+    for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
+      simdjson::ondemand::raw_json_string key = get<simdjson::ondemand::raw_json_string>(field.key());
+      Value value = get<Value>(field.value());
+      if (key == "unique_inputs") {
+        if (have_inputs) throw Fail{};
+        have_inputs = true;
+        for (auto item : get<simdjson::ondemand::array>(value.get_array())) {
+          entry.unique_inputs.push_back(read_input(get<Value>(item), entry.name));
+          sum += entry.unique_inputs.back().count;
+        }
+      } else if (key == "total_calls") {
+        if (have_total) throw Fail{};
+        have_total = true;
+        total_calls = get<int64_t>(value.get_int64());
+      } else if (key == "unique_input_count") {
+        if (have_count) throw Fail{};
+        have_count = true;
+        // The writer puts it before the inputs: a hint for their vector (capped: nothing checks it).
+        int64_t n = get<int64_t>(value.get_int64());
+        if (!have_inputs && n > 0) entry.unique_inputs.reserve(static_cast<size_t>(std::min<int64_t>(n, 1 << 20)));
+      } else {
+        skip(value);
+      }
+    }
+    if (!have_total || !have_count || !have_inputs || total_calls < sum) throw Fail{};
+    entry.dropped_calls = total_calls - sum;
+  }
+
+  OpInput read_input(Value v, std::string_view name) {
+    OpInput in;
+    uint32_t seen = 0;  // bit k: InputKey k read
+    auto first = [&seen](InputKey k) {
+      if (seen & (1u << k)) throw Fail{};  // a duplicate key
+      seen |= 1u << k;
+    };
+    for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
+      simdjson::ondemand::raw_json_string key = get<simdjson::ondemand::raw_json_string>(field.key());
+      Value value = get<Value>(field.value());
+      if (key == "op_name") {
+        first(OpTrace::kOpName);
+        if (get<std::string_view>(value.get_string()) != name) throw Fail{};
+      } else if (key == "input_shapes") {
+        first(OpTrace::kInputShapes);
+        read_shapes(value, in.input_shapes);
+      } else if (key == "input_dtypes") {
+        first(OpTrace::kInputDtypes);
+        read_strings(value, in.input_dtypes);
+      } else if (key == "non_tensor_inputs") {
+        first(OpTrace::kNonTensorInputs);
+        read_list(value, values_, in.non_tensor_inputs, [this](Value item) { return read_value(item); });
+      } else if (key == "tensor_lists") {
+        first(OpTrace::kTensorLists);
+        for (auto list_field : get<simdjson::ondemand::object>(value.get_object())) {
+          std::string id(get<std::string_view>(list_field.unescaped_key()));
+          in.tensor_lists.emplace_back(std::move(id), read_tensor_list(get<Value>(list_field.value())));
+        }
+      } else if (key == "count") {
+        first(OpTrace::kCount);
+        in.count = get<int64_t>(value.get_int64());
+      } else if (key == "kwargs") {
+        first(OpTrace::kKwargs);
+        for (auto kw_field : get<simdjson::ondemand::object>(value.get_object())) {
+          OpKwarg kw;
+          kw.name = std::string(get<std::string_view>(kw_field.unescaped_key()));
+          read_kwarg(get<Value>(kw_field.value()), kw);
+          in.kwargs.push_back(std::move(kw));
+        }
+      } else if (key == "input_strides") {
+        first(OpTrace::kInputStrides);
+        read_shapes(value, in.input_strides);
+      } else if (key == "input_devices") {
+        first(OpTrace::kInputDevices);
+        for (auto item : get<simdjson::ondemand::array>(value.get_array())) {
+          Value d = get<Value>(item);
+          if (is_null(d)) in.input_devices.emplace_back();
+          else in.input_devices.emplace_back(std::string(get<std::string_view>(d.get_string())));
+        }
+      } else if (key == "input_value_ranges") {
+        first(OpTrace::kInputValueRanges);
+        for (auto item : get<simdjson::ondemand::array>(value.get_array())) {
+          Value r = get<Value>(item);
+          if (is_null(r)) {
+            in.input_value_ranges.emplace_back();
+            continue;
+          }
+          read_ints(r);
+          if (ints_.size() != 2) throw Fail{};
+          in.input_value_ranges.emplace_back(std::make_pair(ints_[0], ints_[1]));
+        }
+      } else {
+        skip(value);
+      }
+    }
+    const uint32_t required = (1u << OpTrace::kOpName) | (1u << OpTrace::kInputShapes) | (1u << OpTrace::kInputDtypes) |
+                              (1u << OpTrace::kNonTensorInputs) | (1u << OpTrace::kTensorLists) | (1u << OpTrace::kCount);
+    const size_t n = in.input_shapes.size();
+    auto fits = [n](size_t m, bool optional) { return m == n || (optional && m == 0); };
+    if ((seen & required) != required || in.count < 1 || !fits(in.input_dtypes.size(), false) ||
+        !fits(in.non_tensor_inputs.size(), false))
+      throw Fail{};
+    // The DOM path checks an extended list present in the JSON even when empty.
+    if (((seen & (1u << OpTrace::kInputStrides)) && in.input_strides.size() != n) ||
+        ((seen & (1u << OpTrace::kInputDevices)) && in.input_devices.size() != n) ||
+        ((seen & (1u << OpTrace::kInputValueRanges)) && in.input_value_ranges.size() != n))
+      throw Fail{};
+    return in;
+  }
+
+  TensorListInfo read_tensor_list(Value v) {
+    TensorListInfo list;
+    bool have_length = false, have_shapes = false, have_dtypes = false;
+    int64_t length = 0;
+    for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
+      simdjson::ondemand::raw_json_string key = get<simdjson::ondemand::raw_json_string>(field.key());
+      Value value = get<Value>(field.value());
+      if (key == "length" && !have_length) {
+        have_length = true;
+        length = get<int64_t>(value.get_int64());
+      } else if (key == "shapes" && !have_shapes) {
+        have_shapes = true;
+        read_shapes(value, list.shapes);
+      } else if (key == "dtypes" && !have_dtypes) {
+        have_dtypes = true;
+        read_strings(value, list.dtypes);
+      } else {
+        throw Fail{};  // a duplicate or unknown key: rare enough to leave to the DOM path
+      }
+    }
+    if (!have_length || !have_shapes || !have_dtypes || length != list.length() || list.dtypes.size() != list.shapes.size())
+      throw Fail{};
+    return list;
+  }
+
+  void read_kwarg(Value v, OpKwarg& kw) {
+    uint32_t seen = 0;
+    for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
+      simdjson::ondemand::raw_json_string key = get<simdjson::ondemand::raw_json_string>(field.key());
+      Value value = get<Value>(field.value());
+      if (key == "shape" && !(seen & 1)) {
+        seen |= 1;
+        kw.shape = read_shape(value);
+      } else if (key == "dtype" && !(seen & 2)) {
+        seen |= 2;
+        kw.dtype = std::string(get<std::string_view>(value.get_string()));
+      } else if (key == "value" && !(seen & 4)) {
+        seen |= 4;
+        kw.value = read_value(value);
+      } else {
+        throw Fail{};
+      }
+    }
+    if (seen != 7) throw Fail{};
+  }
+
+  static bool is_null(Value& v) {
+    bool null = false;
+    check(v.is_null().get(null));
+    return null;
+  }
+
+  // The integers of the list `v`, into ints_ (reused, so that each shape allocates once: its own).
+  void read_ints(Value v) {
+    ints_.clear();
+    for (auto item : get<simdjson::ondemand::array>(v.get_array())) ints_.push_back(get<int64_t>(item.get_int64()));
+  }
+  OptionalShape read_shape(Value v) {
+    if (is_null(v)) return std::nullopt;
+    read_ints(v);
+    return std::vector<int64_t>(ints_.begin(), ints_.end());
+  }
+  // On-Demand does not tell an array's length before reading it. The lists below are read into a
+  // reused scratch vector and then moved into one of their exact size: one allocation each, where
+  // push_back's doublings would take up to four for the usual handful of arguments.
+  template <class T, class ReadOne>
+  static void read_list(Value v, std::vector<T>& scratch, std::vector<T>& out, ReadOne&& read_one) {
+    scratch.clear();
+    for (auto item : get<simdjson::ondemand::array>(v.get_array())) scratch.push_back(read_one(get<Value>(item)));
+    out.reserve(out.size() + scratch.size());
+    for (T& x : scratch) out.push_back(std::move(x));
+  }
+  void read_shapes(Value v, std::vector<OptionalShape>& out) {
+    read_list(v, shapes_, out, [this](Value item) { return read_shape(item); });
+  }
+  void read_strings(Value v, std::vector<std::string>& out) {
+    read_list(v, strings_, out, [](Value item) { return std::string(get<std::string_view>(item.get_string())); });
+  }
+
+  // Python's float tokens, which On-Demand leaves unread: the raw token, spaces after it trimmed.
+  static std::optional<double> python_float(Value& v) {
+    std::string_view raw = v.raw_json_token();
+    while (!raw.empty() && json::detail::is_json_space(raw.back())) raw.remove_suffix(1);
+    if (raw == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (raw == "Infinity") return std::numeric_limits<double>::infinity();
+    if (raw == "-Infinity") return -std::numeric_limits<double>::infinity();
+    return std::nullopt;
+  }
+
+  OpValue read_value(Value v) {
+    simdjson::ondemand::json_type type;
+    if (v.type().get(type) != simdjson::SUCCESS) {  // 'N' or 'I': not a JSON value
+      if (auto d = python_float(v)) return OpValue::floating(*d);
+      throw Fail{};
+    }
+    switch (type) {
+      case simdjson::ondemand::json_type::null:
+        if (!is_null(v)) throw Fail{};
+        return OpValue::none();
+      case simdjson::ondemand::json_type::boolean: return OpValue::boolean(get<bool>(v.get_bool()));
+      case simdjson::ondemand::json_type::number: {
+        simdjson::ondemand::number_type kind;
+        if (v.get_number_type().get(kind) != simdjson::SUCCESS) {  // "-Infinity"
+          if (auto d = python_float(v)) return OpValue::floating(*d);
+          throw Fail{};
+        }
+        if (kind == simdjson::ondemand::number_type::signed_integer) return OpValue::integer(get<int64_t>(v.get_int64()));
+        if (kind == simdjson::ondemand::number_type::floating_point_number) return OpValue::floating(get<double>(v.get_double()));
+        throw Fail{};  // beyond int64
+      }
+      case simdjson::ondemand::json_type::string: return OpValue::string(std::string(get<std::string_view>(v.get_string())));
+      case simdjson::ondemand::json_type::array: {
+        std::vector<OpValue> items;  // not values_: a list may sit inside non_tensor_inputs
+        items.reserve(4);
+        for (auto item : get<simdjson::ondemand::array>(v.get_array())) items.push_back(read_value(get<Value>(item)));
+        return OpValue::list(std::move(items));
+      }
+      case simdjson::ondemand::json_type::object: {
+        std::optional<int64_t> ref;
+        for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
+          simdjson::ondemand::raw_json_string key = get<simdjson::ondemand::raw_json_string>(field.key());
+          if (ref || !(key == "tensor_list_ref")) throw Fail{};
+          ref = get<int64_t>(field.value().get_int64());
+        }
+        if (!ref) throw Fail{};
+        return OpValue::tensor_list_ref(*ref);
+      }
+    }
+    throw Fail{};
+  }
+
+  // Reads (and so validates) a value nobody asked for: the DOM path rejects malformed JSON
+  // anywhere, so this path must not skip over it.
+  void skip(Value v) {
+    simdjson::ondemand::json_type type;
+    if (v.type().get(type) != simdjson::SUCCESS) {
+      if (!python_float(v)) throw Fail{};
+      return;
+    }
+    switch (type) {
+      case simdjson::ondemand::json_type::array:
+        for (auto item : get<simdjson::ondemand::array>(v.get_array())) skip(get<Value>(item));
+        return;
+      case simdjson::ondemand::json_type::object:
+        for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
+          get<std::string_view>(field.unescaped_key());
+          skip(get<Value>(field.value()));
+        }
+        return;
+      default:
+        read_value(v);
+    }
+  }
+
+  simdjson::ondemand::parser parser_;
+  std::vector<int64_t> ints_;
+  std::vector<OptionalShape> shapes_;
+  std::vector<std::string> strings_;
+  std::vector<OpValue> values_;
+};
+
+
+}  // namespace detail
+
+inline OpTrace OpTrace::from_json(std::string_view text) {
+  {
+    simdjson::padded_string padded(text);
+    if (auto trace = detail::OpTraceFastReader::read(padded.data(), padded.size(), padded.size() + simdjson::SIMDJSON_PADDING))
+      return std::move(*trace);
+  }
+  auto doc = json::Document::parse(text);  // names what is wrong
+  return from_document(*doc);
+}
+
+inline OpTrace OpTrace::load(const std::string& path) {
+  {
+    detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+    if (file.data() != nullptr)
+      if (auto trace = detail::OpTraceFastReader::read(file.data(), file.size(), file.capacity())) return std::move(*trace);
+  }
+  auto doc = json::Document::load(path);  // names what is wrong; reads what cannot be mapped
+  return from_document(*doc);
+}
+
+}  // namespace optrace
