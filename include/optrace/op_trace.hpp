@@ -129,8 +129,11 @@ class OpValue {
 
   /// A hash consistent with `==`.
   size_t hash() const {
-    size_t h = std::hash<size_t>()(v_.index()) * 0x9E3779B97F4A7C15ull;
-    auto mix = [&h](size_t x) { h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
+    uint64_t h = (v_.index() + 1) * 0x9E3779B97F4A7C15ull;
+    auto mix = [&h](uint64_t x) {
+      h = (h ^ x) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    };
     switch (kind()) {
       case Kind::None: break;
       case Kind::Bool: mix(std::get<1>(v_)); break;
@@ -231,8 +234,11 @@ struct OpInput {
 
   /// A hash consistent with `same_input`.
   size_t hash() const {
-    size_t h = 0;
-    auto mix = [&h](size_t x) { h ^= x + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    auto mix = [&h](uint64_t x) {
+      h = (h ^ x) * 0xff51afd7ed558ccdull;
+      h ^= h >> 32;
+    };
     for (const auto& s : input_shapes) {
       mix(s ? s->size() + 1 : 0);
       if (s)

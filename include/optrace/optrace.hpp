@@ -10,3 +10,5 @@
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/kineto.hpp>
+#include <optrace/op_trace.hpp>
+#include <optrace/op_tracer.hpp>

@@ -7,6 +7,8 @@
 #include <simdjson.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -60,24 +62,41 @@ inline bool ends_inside_string(const char* text_begin, const char* from, const c
 
 inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
-// Copies `text` into a padded buffer, rewriting Python's non-standard float tokens outside strings.
-// Returns false (leaving `out` untouched) when the text holds none, so the caller parses `text` as is.
-inline bool rewrite_python_floats(std::string_view text, std::string& out) {
+inline bool is_value_end(char c) { return c == ',' || c == ']' || c == '}' || is_json_space(c); }
+
+// Copies `text` into `out` (with simdjson's padding reserved), rewriting Python's non-standard
+// float tokens outside strings. Returns false (leaving `out` untouched) when the text holds none.
+//
+// `exact` false: a token is rewritten where JSON's grammar allows a value there (after `[`, `,` or
+// `:`, before `,`, `]`, `}` or the end), without tracking strings: fast. A string that holds such
+// a pattern gets split by the rewrite into `"..."\u0000NaN"..."`, which is never valid JSON,
+// so a parse error afterwards means "retry exact". `exact` true tracks string state (slower).
+inline bool rewrite_python_floats(std::string_view text, std::string& out, bool exact = true) {
   const char* begin = text.data();
   const char* end = begin + text.size();
+  // The next 'N' of "NaN" or 'I' of "Infinity", whichever comes first. Each token's next
+  // position is remembered, so the text is searched once per token overall.
+  const char* next_hit[2] = {begin, begin};
+  bool searched[2] = {false, false};
+  const std::string_view tokens[2] = {"NaN", "Infinity"};
+  if (begin == nullptr) return false;
   auto find = [&](const char* from) -> const char* {
-    // The next 'N' of "NaN" or 'I' of "Infinity", whichever comes first.
     const char* best = nullptr;
-    for (std::string_view token : {std::string_view("NaN"), std::string_view("Infinity")}) {
-      const void* hit = ::memmem(from, static_cast<size_t>(end - from), token.data(), token.size());
-      if (hit != nullptr && (best == nullptr || static_cast<const char*>(hit) < best)) best = static_cast<const char*>(hit);
+    for (int t = 0; t < 2; ++t) {
+      if (!searched[t] || (next_hit[t] != nullptr && next_hit[t] < from)) {
+        searched[t] = true;
+        const void* hit = ::memmem(from, static_cast<size_t>(end - from), tokens[t].data(), tokens[t].size());
+        next_hit[t] = static_cast<const char*>(hit);
+      }
+      if (next_hit[t] != nullptr && (best == nullptr || next_hit[t] < best)) best = next_hit[t];
     }
     return best;
   };
+
   const char* hit = find(begin);
   if (hit == nullptr) return false;
   out.clear();
-  out.reserve(text.size() + text.size() / 8 + 64);
+  out.reserve(text.size() + text.size() / 8 + simdjson::SIMDJSON_PADDING);
   const char* copied = begin;   // text before this is in `out`
   const char* scanned = begin;  // string state known up to here
   bool inside = false;
@@ -87,11 +106,19 @@ inline bool rewrite_python_floats(std::string_view text, std::string& out) {
     const char* token_end = hit + (nan ? 3 : 8);
     bool negative = !nan && token_begin > begin && token_begin[-1] == '-';
     if (negative) --token_begin;
-    inside = ends_inside_string(begin, scanned, token_begin, inside);
-    scanned = token_begin;
-    // A bare token stands alone: not inside a string and not part of a longer word.
-    bool alone = !inside && (token_end == end || !std::isalnum(static_cast<unsigned char>(*token_end))) &&
-                 (token_begin == begin || !std::isalnum(static_cast<unsigned char>(token_begin[-1])));
+    bool alone;
+    if (exact) {
+      inside = ends_inside_string(begin, scanned, token_begin, inside);
+      scanned = token_begin;
+      // A bare token stands alone: not inside a string and not part of a longer word.
+      alone = !inside && (token_end == end || !std::isalnum(static_cast<unsigned char>(*token_end))) &&
+              (token_begin == begin || !std::isalnum(static_cast<unsigned char>(token_begin[-1])));
+    } else {
+      const char* before = token_begin;
+      while (before > begin && is_json_space(before[-1])) --before;
+      alone = (before == begin || before[-1] == '[' || before[-1] == ',' || before[-1] == ':') &&
+              (token_end == end || is_value_end(*token_end));
+    }
     if (alone) {
       out.append(copied, static_cast<size_t>(token_begin - copied));
       out += nan ? "\"\\u0000NaN\"" : negative ? "\"\\u0000-Infinity\"" : "\"\\u0000Infinity\"";
@@ -270,16 +297,29 @@ class Document {
   /// complaint in words (never its error code).
   static std::unique_ptr<Document> parse(std::string_view text) {
     std::unique_ptr<Document> doc(new Document());
-    std::string rewritten;
-    if (detail::rewrite_python_floats(text, rewritten)) text = rewritten;
-    doc->buffer_ = simdjson::padded_string(text);
+    if (!detail::rewrite_python_floats(text, doc->buffer_, /*exact=*/false)) {
+      doc->buffer_.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+      doc->buffer_.assign(text.data(), text.size());
+      doc->parse_buffer();
+      return doc;
+    }
+    if (doc->try_parse_buffer()) return doc;
+    // The fast rewrite touched a string (or the text is malformed): redo it tracking strings.
+    detail::rewrite_python_floats(text, doc->buffer_, /*exact=*/true);
     doc->parse_buffer();
     return doc;
   }
   /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `parse`.
   static std::unique_ptr<Document> load(const std::string& path) {
-    std::string text = optrace::detail::read_file(path);
-    return parse(text);
+    std::unique_ptr<Document> doc(new Document());
+    std::string text = read_padded(path);
+    std::string_view view(text);
+    if (view.find("NaN") == std::string_view::npos && view.find("Infinity") == std::string_view::npos) {
+      doc->buffer_ = std::move(text);  // already padded: parsed in place
+      doc->parse_buffer();
+      return doc;
+    }
+    return parse(view);
   }
 
   Document(const Document&) = delete;
@@ -298,9 +338,34 @@ class Document {
  private:
   Document() : parser_(std::make_unique<simdjson::dom::parser>()) {}
 
+  // simdjson reads up to SIMDJSON_PADDING bytes past the end: buffer_'s capacity covers them.
+  bool try_parse_buffer() {
+    if (buffer_.capacity() < buffer_.size() + simdjson::SIMDJSON_PADDING) buffer_.reserve(buffer_.size() + simdjson::SIMDJSON_PADDING);
+    return !parser_->parse(buffer_.data(), buffer_.size(), false).get(root_);
+  }
   void parse_buffer() {
+    if (buffer_.capacity() < buffer_.size() + simdjson::SIMDJSON_PADDING) buffer_.reserve(buffer_.size() + simdjson::SIMDJSON_PADDING);
     auto error = parser_->parse(buffer_.data(), buffer_.size(), false).get(root_);
     if (error) throw JsonError("", std::string("malformed JSON: ") + simdjson::error_message(error));
+  }
+
+  // The whole file, with simdjson's padding reserved after it (one allocation, no copy).
+  static std::string read_padded(const std::string& path) {
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
+    std::string data;
+    if (std::fseek(f, 0, SEEK_END) == 0) {
+      long size = std::ftell(f);
+      if (size > 0) data.reserve(static_cast<size_t>(size) + simdjson::SIMDJSON_PADDING);
+      std::fseek(f, 0, SEEK_SET);
+    }
+    char chunk[1 << 16];
+    size_t n;
+    while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) data.append(chunk, n);
+    bool failed = std::ferror(f) != 0;
+    std::fclose(f);
+    OPTRACE_CHECK(!failed, IoError, "error while reading '", path, "'");
+    return data;
   }
 
   static bool same(const simdjson::dom::element& a, const simdjson::dom::element& b) {
@@ -332,7 +397,7 @@ class Document {
     return false;
   }
 
-  simdjson::padded_string buffer_;
+  std::string buffer_;  // the text parsed, capacity padded
   std::unique_ptr<simdjson::dom::parser> parser_;
   simdjson::dom::element root_;
 };

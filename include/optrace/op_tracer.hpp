@@ -1,0 +1,141 @@
+// optrace/op_tracer.hpp: OpTracer, which records every aten op a libtorch program runs in the hf op-trace schema
+#pragma once
+
+#include <optrace/detail/compat.hpp>
+#include <optrace/detail/op_recorder.hpp>
+#include <optrace/error.hpp>
+#include <optrace/op_trace.hpp>
+
+#include <ATen/record_function.h>
+#include <torch/arg.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace optrace {
+
+/// Options of an `OpTracer`, as chained setters: `OpTracerOptions().exclude_ops({"detach"}).extended(true)`.
+struct OpTracerOptions {
+  /// Record only these ops: full names (`"add.Tensor"`) or base names for every overload
+  /// (`"add"`). Empty (the default): every op.
+  TORCH_ARG(std::vector<std::string>, include_ops) = {};
+  /// Never record these ops (full or base names). They still count as nesting: ops they call
+  /// are not recorded in their place. Default: none.
+  TORCH_ARG(std::vector<std::string>, exclude_ops) = {};
+  /// Record ops at every nesting level, CompositeImplicitAutograd ops (`linear`) and the ops they
+  /// and other kernels call included. Default false: only what the reference Python tracer
+  /// sees, the outermost ops after CompositeImplicitAutograd decomposition.
+  TORCH_ARG(bool, all_levels) = false;
+  /// Record only calls made on these threads. Empty (the default): every thread.
+  TORCH_ARG(std::vector<std::thread::id>, threads) = {};
+  /// Keep at most this many unique inputs (summed over ops and recording threads); calls that
+  /// would add one more are counted as dropped (`OpEntry::dropped_calls`, part of
+  /// `total_calls`). 0 (the default): no bound.
+  TORCH_ARG(int64_t, max_unique_inputs) = 0;
+  /// Also record what the plain schema loses, in extra keys of each unique input: keyword-only
+  /// arguments not at their default (`kwargs`), devices (`input_devices`), strides of
+  /// non-contiguous tensors (`input_strides`) and the value range of small integer tensors
+  /// (`input_value_ranges`, so that a replay can build valid indices). Default false.
+  TORCH_ARG(bool, extended) = false;
+  /// In extended mode, integer tensors of at most this many elements get a value range (read
+  /// with one min and one max per call: a device sync on GPU). Default 4096.
+  TORCH_ARG(int64_t, value_range_max_numel) = 4096;
+};
+
+/// Records every aten op the program dispatches while started, on every thread (or chosen
+/// ones), aggregated as it goes into unique inputs with counts: memory grows with the number
+/// of unique inputs, not with calls. By default the output equals what the reference Python
+/// tracer (a TorchDispatchMode) writes for the same program: the outermost ops after
+/// CompositeImplicitAutograd decomposition, their positional arguments with trailing defaults
+/// dropped.
+///
+/// One tracer records at a time in a process. Built on RecordFunction observers: ops called
+/// with RecordFunction disabled (`at::RecordFunctionGuard(false)`) are not seen.
+///
+/// Example:
+///   optrace::OpTracer tracer;
+///   tracer.start();
+///   model.forward({x});
+///   tracer.stop();
+///   tracer.trace().save("hf_op_trace.json");
+class OpTracer {
+ public:
+  explicit OpTracer(OpTracerOptions options = {}) : options_(std::move(options)) {}
+  OpTracer(const OpTracer&) = delete;
+  OpTracer& operator=(const OpTracer&) = delete;
+  /// Stops recording if started.
+  ~OpTracer() {
+    try {
+      stop();
+    } catch (...) {
+    }
+  }
+
+  /// Starts (or resumes) recording; what was recorded before is kept. Throws Error if this or
+  /// another tracer is already recording, ArgumentError for a negative option.
+  void start() {
+#ifndef NDEBUG
+    // libtorch's inline RecordFunction::inputs() asserts on a member that only exists in debug
+    // builds of libtorch; packaged libtorch is built with NDEBUG, so the assert would read garbage.
+    detail::raise<Error>("OpTracer must be compiled with NDEBUG defined, as libtorch is (a Release or RelWithDebInfo build)");
+#endif
+    OPTRACE_CHECK(options_.max_unique_inputs() >= 0, ArgumentError, "max_unique_inputs must be >= 0, got ",
+                  options_.max_unique_inputs());
+    std::lock_guard<std::mutex> lock(detail::active_mutex());
+    OPTRACE_CHECK(detail::active_session() == nullptr, Error,
+                  "another OpTracer is already recording; stop it first");
+    if (!session_) {
+      session_ = std::make_shared<detail::Session>();
+      detail::Settings& s = session_->settings;
+      s.include_ops = options_.include_ops();
+      s.exclude_ops = options_.exclude_ops();
+      s.all_levels = options_.all_levels();
+      s.threads = options_.threads();
+      s.max_unique_inputs = options_.max_unique_inputs();
+      s.extended = options_.extended();
+      s.value_range_max_numel = options_.value_range_max_numel();
+    }
+    detail::active_session() = session_;
+    detail::active_generation().fetch_add(1, std::memory_order_acq_rel);
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::on_start, &detail::on_end)
+                                        .needsInputs(true)
+                                        .scopes({at::RecordScope::FUNCTION}));
+  }
+
+  /// Stops recording. Does nothing if not recording. Ops running on other threads at that
+  /// moment may still be recorded until they return.
+  void stop() {
+    if (handle_ == 0) return;
+    at::removeCallback(handle_);
+    handle_ = 0;
+    std::lock_guard<std::mutex> lock(detail::active_mutex());
+    detail::active_session() = nullptr;
+    detail::active_generation().fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  /// Whether this tracer is recording.
+  bool recording() const { return handle_ != 0; }
+
+  /// What was recorded so far, all threads merged: ops in first-seen order, each op's unique
+  /// inputs in first-seen order (written by count). May be called while recording.
+  OpTrace trace() const { return session_ ? detail::collect(*session_) : OpTrace(); }
+
+  /// Forgets what was recorded. Throws Error while recording.
+  void clear() {
+    OPTRACE_CHECK(!recording(), Error, "clear() while recording; stop() first");
+    session_.reset();
+  }
+
+  const OpTracerOptions& options() const { return options_; }
+
+ private:
+  OpTracerOptions options_;
+  std::shared_ptr<detail::Session> session_;
+  at::CallbackHandle handle_ = 0;
+};
+
+}  // namespace optrace

@@ -1,0 +1,408 @@
+// Tests for optrace/op_tracer.hpp: recording matches the reference Python tracer.
+#include <optrace/op_tracer.hpp>
+
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/frontend/ir_emitter.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <thread>
+
+#include "optrace_catch.hpp"
+
+namespace {
+
+using optrace::json::Value;
+
+// Strict equality of parsed JSON: objects as key sets, lists in order, 1 != 1.0, NaN == NaN.
+bool json_equal(const Value& a, const Value& b, std::string& where) {
+  auto differ = [&](const std::string& why) {
+    where = a.path() + ": " + why;
+    return false;
+  };
+  if (a.is_object() != b.is_object() || a.is_array() != b.is_array() || a.is_string() != b.is_string() ||
+      a.is_null() != b.is_null() || a.is_bool() != b.is_bool() || a.is_int() != b.is_int())
+    return differ(a.describe() + " vs " + b.describe());
+  if (a.is_object()) {
+    if (a.size() != b.size()) return differ("different keys");
+    for (auto [key, va] : a.object()) {
+      Value vb(b);
+      if (!b.find(key, vb)) return differ("key " + std::string(key) + " missing");
+      if (!json_equal(va, vb, where)) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return differ("lengths " + std::to_string(a.size()) + " vs " + std::to_string(b.size()));
+    auto ib = b.array().begin();
+    for (Value va : a.array()) {
+      if (!json_equal(va, *ib, where)) return false;
+      ++ib;
+    }
+    return true;
+  }
+  if (a.is_null()) return true;
+  if (a.is_bool()) return a.as_bool() == b.as_bool() || differ("bools differ");
+  if (a.is_int()) return a.as_int() == b.as_int() || differ(a.describe() + " vs " + b.describe());
+  if (a.is_string()) return a.as_string() == b.as_string() || differ(a.describe() + " vs " + b.describe());
+  double x = a.as_double(), y = b.as_double();
+  return x == y || (std::isnan(x) && std::isnan(y)) || differ(a.describe() + " vs " + b.describe());
+}
+
+void check_same_json(const std::string& got, const std::string& expected) {
+  auto a = optrace::json::Document::parse(got);
+  auto b = optrace::json::Document::parse(expected);
+  std::string where;
+  bool same = json_equal(a->root(), b->root(), where);
+  INFO("got:      " << got);
+  INFO("expected: " << expected);
+  INFO("first difference at " << where);
+  CHECK(same);
+}
+
+// Inputs as the peer data describe them: {"shape": [...], "dtype": "torch.float32"}; floats
+// random normal, integers arange(n) % 7 + 1, bools arange(n) % 2 == 0.
+std::vector<std::vector<c10::IValue>> make_calls(const std::string& inputs_json) {
+  auto doc = optrace::json::Document::parse(inputs_json);
+  std::vector<std::vector<c10::IValue>> calls;
+  for (Value call : doc->root().array()) {
+    std::vector<c10::IValue> args;
+    for (Value spec : call.array()) {
+      std::vector<int64_t> shape = spec["shape"].as_int_list();
+      auto dtype = optrace::scalar_type_from_python(spec["dtype"].as_string());
+      REQUIRE(dtype.has_value());
+      int64_t n = 1;
+      for (int64_t s : shape) n *= s;
+      if (c10::isFloatingType(*dtype)) args.emplace_back(torch::randn(shape, torch::dtype(*dtype)));
+      else if (*dtype == c10::kBool) args.emplace_back((torch::arange(n) % 2 == 0).reshape(shape));
+      else args.emplace_back((torch::arange(n) % 7 + 1).to(*dtype).reshape(shape));
+    }
+    calls.push_back(std::move(args));
+  }
+  return calls;
+}
+
+// Runs `source`'s forward over the calls under no_grad, unoptimized graph executor, traced.
+optrace::OpTrace trace_script(const std::string& source, const std::string& inputs_json,
+                              const optrace::OpTracerOptions& options = {}) {
+  auto cu = torch::jit::compile(source);
+  auto calls = make_calls(inputs_json);
+  torch::jit::setGraphExecutorOptimize(false);
+  torch::NoGradGuard no_grad;
+  optrace::OpTracer tracer(options);
+  tracer.start();
+  for (auto& args : calls) cu->get_function("forward")(args);
+  tracer.stop();
+  torch::jit::setGraphExecutorOptimize(true);
+  return tracer.trace();
+}
+
+bool python_torch_available() {
+  std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// Runs tests/python/dispatch_tracer.py over the same source and inputs; "" if python3-torch is absent.
+std::string python_trace(const std::string& name, const std::string& source, const std::string& inputs_json) {
+  std::string src = optrace_test::temp_path(name + ".ts");
+  std::string in = optrace_test::temp_path(name + ".inputs.json");
+  std::string out = optrace_test::temp_path(name + ".py_trace.json");
+  optrace::detail::write_file_atomic(src, source);
+  optrace::detail::write_file_atomic(in, inputs_json);
+  std::string script = std::string(OPTRACE_TEST_DATA) + "/../python/dispatch_tracer.py";
+  std::string cmd = std::string(OPTRACE_PYTHON) + " " + script + " " + src + " " + in + " " + out;
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  return optrace::detail::read_file(out);
+}
+
+struct Model {
+  const char* name;
+  const char* source;
+  const char* inputs;
+};
+
+const Model kModels[] = {
+    {"conv", R"(
+def forward(x: Tensor, w: Tensor, b: Tensor):
+    y = torch.conv2d(x, w, b, [1, 1], [1, 1])
+    y = torch.relu_(y)
+    y = torch.max_pool2d(y, [2, 2])
+    z = torch.batch_norm(y, None, None, None, None, True, 0.1, 1e-5, False)
+    return torch.flatten(z, 1).sum(1)
+)",
+     R"([[{"shape": [1, 3, 8, 8], "dtype": "torch.float32"}, {"shape": [4, 3, 3, 3], "dtype": "torch.float32"}, {"shape": [4], "dtype": "torch.float32"}],
+         [{"shape": [2, 3, 8, 8], "dtype": "torch.float32"}, {"shape": [4, 3, 3, 3], "dtype": "torch.float32"}, {"shape": [4], "dtype": "torch.float32"}],
+         [{"shape": [1, 3, 8, 8], "dtype": "torch.float32"}, {"shape": [4, 3, 3, 3], "dtype": "torch.float32"}, {"shape": [4], "dtype": "torch.float32"}]])"},
+    {"attention", R"(
+def forward(ids: Tensor, table: Tensor, g: Tensor, beta: Tensor):
+    e = torch.embedding(table, ids)
+    h = torch.layer_norm(e, [8], g, beta, 1e-5)
+    scores = torch.matmul(h, h.transpose(1, 2)) / 2.0
+    mask = torch.triu(torch.ones([ids.size(1), ids.size(1)]), 1) > 0.5
+    scores = scores.masked_fill(mask, float('-inf'))
+    p = torch.softmax(scores, -1)
+    out = torch.bmm(p, h)
+    return torch.cat([out, e], -1).mean([1], keepdim=True)
+)",
+     R"([[{"shape": [2, 5], "dtype": "torch.int64"}, {"shape": [10, 8], "dtype": "torch.float32"}, {"shape": [8], "dtype": "torch.float32"}, {"shape": [8], "dtype": "torch.float32"}],
+         [{"shape": [2, 5], "dtype": "torch.int64"}, {"shape": [10, 8], "dtype": "torch.float32"}, {"shape": [8], "dtype": "torch.float32"}, {"shape": [8], "dtype": "torch.float32"}]])"},
+    {"arguments", R"(
+def forward(x: Tensor, idx: Tensor):
+    a = x.to(dtype=6)
+    a = x.half()
+    b = torch.sum(x, [0], True)
+    c = x.add(1.5, alpha=2)
+    d = torch.clamp(x, None, 2.0)
+    e = torch.zeros([2, 3], dtype=4)
+    f = x.clone().mul_(2)
+    g = torch.index_select(x, 0, idx)
+    h = torch.transpose(x, 0, 1).contiguous()
+    i = torch.full([2], 3, dtype=7)
+    j = torch.where(x > 0, x, torch.zeros_like(x))
+    k = x.new_zeros([3]).fill_(float('nan'))
+    m = torch.stack([x, x], 0).view([-1]).unsqueeze(0).expand([2, -1])
+    n = torch.sum(x, 1, dtype=5)
+    return a.float().sum() + b.sum() + c.sum() + d.sum() + e.sum() + f.sum() + g.sum() + h.sum() + i.sum() + j.sum() + k.sum() + m.sum() + n.float().sum()
+)",
+     R"([[{"shape": [3, 4], "dtype": "torch.float32"}, {"shape": [2], "dtype": "torch.int64"}],
+         [{"shape": [3, 4], "dtype": "torch.float32"}, {"shape": [2], "dtype": "torch.int64"}],
+         [{"shape": [4, 4], "dtype": "torch.float32"}, {"shape": [3], "dtype": "torch.int64"}]])"},
+};
+
+}  // namespace
+
+TEST_CASE("op tracer: the peer mlp gives the reference trace", "[op_tracer]") {
+  auto module = torch::jit::load(optrace_test::data_path("peer/mlp.pt"));
+  std::string inputs = optrace::detail::read_file(optrace_test::data_path("peer/mlp.inputs.json"));
+  auto calls = make_calls(inputs);
+  torch::jit::setGraphExecutorOptimize(false);
+  torch::NoGradGuard no_grad;
+  optrace::OpTracer tracer;
+  tracer.start();
+  for (auto& args : calls) module.forward(args);
+  tracer.stop();
+  torch::jit::setGraphExecutorOptimize(true);
+  optrace::OpTrace trace = tracer.trace();
+  check_same_json(trace.to_json(), optrace::detail::read_file(optrace_test::data_path("peer/mlp.hf_op_trace.json")));
+  // The reference file is indent=1 as Python writes it: byte for byte too.
+  CHECK(trace.to_json() == optrace::detail::read_file(optrace_test::data_path("peer/mlp.hf_op_trace.json")));
+  CHECK(trace.to_json() == optrace::OpTrace::load(optrace_test::data_path("peer/mlp.hf_op_trace.json")).to_json());
+}
+
+TEST_CASE("op tracer: models of our own match the Python dispatch-mode tracer", "[op_tracer][python]") {
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  for (const Model& m : kModels) {
+    INFO("model " << m.name);
+    optrace::OpTrace trace = trace_script(m.source, m.inputs);
+    check_same_json(trace.to_json(), python_trace(m.name, m.source, m.inputs));
+  }
+}
+
+TEST_CASE("op tracer: what the models record without Python", "[op_tracer]") {
+  optrace::OpTrace conv = trace_script(kModels[0].source, kModels[0].inputs);
+  REQUIRE(conv.find("convolution.default") != nullptr);
+  const optrace::OpInput& c = conv.find("convolution.default")->by_count()[0][0];
+  CHECK(c.count == 2);
+  CHECK(c.input_dtypes == std::vector<std::string>{"torch.float32", "torch.float32", "torch.float32", "<class 'list'>",
+                                                   "<class 'list'>", "<class 'list'>", "<class 'bool'>", "<class 'list'>",
+                                                   "<class 'int'>"});
+  CHECK(c.non_tensor_inputs[3] == optrace::OpValue::list({optrace::OpValue::integer(1), optrace::OpValue::integer(1)}));
+  CHECK(conv.find("relu_.default") != nullptr);  // in-place
+  CHECK(conv.find("conv2d.default") == nullptr);  // decomposed
+
+  optrace::OpTrace att = trace_script(kModels[1].source, kModels[1].inputs);
+  const optrace::OpEntry* fill = att.find("masked_fill.Scalar");
+  REQUIRE(fill != nullptr);
+  CHECK(fill->unique_inputs[0].non_tensor_inputs[2] == optrace::OpValue::floating(-std::numeric_limits<double>::infinity()));
+  CHECK(att.to_json().find("-Infinity") != std::string::npos);
+  CHECK(att.find("embedding.default") != nullptr);
+  CHECK(att.find("native_layer_norm.default") != nullptr);
+  CHECK(att.find("layer_norm.default") == nullptr);
+  const optrace::OpInput& cat = att.find("cat.default")->unique_inputs[0];
+  CHECK(cat.tensor_list(0)->length() == 2);
+  CHECK(cat.non_tensor_inputs[1] == optrace::OpValue::integer(-1));
+
+  optrace::OpTrace args = trace_script(kModels[2].source, kModels[2].inputs);
+  const optrace::OpInput& clamp = args.find("clamp.default")->unique_inputs[0];
+  CHECK(clamp.input_dtypes == std::vector<std::string>{"torch.float32", "<class 'NoneType'>", "<class 'float'>"});
+  CHECK(clamp.non_tensor_inputs[2] == optrace::OpValue::floating(2.0));
+  const optrace::OpInput& sum = args.find("sum.dim_IntList")->unique_inputs[0];
+  CHECK(sum.non_tensor_inputs[2] == optrace::OpValue::boolean(true));
+  // _to_copy's dtype is keyword-only: not in the plain schema.
+  const optrace::OpInput& to = args.find("_to_copy.default")->unique_inputs[0];
+  CHECK(to.input_shapes.size() == 1);
+  CHECK(args.find("fill_.Scalar")->unique_inputs[0].non_tensor_inputs[1].as_float() != args.find("fill_.Scalar")->unique_inputs[0].non_tensor_inputs[1].as_float());
+  optrace::OpTrace back = optrace::OpTrace::from_json(args.to_json());
+  CHECK(back.to_json() == args.to_json());
+}
+
+TEST_CASE("op tracer: nn modules in C++ record the decomposed ops", "[op_tracer]") {
+  torch::nn::Sequential net(torch::nn::Linear(4, 3), torch::nn::ReLU(), torch::nn::Linear(3, 2));
+  torch::NoGradGuard no_grad;
+  auto x = torch::ones({5, 4});
+  optrace::OpTracer tracer;
+  tracer.start();
+  net->forward(x);
+  net->forward(x);
+  tracer.stop();
+  net->forward(x);  // not recorded
+  optrace::OpTrace trace = tracer.trace();
+  CHECK(trace.op_names() == std::vector<std::string>{"t.default", "addmm.default", "relu.default"});
+  CHECK(trace.total_calls("addmm.default") == 4);
+  CHECK(trace.find("addmm.default")->unique_inputs.size() == 2);
+  // Resuming keeps what was recorded.
+  tracer.start();
+  net->forward(x);
+  tracer.stop();
+  CHECK(tracer.trace().total_calls("addmm.default") == 6);
+  tracer.clear();
+  CHECK(tracer.trace().empty());
+}
+
+TEST_CASE("op tracer: options select ops and levels", "[op_tracer]") {
+  auto a = torch::ones({2, 3});
+  auto w = torch::ones({4, 3});
+  auto run = [&](optrace::OpTracerOptions options) {
+    optrace::OpTracer tracer(options);
+    tracer.start();
+    at::linear(a, w);
+    at::add(a, a, 2);
+    tracer.stop();
+    return tracer.trace();
+  };
+  SECTION("default") { CHECK(run({}).op_names() == std::vector<std::string>{"t.default", "mm.default", "add.Tensor"}); }
+  SECTION("include by base and full name") {
+    CHECK(run(optrace::OpTracerOptions().include_ops({"mm", "add.Tensor"})).op_names() ==
+          std::vector<std::string>{"mm.default", "add.Tensor"});
+  }
+  SECTION("exclude keeps nesting") {
+    optrace::OpTrace t = run(optrace::OpTracerOptions().exclude_ops({"t"}));
+    CHECK(t.op_names() == std::vector<std::string>{"mm.default", "add.Tensor"});
+  }
+  SECTION("all levels") {
+    optrace::OpTrace t = run(optrace::OpTracerOptions().all_levels(true));
+    CHECK(t.find("linear.default") != nullptr);
+    CHECK(t.find("transpose.int") != nullptr);
+    CHECK(t.find("mm.default") != nullptr);
+  }
+  SECTION("extended") {
+    auto idx = torch::tensor({3, 0, 2});
+    auto strided = torch::ones({3, 4}).t();  // 4 x 3, strides (1, 4)
+    optrace::OpTracer tracer(optrace::OpTracerOptions().extended(true));
+    tracer.start();
+    at::add(a, a, 2);
+    at::index_select(strided, 0, idx);
+    tracer.stop();
+    optrace::OpTrace t = tracer.trace();
+    const optrace::OpInput& add = t.find("add.Tensor")->unique_inputs[0];
+    REQUIRE(add.kwargs.size() == 1);
+    CHECK(add.kwargs[0].name == "alpha");
+    CHECK(add.kwargs[0].value == optrace::OpValue::integer(2));
+    CHECK(add.kwargs[0].dtype == "<class 'int'>");
+    REQUIRE(add.input_devices.size() == 2);
+    CHECK(add.input_devices[0].value_or("") == "cpu");
+    CHECK(add.input_devices[1].value_or("") == "cpu");
+    CHECK(add.input_strides.empty());
+    const optrace::OpInput& sel = t.find("index_select.default")->unique_inputs[0];
+    REQUIRE(sel.input_strides.size() == 3);
+    CHECK(sel.input_strides[0].value_or(std::vector<int64_t>{}) == std::vector<int64_t>{1, 4});
+    REQUIRE(sel.input_value_ranges.size() == 3);
+    REQUIRE(sel.input_value_ranges[2].has_value());
+    CHECK(sel.input_value_ranges[2]->first == 0);
+    CHECK(sel.input_value_ranges[2]->second == 3);
+    CHECK(optrace::OpTrace::from_json(t.to_json()) == t);
+    // A positional dtype is written as Python's str(dtype).
+    optrace::OpTracer dt;
+    dt.start();
+    auto viewed = a.view(at::kInt);
+    dt.stop();
+    optrace::OpTrace dt_trace = dt.trace();
+    const optrace::OpInput& view = dt_trace.find("view.dtype")->unique_inputs.at(0);
+    CHECK(view.input_dtypes[1] == "<class 'torch.dtype'>");
+    CHECK(view.non_tensor_inputs[1] == optrace::OpValue::string("torch.int32"));
+    // The plain schema has none of it.
+    CHECK(run({}).find("add.Tensor")->unique_inputs[0].kwargs.empty());
+  }
+}
+
+TEST_CASE("op tracer: threads record at once with exact counts", "[op_tracer]") {
+  constexpr int kThreads = 4, kCalls = 2000;
+  optrace::OpTracer tracer;
+  tracer.start();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      auto shared = torch::ones({2, 2});
+      auto own = torch::ones({t + 3});
+      for (int i = 0; i < kCalls; ++i) {
+        at::add(shared, shared);
+        at::mul(own, own);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  tracer.stop();
+  optrace::OpTrace trace = tracer.trace();
+  CHECK(trace.total_calls("add.Tensor") == kThreads * kCalls);
+  CHECK(trace.find("add.Tensor")->unique_inputs.size() == 1);
+  CHECK(trace.total_calls("mul.Tensor") == kThreads * kCalls);
+  CHECK(trace.find("mul.Tensor")->unique_inputs.size() == kThreads);
+  for (const auto& in : trace.find("mul.Tensor")->unique_inputs) CHECK(in.count == kCalls);
+
+  SECTION("chosen threads only") {
+    auto x = torch::ones({2});
+    std::thread other;
+    optrace::OpTracer mine(optrace::OpTracerOptions().threads({std::this_thread::get_id()}));
+    mine.start();
+    other = std::thread([&] { at::neg(x); });
+    other.join();
+    at::add(x, x);
+    mine.stop();
+    CHECK(mine.trace().op_names() == std::vector<std::string>{"add.Tensor"});
+  }
+}
+
+TEST_CASE("op tracer: bounded unique inputs count what they drop", "[op_tracer]") {
+  optrace::OpTracer tracer(optrace::OpTracerOptions().max_unique_inputs(3));
+  tracer.start();
+  for (int n = 1; n <= 5; ++n) {
+    auto x = torch::ones({n});
+    at::neg(x);
+    at::neg(x);
+  }
+  at::neg(torch::ones({1}));  // a kept input still counts
+  tracer.stop();
+  optrace::OpTrace trace = tracer.trace();
+  const optrace::OpEntry* neg = trace.find("neg.default");
+  REQUIRE(neg != nullptr);
+  // ones() is recorded too: the bound is shared.
+  CHECK(trace.unique_input_count() == 3);
+  CHECK(trace.dropped_calls() > 0);
+  CHECK(trace.total_calls("neg.default") == 11);
+  std::string js = trace.to_json();
+  CHECK(optrace::OpTrace::from_json(js).dropped_calls() == trace.dropped_calls());
+}
+
+TEST_CASE("op tracer: misuse errors", "[op_tracer]") {
+  optrace::OpTracer a;
+  optrace::OpTracer b;
+  a.start();
+  CHECK(a.recording());
+  CHECK_THROWS_WITH(b.start(), "optrace: Error: another OpTracer is already recording; stop it first");
+  CHECK_THROWS_WITH(a.start(), "optrace: Error: another OpTracer is already recording; stop it first");
+  CHECK_THROWS_WITH(a.clear(), "optrace: Error: clear() while recording; stop() first");
+  a.stop();
+  a.stop();  // harmless
+  CHECK(!a.recording());
+  CHECK_THROWS_WITH(optrace::OpTracer(optrace::OpTracerOptions().max_unique_inputs(-1)).start(),
+                    "optrace: ArgumentError: max_unique_inputs must be >= 0, got -1");
+  CHECK(optrace::python_dtype_name(c10::kBFloat16) == "torch.bfloat16");
+  CHECK(optrace::python_dtype_name(c10::kLong) == "torch.int64");
+  CHECK(optrace::python_dtype_name(c10::kComplexFloat) == "torch.complex64");
+  CHECK(optrace::scalar_type_from_python("torch.uint8") == c10::kByte);
+  CHECK(!optrace::scalar_type_from_python("float32").has_value());
+}
