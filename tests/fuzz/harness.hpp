@@ -19,12 +19,15 @@ inline std::string_view text_of(const uint8_t* data, size_t size) {
   return std::string_view(reinterpret_cast<const char*>(data), size);
 }
 
-// Runs `f`, swallowing optrace::Error only.
+// Runs `f`, swallowing optrace::Error only. With OPTRACE_FUZZ_PRINT set, prints the error's
+// message (`OPTRACE_FUZZ_PRINT=1 build-fuzz/tests/fuzz/fuzz_op_trace FILE` shows what a user sees).
 template <class F>
 void expect_only_optrace_errors(F&& f) {
+  static const bool print = std::getenv("OPTRACE_FUZZ_PRINT") != nullptr;
   try {
     f();
-  } catch (const optrace::Error&) {
+  } catch (const optrace::Error& e) {
+    if (print) std::fprintf(stderr, "%s\n", e.what());
   }
 }
 
