@@ -47,6 +47,7 @@ for t in "${targets[@]}"; do
   regressions="$root/tests/fuzz/regressions/$t"
   work="$build/corpus/$t"        # grows while fuzzing; seeded from the kept corpus
   artifacts="$build/artifacts/$t/"
+  rm -rf "$artifacts"  # reproducers of an earlier run: copy them before running again
   mkdir -p "$work" "$artifacts"
   if [ -d "$regressions" ]; then
     echo "== fuzz.sh: $t: replaying $(ls "$regressions" | wc -l) regression inputs"
@@ -64,7 +65,7 @@ for t in "${targets[@]}"; do
   set -e
   grep -E 'INITED|DONE|ERROR|SUMMARY|^stat::|runtime error|terminate|property failed|Test unit written|Slowest unit' \
     "$build/fuzz-$t.log" | head -60 || true
-  echo "== fuzz.sh: $t: exit $rc after $(( $(date +%s) - t0 )) s; $(grep -E '^stat::number_of_executed_units' "$build/fuzz-$t.log" | awk '{print $2}') executions (log: $build/fuzz-$t.log)"
+  echo "== fuzz.sh: $t: exit $rc after $(( $(date +%s) - t0 )) s; $(grep -E '^stat::number_of_executed_units' "$build/fuzz-$t.log" | tail -1 | awk '{print $2}') executions (log: $build/fuzz-$t.log)"
   if [ "$rc" -ne 0 ]; then
     echo "== fuzz.sh: $t: FAILED; reproducer(s): $(ls "$artifacts" | tr '\n' ' ')" >&2
     status=1

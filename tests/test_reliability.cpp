@@ -83,6 +83,14 @@ TEST_CASE("reliability: op trace counts that overflow int64 are a JsonError", "[
   CHECK_THROWS_AS(optrace::OpTrace().add_dropped("a", -1), optrace::ArgumentError);
 }
 
+TEST_CASE("reliability: a Kineto list malformed inside is a JsonError", "[reliability]") {
+  // Found by fuzz_kineto: the importer read the On-Demand value a second time after failing to
+  // take its text, which broke simdjson's invariants (UBSan: unreachable program point).
+  CHECK_THROWS_WITH(optrace::kineto::parse(regression("kineto", "malformed-list-read-twice.json")),
+                    "optrace: JsonError at /traceEvents/0/args/Concrete Inputs: malformed JSON: The JSON document has an "
+                    "improper structure: missing or superfluous commas, braces, missing keys, etc.");
+}
+
 TEST_CASE("reliability: deeply nested input is a JsonError in every reader", "[reliability]") {
   const std::string deep = nested_arrays(100000);
   const std::string too_deep = "optrace: JsonError at /: malformed JSON: The JSON document was too deep (too many nested objects and arrays)";

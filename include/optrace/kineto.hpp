@@ -958,10 +958,16 @@ class Importer {
         continue;
       auto field_path = [&path, key] { return path + "/" + std::string(key); };
       // The fields are lists: take their text directly (raw_of words the error otherwise).
+      // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
+      // is an error here, not read again through raw_of (which broke simdjson's invariants).
       auto list_field = [&f, &field_path](std::string_view& into) {
         od::array a;
-        if (!f.value().get_array().get(a) && !a.raw_json().get(into)) into = trim(into);
-        else into = raw_of(f.value(), field_path);
+        if (f.value().get_array().get(a)) {
+          into = raw_of(f.value(), field_path);
+          return;
+        }
+        if (auto e = a.raw_json().get(into)) malformed(field_path(), e);
+        into = trim(into);
       };
       if (key == "Input Dims") list_field(ev.raw.dims);
       else if (key == "Input type") list_field(ev.raw.types);
