@@ -18,8 +18,16 @@ build=${OPTRACE_FUZZ_BUILD_DIR:-build-fuzz}
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 jobs=${OPTRACE_FUZZ_JOBS:-2}
 rss_mb=${OPTRACE_FUZZ_RSS_MB:-2048}
+# clang and its libFuzzer runtime (Debian bookworm: clang 14), installed when missing, as dev.sh does.
+if [ -z "${CXX:-}" ] && ! command -v clang++-14 >/dev/null && ! command -v clang++ >/dev/null ||
+   ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  echo "== fuzz.sh: installing clang and libclang-rt-14-dev"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends clang-14 libclang-rt-14-dev
+fi
 cxx=${CXX:-$(command -v clang++-14 || command -v clang++ || true)}
-[ -n "$cxx" ] || { echo "fuzz.sh: needs clang++ (apt-get install clang libclang-rt-14-dev)" >&2; exit 2; }
+[ -n "$cxx" ] || { echo "fuzz.sh: needs clang++ (apt-get install clang-14 libclang-rt-14-dev)" >&2; exit 2; }
 
 all=()
 for f in tests/fuzz/fuzz_*.cpp; do t=${f#tests/fuzz/fuzz_}; all+=("${t%.cpp}"); done

@@ -182,7 +182,7 @@ TEST_CASE("observations: a failed save leaves no file", "[observations]") {
 TEST_CASE("observations: Python rebuilds the tensors with json alone", "[observations][python]") {
   std::string probe = std::string(OPTRACE_PYTHON) + " -c 'import torch' 2>/dev/null";
   if (std::system(probe.c_str()) != 0) OPTRACE_SKIP("python3-torch not installed");
-  auto fn = [](torch::Tensor x, torch::Tensor y) { return x; };
+  auto fn = [](torch::Tensor x, torch::Tensor /*y*/) { return x; };
   optrace::InputObserver<decltype(fn)> observer(fn, optrace::ObserverOptions().arg_names({"x", "y"}));
   observer(torch::zeros({4, 6}, torch::kHalf).t(), torch::zeros({3}, torch::kLong));
   observer(torch::zeros({5, 6}, torch::kHalf).t(), torch::zeros({3}, torch::kLong));
