@@ -91,6 +91,19 @@ TEST_CASE("reliability: a Kineto list malformed inside is a JsonError", "[reliab
                     "improper structure: missing or superfluous commas, braces, missing keys, etc.");
 }
 
+TEST_CASE("reliability: Kineto times and counts beyond int64 are a JsonError", "[reliability]") {
+  // Found by fuzz_kineto: "ts" in microseconds times 1000 overflowed (undefined behaviour).
+  CHECK_THROWS_WITH(optrace::kineto::parse(regression("kineto", "time-overflow.json")),
+                    "optrace: JsonError at /traceEvents/0/ts: expected a time in microseconds, got number 70999999999999999");
+  CHECK_THROWS_WITH(optrace::kineto::parse(R"([{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 9000000000000000, "dur": 300000000000000}])"),
+                    "optrace: JsonError at /0/dur: ts + dur is beyond int64 nanoseconds (ts 9000000000000000, dur 300000000000000)");
+  CHECK_THROWS_WITH(optrace::kineto::parse(R"([{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1e300, "dur": 1}])"),
+                    "optrace: JsonError at /0/ts: expected a time in microseconds, got number 1e300");
+  // optrace's own exports carry counts: their sum must fit int64, as in the op-trace reader.
+  CHECK_THROWS_WITH(optrace::kineto::parse(regression("kineto", "count-sum-overflow.json")),
+                    "optrace: JsonError at /traceEvents/1/args/count: the events' counts add up to more than 9223372036854775807 calls");
+}
+
 TEST_CASE("reliability: deeply nested input is a JsonError in every reader", "[reliability]") {
   const std::string deep = nested_arrays(100000);
   const std::string too_deep = "optrace: JsonError at /: malformed JSON: The JSON document was too deep (too many nested objects and arrays)";

@@ -822,20 +822,22 @@ template <class V>
   throw JsonError(path, std::string(what) + ", got " + describe(v));
 }
 
-// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly.
+// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly. False for
+// anything else, and for times beyond int64 nanoseconds (292 years).
 inline bool parse_time_ns(std::string_view s, int64_t& out) {
   s = trim(s);
   bool negative = !s.empty() && s[0] == '-';
   if (negative) s.remove_prefix(1);
   if (s.empty() || s.find_first_of("eE") != std::string_view::npos) {
     double d;
-    if (!parse_double(s, d) || !std::isfinite(d)) return false;
+    if (!parse_double(s, d) || !(std::fabs(d) < 9.2e15)) return false;  // NaN and inf fail too
     out = static_cast<int64_t>(std::llround(d * 1000.0)) * (negative ? -1 : 1);
     return true;
   }
   int64_t us = 0, ns = 0;
   size_t k = 0;
-  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k) us = us * 10 + (s[k] - '0');
+  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k)
+    if (__builtin_mul_overflow(us, 10, &us) || __builtin_add_overflow(us, s[k] - '0', &us)) return false;
   if (k == 0) return false;
   if (k < s.size()) {
     if (s[k] != '.') return false;
@@ -845,7 +847,8 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
     if (k != s.size()) return false;
     for (; digits < 3; ++digits) ns *= 10;
   }
-  out = (us * 1000 + ns) * (negative ? -1 : 1);
+  if (__builtin_mul_overflow(us, 1000, &us) || __builtin_add_overflow(us, ns, &out)) return false;
+  if (negative) out = -out;
   return true;
 }
 
@@ -1056,7 +1059,8 @@ class Importer {
     int64_t dur;
     if (!parse_time_ns(ev.dur, dur) || dur < 0)
       throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got number " + std::string(ev.dur));
-    rec.end = rec.ts + dur;
+    if (__builtin_add_overflow(rec.ts, dur, &rec.end))
+      throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
     rec.index = index;
     rec.count = ev.count;
     if (!ev.raw.concrete.empty()) saw_concrete_ = true;
@@ -1099,6 +1103,10 @@ class Importer {
       rec.count = *ev.dropped;
     }
     rec.key = key->second;
+    // Every count the report and the trace add up is part of this sum: it must fit int64.
+    if (__builtin_add_overflow(calls_, rec.count, &calls_))
+      throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
+                      "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
     records_.push_back(rec);
   }
 
@@ -1212,6 +1220,7 @@ class Importer {
   std::vector<EventRec> records_;
   std::unordered_map<std::string, size_t> issue_index_;
   bool saw_concrete_ = false;
+  int64_t calls_ = 0;  // the op events' counts, summed
 };
 
 }  // namespace detail::kineto
