@@ -104,6 +104,23 @@ TEST_CASE("reliability: Kineto times and counts beyond int64 are a JsonError", "
                     "optrace: JsonError at /traceEvents/1/args/count: the events' counts add up to more than 9223372036854775807 calls");
 }
 
+TEST_CASE("reliability: shapes whose strides overflow int64 import and export", "[reliability]") {
+  // Found while probing: exporting a trace with such a shape overflowed computing its strides.
+  auto r = optrace::kineto::parse(regression("kineto", "huge-sizes-export.json"));
+  REQUIRE(r.trace.total_calls() == 1);
+  std::string exported = optrace::kineto::to_json(r.trace);
+  CHECK_THAT(exported, OPTRACE_CONTAINS("\"Input Strides\": [[9223372036854775807, 1]]"));
+  CHECK(optrace::kineto::parse(exported).trace.total_calls() == 1);
+  optrace::TensorSpec spec;
+  spec.sizes = {int64_t{1} << 62, 4, 0};
+  CHECK(spec.numel() == 0);
+  spec.sizes = {int64_t{1} << 62, 4};
+  CHECK(spec.numel() == INT64_MAX);
+  CHECK(optrace::TensorSpec::contiguous_strides(spec.sizes) == std::vector<int64_t>{4, 1});
+  spec.sizes = {4, int64_t{1} << 62, 4};
+  CHECK(optrace::TensorSpec::contiguous_strides(spec.sizes) == std::vector<int64_t>{INT64_MAX, 4, 1});
+}
+
 TEST_CASE("reliability: deeply nested input is a JsonError in every reader", "[reliability]") {
   const std::string deep = nested_arrays(100000);
   const std::string too_deep = "optrace: JsonError at /: malformed JSON: The JSON document was too deep (too many nested objects and arrays)";

@@ -378,10 +378,11 @@ inline std::string shorten(std::string_view s, size_t n = 160) {
 inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
   if (strides.size() != shape.size()) return true;
   int64_t expected = 1;
+  bool beyond = false;  // the contiguous stride no longer fits int64 (a shape no tensor has)
   for (size_t k = shape.size(); k-- > 0;) {
     if (shape[k] == 0) return true;
-    if (shape[k] != 1 && strides[k] != expected) return false;
-    expected *= shape[k];
+    if (shape[k] != 1 && (beyond || strides[k] != expected)) return false;
+    beyond = beyond || __builtin_mul_overflow(expected, shape[k], &expected);
   }
   return true;
 }
@@ -1265,12 +1266,13 @@ inline optrace::kineto::TraceFormat detect_text(std::string& data) {
   return empty ? TraceFormat::HfOpTrace : TraceFormat::Unknown;
 }
 
+// Saturates at INT64_MAX for shapes whose strides do not fit (read from a file, no tensor has them).
 inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;
   for (size_t k = shape.size(); k-- > 0;) {
     strides[k] = s;
-    s *= std::max<int64_t>(shape[k], 1);
+    if (__builtin_mul_overflow(s, std::max<int64_t>(shape[k], 1), &s)) s = INT64_MAX;
   }
   return strides;
 }

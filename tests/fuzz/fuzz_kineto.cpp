@@ -5,7 +5,7 @@
 #include <optrace/kineto.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  optrace_fuzz::expect_only_optrace_errors([&] {
+  optrace_fuzz::expect_only_optrace_errors("parse", [&] {
     optrace::kineto::ImportResult r = optrace::kineto::parse(optrace_fuzz::text_of(data, size));
     (void)r.report.to_string();
     std::string hf = r.trace.to_json();

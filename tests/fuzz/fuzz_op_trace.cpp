@@ -6,7 +6,7 @@
 #include <optrace/op_trace.hpp>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  optrace_fuzz::expect_only_optrace_errors([&] {
+  optrace_fuzz::expect_only_optrace_errors("from_json", [&] {
     optrace::OpTrace trace = optrace::OpTrace::from_json(optrace_fuzz::text_of(data, size));
     (void)trace.total_calls();
     (void)trace.unique_input_count();

@@ -19,15 +19,17 @@ inline std::string_view text_of(const uint8_t* data, size_t size) {
   return std::string_view(reinterpret_cast<const char*>(data), size);
 }
 
-// Runs `f`, swallowing optrace::Error only. With OPTRACE_FUZZ_PRINT set, prints the error's
-// message (`OPTRACE_FUZZ_PRINT=1 build-fuzz/tests/fuzz/fuzz_op_trace FILE` shows what a user sees).
+// Runs `f`, swallowing optrace::Error only. With OPTRACE_FUZZ_PRINT set, prints what `step`
+// answered: "ok" or the error's message (`OPTRACE_FUZZ_PRINT=1 build-fuzz/tests/fuzz/fuzz_op_trace
+// FILE` shows what a user sees).
 template <class F>
-void expect_only_optrace_errors(F&& f) {
+void expect_only_optrace_errors(const char* step, F&& f) {
   static const bool print = std::getenv("OPTRACE_FUZZ_PRINT") != nullptr;
   try {
     f();
+    if (print) std::fprintf(stderr, "%s: ok\n", step);
   } catch (const optrace::Error& e) {
-    if (print) std::fprintf(stderr, "%s\n", e.what());
+    if (print) std::fprintf(stderr, "%s: %s\n", step, e.what());
   }
 }
 
