@@ -68,7 +68,7 @@ std::string write_temp(const std::string& name, const std::string& content, bool
   return path;
 }
 
-const OpInput& only_input(const OpTrace& t, const std::string& op_name) {
+const OpInput& only_input(const OpTrace& t, std::string_view op_name) {
   const optrace::OpEntry* e = t.find(op_name);
   REQUIRE(e != nullptr);
   REQUIRE(e->unique_inputs.size() == 1);

@@ -1,11 +1,16 @@
-// examples/demo: observe a small transformer's real calls, infer what torch.export needs.
+// examples/demo: observe a small transformer's real calls, infer what torch.export needs; trace
+// the aten ops it runs and replay them on the best device there is.
 //
 //   demo [OUTPUT_DIR]   (default: the current directory)
 #include <optrace/materialize.hpp>
 #include <optrace/observer.hpp>
+#include <optrace/op_tracer.hpp>
+#include <optrace/replay.hpp>
 
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model.hpp"
 
@@ -56,5 +61,26 @@ int main(int argc, char** argv) {
   std::cout << "materialized on " << device << ": " << rebuilt.describe() << "\n";
   auto logits = model->forward(rebuilt.args[0].toTensor().cpu(), rebuilt.args[1].toTensor().cpu());
   std::cout << "the model runs on them: logits " << logits.sizes() << "\n";
-  return 0;
+
+  // 5. Trace the aten ops the same traffic runs (extended: with the token ids' value range), and
+  //    replay every unique input on the best device, checked against the CPU in float64.
+  std::vector<std::pair<torch::Tensor, c10::optional<torch::Tensor>>> requests;
+  for (const Request& r : traffic) {
+    c10::optional<torch::Tensor> mask;
+    if (r.masked) mask = torch::ones({r.batch, r.seq}, torch::kLong);
+    requests.emplace_back(torch::randint(0, 100, {r.batch, r.seq}, torch::kLong), mask);
+  }
+  optrace::OpTracer tracer(optrace::OpTracerOptions().extended(true));
+  tracer.start();
+  for (const auto& [ids, mask] : requests) model->forward(ids, mask);
+  tracer.stop();
+  const optrace::OpTrace trace = tracer.trace();
+  const std::string trace_path = out_dir + "/hf_op_trace.json";
+  trace.save(trace_path);
+  std::cout << "\nwrote " << trace_path << ": " << trace.size() << " ops, " << trace.unique_input_count()
+            << " unique inputs, " << trace.total_calls() << " calls; replaying them on " << device << ":\n";
+  const optrace::ReplayReport report =
+      optrace::replay(trace, optrace::ReplayOptions().device(device).mode(optrace::ReplayMode::check));
+  report.print_table(std::cout);
+  return report.all_ok() ? 0 : 1;
 }

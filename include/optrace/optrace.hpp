@@ -12,3 +12,4 @@
 #include <optrace/kineto.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
+#include <optrace/replay.hpp>

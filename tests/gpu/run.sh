@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh: what a machine with an NVIDIA GPU runs. Builds optrace's tests and
 # benchmarks against that machine's libtorch (the one PyTorch's wheel ships), runs every
-# [cuda] test and the materialization benchmark, and leaves the figures in
-# $OPTRACE_GPU_BUILD_DIR/bench_materialize.txt.
+# [cuda] test and the materialization and replay benchmarks, and leaves the figures in
+# $OPTRACE_GPU_BUILD_DIR/bench_materialize.txt and bench_replay.txt.
 #
 #   bash tests/gpu/run.sh            (from anywhere; build dir: build-gpu, or $OPTRACE_GPU_BUILD_DIR)
 #
@@ -96,4 +96,6 @@ done
 
 say "materialization benchmark"
 "$build/benchmarks/bench_materialize" | tee "$build/bench_materialize.txt"
+say "replay benchmark"
+"$build/benchmarks/bench_replay" | tee "$build/bench_replay.txt"
 exit $status

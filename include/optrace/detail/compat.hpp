@@ -80,3 +80,37 @@ inline bool is_wide_unsigned(c10::ScalarType dtype) {
 }
 
 }  // namespace optrace::detail
+
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+namespace optrace::detail {
+
+// Device-side timing with libtorch's device-generic events: `c10::Event::elapsedTime` and
+// `synchronize` exist for CUDA from libtorch 2.4 (generic events, pytorch#125757); 2.5 is
+// required here to stay clear of the first release. Older versions time on the host around a
+// device synchronization instead (the caller's fallback).
+inline constexpr bool kHasEventTiming = OPTRACE_TORCH_VERSION >= 20500;
+
+// Milliseconds between two events recorded on `device`'s current stream around `fn()`. Only
+// called when kHasEventTiming; elsewhere it runs `fn` and returns a negative number.
+template <class Fn>
+double event_time_ms(c10::Device device, Fn&& fn) {
+#if OPTRACE_TORCH_VERSION >= 20500
+  c10::impl::VirtualGuardImpl impl(device.type());
+  const c10::Stream stream = impl.getStream(device);
+  c10::Event start(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+  c10::Event end(device.type(), c10::EventFlag::BACKEND_DEFAULT);
+  start.record(stream);
+  fn();
+  end.record(stream);
+  end.synchronize();
+  return start.elapsedTime(end);
+#else
+  (void)device;
+  fn();
+  return -1.0;
+#endif
+}
+
+}  // namespace optrace::detail
