@@ -5,6 +5,7 @@
 #include <optrace/observer.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
+#include <optrace/replay.hpp>
 
 #include <torch/torch.h>
 
@@ -384,5 +385,67 @@ TEST_CASE("reliability: a process killed while saving an observation file leaves
       [&](const std::string& text) { CHECK(optrace::Observations::from_json(text).num_calls() == 4000); }, 40);
   INFO(mid_write << " of 40 kills came mid-write");
   CHECK(mid_write > 0);
+  std::remove(path.c_str());
+}
+
+// ---- replay and materialization under faults ------------------------------------------------
+
+namespace {
+std::string one_input_op(const std::string& op, const std::string& shapes, const std::string& dtypes, const std::string& values) {
+  return "\"" + op + "\": {\"total_calls\": 1, \"unique_input_count\": 1, \"unique_inputs\": [{\"op_name\": \"" + op +
+         "\", \"input_shapes\": " + shapes + ", \"input_dtypes\": " + dtypes + ", \"non_tensor_inputs\": " + values +
+         ", \"tensor_lists\": {}, \"count\": 1}]}";
+}
+}  // namespace
+
+TEST_CASE("reliability: replay reports an op that runs out of memory and goes on", "[reliability]") {
+  // empty() of 2^48 floats (1 PiB): no input tensor, so nothing over the budget before the call;
+  // the op's own allocation fails (c10's DefaultCPUAllocator error), it is reported, the replay goes on.
+  const optrace::OpTrace trace = optrace::OpTrace::from_json(
+      "{" + one_input_op("empty.memory_format", "[null]", R"(["<class 'list'>"])", "[[281474976710656]]") + ", " +
+      one_input_op("relu.default", "[[2, 3]]", R"(["torch.float32"])", "[null]") + "}");
+  const optrace::ReplayReport report = optrace::replay(trace, optrace::ReplayOptions().device(c10::kCPU).progress(false));
+  REQUIRE(report.results.size() == 2);
+  const optrace::ReplayResult& oom = report.results[0];
+  INFO(oom.message);
+  CHECK(oom.op == "empty.memory_format");
+  CHECK(oom.status == optrace::ReplayStatus::error);
+  CHECK_THAT(oom.message, OPTRACE_CONTAINS("you tried to allocate 1125899906842624 bytes"));
+  CHECK(oom.message.find('\n') == std::string::npos);
+  CHECK(report.results[1].status == optrace::ReplayStatus::ok);
+}
+
+TEST_CASE("reliability: replay skips inputs over the memory budget before allocating", "[reliability]") {
+  // 2^20 x 2^20 floats (4 TiB): skipped as over the budget; 2^62 x 2^62 (bytes beyond int64): an
+  // error naming the overflow. Neither is allocated; the next input runs.
+  const optrace::OpTrace trace = optrace::OpTrace::from_json(
+      "{" + one_input_op("neg.default", "[[1048576, 1048576]]", R"(["torch.float32"])", "[null]") + ", " +
+      one_input_op("relu.default", "[[4611686018427387904, 4611686018427387904]]", R"(["torch.float32"])", "[null]") + ", " +
+      one_input_op("sigmoid.default", "[[2, 3]]", R"(["torch.float32"])", "[null]") + "}");
+  for (optrace::ReplayMode mode : {optrace::ReplayMode::run, optrace::ReplayMode::check}) {
+    const optrace::ReplayReport report =
+        optrace::replay(trace, optrace::ReplayOptions().device(c10::kCPU).mode(mode).progress(false));
+    REQUIRE(report.results.size() == 3);
+    INFO(report.results[0].message);
+    CHECK(report.results[0].status == optrace::ReplayStatus::skipped);
+    CHECK_THAT(report.results[0].message, OPTRACE_CONTAINS("over the memory budget of 4"));
+    CHECK(report.results[1].status == optrace::ReplayStatus::error);
+    CHECK(report.results[1].message ==
+          "ShapeError: tensor (Float [4611686018427387904, 4611686018427387904]): storage extent overflows int64");
+    CHECK(report.results[2].status == optrace::ReplayStatus::ok);
+  }
+}
+
+TEST_CASE("reliability: materializing an observation file refuses sizes over the budget before allocating", "[reliability]") {
+  // Observed on meta (no memory): a 2^20 x 2^20 float input, 4 TiB on any real device.
+  auto fn = [](const torch::Tensor& x) { return x.size(0); };
+  optrace::InputObserver<decltype(fn)> observer(fn);
+  observer(torch::empty({int64_t{1} << 20, int64_t{1} << 20}, torch::TensorOptions().device(c10::kMeta)));
+  const std::string path = optrace_test::temp_path("huge.observations.json");
+  observer.save(path);
+  const optrace::Observations obs = optrace::load_observations(path);
+  CHECK(obs.infer_arguments().args.at(0).toTensor().sizes() == c10::IntArrayRef({int64_t{1} << 20, int64_t{1} << 20}));
+  CHECK_THROWS_AS(obs.materialize(optrace::MaterializeOptions().device(c10::kCPU)), optrace::MaterializeError);
+  CHECK_THROWS_WITH(obs.materialize(optrace::MaterializeOptions().device(c10::kCPU)), OPTRACE_CONTAINS("over the memory budget"));
   std::remove(path.c_str());
 }
