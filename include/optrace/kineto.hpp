@@ -378,10 +378,11 @@ inline std::string shorten(std::string_view s, size_t n = 160) {
 inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
   if (strides.size() != shape.size()) return true;
   int64_t expected = 1;
+  bool beyond = false;  // the contiguous stride no longer fits int64 (a shape no tensor has)
   for (size_t k = shape.size(); k-- > 0;) {
     if (shape[k] == 0) return true;
-    if (shape[k] != 1 && strides[k] != expected) return false;
-    expected *= shape[k];
+    if (shape[k] != 1 && (beyond || strides[k] != expected)) return false;
+    beyond = beyond || __builtin_mul_overflow(expected, shape[k], &expected);
   }
   return true;
 }
@@ -822,20 +823,22 @@ template <class V>
   throw JsonError(path, std::string(what) + ", got " + describe(v));
 }
 
-// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly.
+// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly. False for
+// anything else, and for times beyond int64 nanoseconds (292 years).
 inline bool parse_time_ns(std::string_view s, int64_t& out) {
   s = trim(s);
   bool negative = !s.empty() && s[0] == '-';
   if (negative) s.remove_prefix(1);
   if (s.empty() || s.find_first_of("eE") != std::string_view::npos) {
     double d;
-    if (!parse_double(s, d) || !std::isfinite(d)) return false;
+    if (!parse_double(s, d) || !(std::fabs(d) < 9.2e15)) return false;  // NaN and inf fail too
     out = static_cast<int64_t>(std::llround(d * 1000.0)) * (negative ? -1 : 1);
     return true;
   }
   int64_t us = 0, ns = 0;
   size_t k = 0;
-  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k) us = us * 10 + (s[k] - '0');
+  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k)
+    if (__builtin_mul_overflow(us, 10, &us) || __builtin_add_overflow(us, s[k] - '0', &us)) return false;
   if (k == 0) return false;
   if (k < s.size()) {
     if (s[k] != '.') return false;
@@ -845,7 +848,8 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
     if (k != s.size()) return false;
     for (; digits < 3; ++digits) ns *= 10;
   }
-  out = (us * 1000 + ns) * (negative ? -1 : 1);
+  if (__builtin_mul_overflow(us, 1000, &us) || __builtin_add_overflow(us, ns, &out)) return false;
+  if (negative) out = -out;
   return true;
 }
 
@@ -958,10 +962,16 @@ class Importer {
         continue;
       auto field_path = [&path, key] { return path + "/" + std::string(key); };
       // The fields are lists: take their text directly (raw_of words the error otherwise).
+      // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
+      // is an error here, not read again through raw_of (which broke simdjson's invariants).
       auto list_field = [&f, &field_path](std::string_view& into) {
         od::array a;
-        if (!f.value().get_array().get(a) && !a.raw_json().get(into)) into = trim(into);
-        else into = raw_of(f.value(), field_path);
+        if (f.value().get_array().get(a)) {
+          into = raw_of(f.value(), field_path);
+          return;
+        }
+        if (auto e = a.raw_json().get(into)) malformed(field_path(), e);
+        into = trim(into);
       };
       if (key == "Input Dims") list_field(ev.raw.dims);
       else if (key == "Input type") list_field(ev.raw.types);
@@ -1050,7 +1060,8 @@ class Importer {
     int64_t dur;
     if (!parse_time_ns(ev.dur, dur) || dur < 0)
       throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got number " + std::string(ev.dur));
-    rec.end = rec.ts + dur;
+    if (__builtin_add_overflow(rec.ts, dur, &rec.end))
+      throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
     rec.index = index;
     rec.count = ev.count;
     if (!ev.raw.concrete.empty()) saw_concrete_ = true;
@@ -1093,6 +1104,10 @@ class Importer {
       rec.count = *ev.dropped;
     }
     rec.key = key->second;
+    // Every count the report and the trace add up is part of this sum: it must fit int64.
+    if (__builtin_add_overflow(calls_, rec.count, &calls_))
+      throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
+                      "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
     records_.push_back(rec);
   }
 
@@ -1206,6 +1221,7 @@ class Importer {
   std::vector<EventRec> records_;
   std::unordered_map<std::string, size_t> issue_index_;
   bool saw_concrete_ = false;
+  int64_t calls_ = 0;  // the op events' counts, summed
 };
 
 }  // namespace detail::kineto
@@ -1250,12 +1266,13 @@ inline optrace::kineto::TraceFormat detect_text(std::string& data) {
   return empty ? TraceFormat::HfOpTrace : TraceFormat::Unknown;
 }
 
+// Saturates at INT64_MAX for shapes whose strides do not fit (read from a file, no tensor has them).
 inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size());
   int64_t s = 1;
   for (size_t k = shape.size(); k-- > 0;) {
     strides[k] = s;
-    s *= std::max<int64_t>(shape[k], 1);
+    if (__builtin_mul_overflow(s, std::max<int64_t>(shape[k], 1), &s)) s = INT64_MAX;
   }
   return strides;
 }

@@ -290,11 +290,26 @@ inline int64_t read_sym_int(const json::Value& v, std::string* symbol = nullptr)
   return hint["as_int"].as_int();
 }
 
+// Runs `read` (a schema mapping that raises JsonError at a path relative to `at`) and puts the
+// error under `at`'s path. `Value::path()` walks the document, so it is worked out only on
+// failure: asking it for every tensor made loading quadratic in the file's size.
+template <class F>
+auto under_path(const json::Value& at, F&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const JsonError& e) {
+    std::string what = e.what();
+    std::string head = "optrace: JsonError at " + (e.path().empty() ? std::string("/") : e.path()) + ": ";
+    throw JsonError(at.path() + e.path(), what.compare(0, head.size(), head) == 0 ? what.substr(head.size()) : what);
+  }
+}
+
 /// A torch.export TensorMeta. Throws JsonError naming the path and the bad value.
 inline TensorSpec read_tensor_meta(const json::Value& v, std::vector<std::string>* symbols = nullptr) {
   TensorSpec spec;
   json::Value dtype = v["dtype"];
-  spec.dtype = json::scalar_type_from_schema(dtype.as_int(), dtype.path());
+  const int64_t dtype_number = dtype.as_int();
+  spec.dtype = under_path(dtype, [&] { return json::scalar_type_from_schema(dtype_number); });
   json::Value sizes = v["sizes"];
   for (json::Value s : sizes.array()) {
     std::string symbol;
@@ -308,7 +323,8 @@ inline TensorSpec read_tensor_meta(const json::Value& v, std::vector<std::string
   json::Value index = device;
   std::optional<int64_t> device_index;
   if (device.find("index", index) && !index.is_null()) device_index = index.as_int();
-  spec.device = json::device_from_schema(device["type"].as_string(), device_index, device.path());
+  const std::string_view device_type = device["type"].as_string();
+  spec.device = under_path(device, [&] { return json::device_from_schema(device_type, device_index); });
   json::Value strides = v["strides"];
   for (json::Value s : strides.array()) {
     int64_t n = read_sym_int(s);
@@ -321,7 +337,8 @@ inline TensorSpec read_tensor_meta(const json::Value& v, std::vector<std::string
   spec.storage_offset = read_sym_int(offset);
   if (spec.storage_offset < 0) offset.fail_plain(concat("expected a storage offset >= 0, got ", spec.storage_offset));
   json::Value layout = v["layout"];
-  spec.layout = json::layout_from_schema(layout.as_int(), layout.path());
+  const int64_t layout_number = layout.as_int();
+  spec.layout = under_path(layout, [&] { return json::layout_from_schema(layout_number); });
   return spec;
 }
 

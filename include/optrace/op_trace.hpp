@@ -352,10 +352,12 @@ class OpTrace {
 
   /// Adds `input.count` calls of op `name` with `input`: its count grows if the op already has
   /// this input (`OpInput::same_input`; value ranges widen), else it is appended. A new op goes
-  /// last. Throws ArgumentError if `input.count` < 1 or the parallel vectors differ in length.
+  /// last. Throws ArgumentError if `input.count` < 1, the parallel vectors differ in length, or
+  /// the trace's calls would add up to more than INT64_MAX.
   OpTrace& add(std::string_view name, OpInput input) {
     OPTRACE_CHECK(input.count >= 1, ArgumentError, "OpTrace::add: count must be at least 1, got ", input.count);
     check_parallel(input, name);
+    const int64_t calls = add_calls(name, input.count);
     Slot& slot = slot_for(name);
     OpEntry& entry = ops_[slot.op];
     size_t h = input.hash();
@@ -363,18 +365,24 @@ class OpTrace {
     for (auto it = range.first; it != range.second; ++it) {
       OpInput& existing = entry.unique_inputs[it->second];
       if (existing.same_input(input)) {
-        existing.count += input.count;
+        existing.count += input.count;  // <= calls, which fits
+        calls_ = calls;
         widen(existing.input_value_ranges, input.input_value_ranges);
         return *this;
       }
     }
     slot.inputs.emplace(h, entry.unique_inputs.size());
     entry.unique_inputs.push_back(std::move(input));
+    calls_ = calls;
     return *this;
   }
-  /// Counts `n` dropped calls of op `name` (adding the op if new).
+  /// Counts `n` dropped calls of op `name` (adding the op if new). Throws ArgumentError if
+  /// `n` < 0 or the trace's calls would add up to more than INT64_MAX.
   OpTrace& add_dropped(std::string_view name, int64_t n) {
+    OPTRACE_CHECK(n >= 0, ArgumentError, "OpTrace::add_dropped('", name, "'): n must be >= 0, got ", n);
+    const int64_t calls = add_calls(name, n);
     ops_[slot_for(name).op].dropped_calls += n;
+    calls_ = calls;
     return *this;
   }
 
@@ -431,10 +439,14 @@ class OpTrace {
       int64_t sum = 0;
       for (json::Value in : inputs.array()) {
         entry.unique_inputs.push_back(read_input(in, name));
-        sum += entry.unique_inputs.back().count;
+        // Counts are >= 1, so a sum that fits int64 keeps every later total in range.
+        if (__builtin_add_overflow(sum, entry.unique_inputs.back().count, &sum))
+          in["count"].fail_plain("the counts add up to more than " + std::to_string(INT64_MAX) + " calls");
       }
       if (total_calls < sum)
         total.fail_plain("total_calls " + std::to_string(total_calls) + " is less than the counts' sum " + std::to_string(sum));
+      if (__builtin_add_overflow(trace.calls_, total_calls, &trace.calls_))
+        total.fail_plain("the trace's calls add up to more than " + std::to_string(INT64_MAX));
       entry.dropped_calls = total_calls - sum;
     }
     return trace;
@@ -470,6 +482,15 @@ class OpTrace {
       slot.indexed = true;
     }
     return slot;
+  }
+
+  // The trace's calls after adding `n` to them; throws ArgumentError beyond INT64_MAX (a merge of
+  // huge counts), so that no total (op or trace) can overflow.
+  int64_t add_calls(std::string_view name, int64_t n) const {
+    int64_t calls;
+    OPTRACE_CHECK(!__builtin_add_overflow(calls_, n, &calls), ArgumentError, "OpTrace::add('", name, "'): the trace's calls would add up to more than ",
+                  INT64_MAX);
+    return calls;
   }
 
   static void widen(std::vector<std::optional<std::pair<int64_t, int64_t>>>& into,
@@ -672,6 +693,7 @@ class OpTrace {
   std::vector<OpEntry> ops_;
   std::vector<Slot> slots_;
   std::unordered_map<std::string, size_t> index_;
+  int64_t calls_ = 0;  // total_calls(), kept to refuse additions that would overflow it
 };
 
 }  // namespace optrace

@@ -35,21 +35,26 @@ struct TensorSpec {
     return s;
   }
 
-  /// Contiguous strides for `sizes` (what a freshly allocated tensor has).
+  /// Contiguous strides for `sizes` (what a freshly allocated tensor has). Saturates at
+  /// INT64_MAX for sizes no tensor can have (read from a file).
   static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
     std::vector<int64_t> strides(sizes.size());
     int64_t running = 1;
     for (size_t i = sizes.size(); i-- > 0;) {
       strides[i] = running;
-      running *= sizes[i] > 1 ? sizes[i] : 1;
+      if (__builtin_mul_overflow(running, sizes[i] > 1 ? sizes[i] : 1, &running)) running = INT64_MAX;
     }
     return strides;
   }
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  /// Number of elements; saturates at INT64_MAX for sizes no tensor can have.
   int64_t numel() const {
+    for (int64_t s : sizes)
+      if (s == 0) return 0;
     int64_t n = 1;
-    for (int64_t s : sizes) n *= s;
+    for (int64_t s : sizes)
+      if (__builtin_mul_overflow(n, s, &n)) return INT64_MAX;
     return n;
   }
 

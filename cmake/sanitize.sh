@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# cmake/sanitize.sh: builds optrace's test suite (the test programs and the CLI) with
+# AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ and runs ctest there. Any report
+# (memory error, leak, undefined behaviour) fails the test that made it. libtorch itself is not
+# instrumented; what is provably libtorch's is suppressed in tests/sanitizers/ (commented).
+# Environment: CXX (default g++), OPTRACE_ASAN_BUILD_DIR (build-asan), OPTRACE_ASAN_JOBS (nproc),
+# OPTRACE_ASAN_TESTS (a ctest -R regex: run a subset), OPTRACE_ASAN_EXCLUDE (a ctest -E regex).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+build=${OPTRACE_ASAN_BUILD_DIR:-build-asan}
+jobs=${OPTRACE_ASAN_JOBS:-$(nproc)}
+flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+
+# Set for the build too: Catch2's test discovery runs the instrumented test programs.
+# allocator_may_return_null: a request beyond ASan's maximum (a test asks libtorch for 1 PiB)
+# fails as malloc does, so libtorch throws its "not enough memory" error instead of ASan aborting.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppressions=$root/tests/sanitizers/ubsan.supp}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0}
+
+start=$(date +%s)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CXX:+-DCMAKE_CXX_COMPILER="$CXX"} \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
+  -DOPTRACE_BUILD_TESTS=ON -DOPTRACE_BUILD_EXAMPLES=ON -DOPTRACE_BUILD_BENCHMARKS=OFF -DOPTRACE_INSTALL=OFF
+# The test programs and the CLI, not test_headers (17 translation units that only check that
+# each header compiles on its own: nothing runs there that a sanitizer could check).
+targets=$(sed -n 's/^optrace_add_test(\([a-z_]*\).*/\1/p' tests/CMakeLists.txt)
+cmake --build "$build" --parallel "$jobs" --target $targets optrace_cli
+built=$(date +%s)
+echo "== sanitize.sh: built in $(( built - start )) s"
+status=0
+ctest --test-dir "$build" --output-on-failure --parallel "$jobs" ${OPTRACE_ASAN_TESTS:+-R "$OPTRACE_ASAN_TESTS"} \
+  -E "^headers\.self_contained\$${OPTRACE_ASAN_EXCLUDE:+|$OPTRACE_ASAN_EXCLUDE}" || status=$?
+echo "== sanitize.sh: tests ran in $(( $(date +%s) - built )) s; total $(( $(date +%s) - start )) s; status $status"
+exit $status

@@ -1,0 +1,239 @@
+// examples/cli/cli.hpp: the optrace CLI's command line, parsed into an Invocation (no file is
+// read here). main.cpp runs it; tests/fuzz/fuzz_cli.cpp fuzzes parse_args.
+#pragma once
+
+#include <optrace/error.hpp>
+#include <optrace/replay.hpp>
+
+#include <climits>
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace cli {
+
+using Args = std::vector<std::string>;
+
+// A bad command line: printed with a pointer to --help, exit status 2. An optrace::Error, so
+// that parse_args throws nothing else.
+struct UsageError : optrace::Error {
+  using optrace::Error::Error;
+};
+
+enum class Command { none, summary, replay, merge, convert };
+
+struct CommandInfo {
+  Command command;
+  const char* name;
+  const char* usage;
+  const char* help;
+};
+
+inline const CommandInfo kCommands[] = {
+    {Command::summary, "summary", "optrace summary TRACE",
+     "  Lists the trace's ops with their unique inputs and calls, and the totals.\n"},
+    {Command::replay, "replay",
+     "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT]\n"
+     "                     [--warmup N] [--repeats N] [--flush-cache] [--atol X] [--rtol X] [--seed N]\n"
+     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--no-progress]",
+     "  Materializes every unique input and runs it through the dispatcher; prints a table.\n"
+     "  --device      where to run (default: cuda when available, else cpu; meta: shapes only)\n"
+     "  --check       compare with the CPU in float64 (dtype-aware tolerances, or --atol/--rtol)\n"
+     "  --time        median time of --repeats calls (default 10) after --warmup calls (default 2);\n"
+     "                --flush-cache writes a buffer larger than the last-level cache before each\n"
+     "  --json/--csv  also write the report there\n"
+     "  --ops/--exclude  op names (addmm.default) or names without overload (addmm), comma-separated\n"
+     "  --max-inputs  at most N unique inputs per op, the most frequent first\n"
+     "  Exit status 1 when an input fails or mismatches.\n"},
+    {Command::merge, "merge", "optrace merge A B ... -o OUT", "  Adds the traces' counts together into one trace.\n"},
+    {Command::convert, "convert", "optrace convert TRACE -o OUT [--to hf|kineto] [--quiet]",
+     "  Writes the trace as an hf op trace, or as a Kineto trace when OUT ends in .pt.trace.json or\n"
+     "  with --to kineto; prints the Kineto import report (not with --quiet) to stderr.\n"},
+};
+
+inline const CommandInfo& info(Command c) {
+  for (const CommandInfo& i : kCommands)
+    if (i.command == c) return i;
+  return kCommands[0];
+}
+
+// What the command line asks for.
+struct Invocation {
+  Command command = Command::none;
+  // Help: of `command`, or of the tool (command none). `help_error`: no arguments at all (the
+  // help goes to stderr and the exit status is 2).
+  bool help = false;
+  bool help_error = false;
+  std::vector<std::string> inputs;  // summary, replay, convert: one; merge: one or more
+  std::string output;               // merge, convert: -o
+  // replay
+  optrace::ReplayOptions replay;
+  std::string json_path, csv_path;
+  // convert
+  std::string to;  // "hf" or "kineto"
+  bool quiet = false;
+};
+
+namespace detail {
+
+inline bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+inline bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
+
+// --name VALUE: the value, or UsageError when it is missing.
+inline std::string value_of(const Args& args, size_t& i) {
+  if (i + 1 >= args.size()) throw UsageError("option " + args[i] + " needs a value");
+  return args[++i];
+}
+
+inline int64_t int_of(const std::string& option, const std::string& text, int64_t min, int64_t max = INT64_MAX) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(text, &used);
+    if (used == text.size() && v >= min && v <= max) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("option " + option + " needs an integer >= " + std::to_string(min) +
+                   (max < INT64_MAX ? " and <= " + std::to_string(max) : std::string()) + ", got '" + text + "'");
+}
+
+inline double double_of(const std::string& option, const std::string& text) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size() && v >= 0) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError("option " + option + " needs a number >= 0, got '" + text + "'");
+}
+
+inline std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+inline void parse_summary(const Args& args, Invocation& inv) {
+  if (args.size() != 1 || args[0].rfind("-", 0) == 0) throw UsageError("summary takes one trace file");
+  inv.inputs = args;
+}
+
+inline void parse_replay(const Args& args, Invocation& inv) {
+  optrace::ReplayOptions& options = inv.replay;
+  bool check = false, time = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--device") {
+      const std::string d = value_of(args, i);
+      try {
+        options.device(c10::Device(d));
+      } catch (const c10::Error&) {
+        throw UsageError("--device needs cuda, cuda:N, cpu or meta, got '" + d + "'");
+      }
+    } else if (a == "--check") {
+      check = true;
+    } else if (a == "--time") {
+      time = true;
+    } else if (a == "--json") {
+      inv.json_path = value_of(args, i);
+    } else if (a == "--csv") {
+      inv.csv_path = value_of(args, i);
+    } else if (a == "--warmup") {
+      options.warmup(static_cast<int>(int_of(a, value_of(args, i), 0, INT_MAX)));
+    } else if (a == "--repeats") {
+      options.repeats(static_cast<int>(int_of(a, value_of(args, i), 1, INT_MAX)));
+    } else if (a == "--flush-cache") {
+      options.flush_cache(true);
+    } else if (a == "--atol") {
+      options.atol(double_of(a, value_of(args, i)));
+    } else if (a == "--rtol") {
+      options.rtol(double_of(a, value_of(args, i)));
+    } else if (a == "--seed") {
+      options.seed(static_cast<uint64_t>(int_of(a, value_of(args, i), 0)));
+    } else if (a == "--ops") {
+      options.ops(split_commas(value_of(args, i)));
+    } else if (a == "--exclude") {
+      options.exclude_ops(split_commas(value_of(args, i)));
+    } else if (a == "--max-inputs") {
+      options.max_inputs_per_op(int_of(a, value_of(args, i), 0));
+    } else if (a == "--no-progress") {
+      options.progress(false);
+    } else if (a.rfind("-", 0) == 0) {
+      throw UsageError("unknown option '" + a + "' for replay");
+    } else if (inv.inputs.empty()) {
+      inv.inputs.push_back(a);
+    } else {
+      throw UsageError("replay takes one trace file, got '" + inv.inputs[0] + "' and '" + a + "'");
+    }
+  }
+  if (inv.inputs.empty()) throw UsageError("replay needs a trace file");
+  if (check && time) throw UsageError("choose --check or --time, not both");
+  options.mode(check ? optrace::ReplayMode::check : time ? optrace::ReplayMode::time : optrace::ReplayMode::run);
+}
+
+inline void parse_merge(const Args& args, Invocation& inv) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
+    else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for merge");
+    else inv.inputs.push_back(args[i]);
+  }
+  if (inv.inputs.empty()) throw UsageError("merge needs at least one trace file");
+  if (inv.output.empty()) throw UsageError("merge needs -o OUT");
+}
+
+inline void parse_convert(const Args& args, Invocation& inv) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
+    else if (args[i] == "--to") inv.to = value_of(args, i);
+    else if (args[i] == "--quiet") inv.quiet = true;
+    else if (inv.inputs.empty() && args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
+    else throw UsageError("convert: unexpected argument '" + args[i] + "'");
+  }
+  if (inv.inputs.empty() || inv.output.empty()) throw UsageError("convert needs TRACE and -o OUT");
+  if (inv.to.empty()) inv.to = ends_with(inv.output, ".pt.trace.json") ? "kineto" : "hf";
+  if (inv.to != "hf" && inv.to != "kineto") throw UsageError("convert: --to is hf or kineto, got '" + inv.to + "'");
+}
+
+}  // namespace detail
+
+// The command line `argv[1..argc)`. Throws UsageError (an optrace::Error) for a bad one, and
+// nothing else.
+inline Invocation parse_args(int argc, const char* const* argv) {
+  Invocation inv;
+  const Args all(argv + 1, argv + argc);
+  if (all.empty()) {
+    inv.help = inv.help_error = true;
+    return inv;
+  }
+  if (detail::is_help(all[0]) || all[0] == "help") {
+    inv.help = true;
+    return inv;
+  }
+  for (const CommandInfo& c : kCommands) {
+    if (all[0] != c.name) continue;
+    inv.command = c.command;
+    const Args rest(all.begin() + 1, all.end());
+    for (const std::string& a : rest)
+      if (detail::is_help(a)) {
+        inv.help = true;
+        return inv;
+      }
+    switch (c.command) {
+      case Command::summary: detail::parse_summary(rest, inv); break;
+      case Command::replay: detail::parse_replay(rest, inv); break;
+      case Command::merge: detail::parse_merge(rest, inv); break;
+      case Command::convert: detail::parse_convert(rest, inv); break;
+      case Command::none: break;
+    }
+    return inv;
+  }
+  throw UsageError("unknown command '" + all[0] + "'");
+}
+
+}  // namespace cli
