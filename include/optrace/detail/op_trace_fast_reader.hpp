@@ -62,6 +62,9 @@ class OpTraceFastReader {
       if (trace.index_.count(std::string(name)) != 0) throw Fail{};  // duplicate op
       size_t op = trace.slot_for(name, /*index=*/false).op;
       read_entry(get<Value>(field.value()), trace.ops_[op]);
+      // The trace keeps its total to refuse additions that would overflow it (OpTrace::add);
+      // an overflowing file goes to the DOM reader, which names the path.
+      if (__builtin_add_overflow(trace.calls_, trace.ops_[op].total_calls(), &trace.calls_)) throw Fail{};
     }
     const char* rest = nullptr;
     if (doc.current_location().get(rest) == simdjson::SUCCESS) throw Fail{};  // something after the root
@@ -79,7 +82,7 @@ class OpTraceFastReader {
         have_inputs = true;
         for (auto item : get<simdjson::ondemand::array>(value.get_array())) {
           entry.unique_inputs.push_back(read_input(get<Value>(item), entry.name));
-          sum += entry.unique_inputs.back().count;
+          if (__builtin_add_overflow(sum, entry.unique_inputs.back().count, &sum)) throw Fail{};
         }
       } else if (key == "total_calls") {
         if (have_total) throw Fail{};
