@@ -197,15 +197,6 @@ TEST_CASE("op tracer: models of our own match the Python dispatch-mode tracer", 
   if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
   for (const Model& m : kModels) {
     INFO("model " << m.name);
-#if OPTRACE_TORCH_VERSION >= 20000
-    // Known divergence on libtorch 2.x (issue 4 stays open for it): reshape's composite kernel
-    // calls _reshape_alias in a C++ program but view when a Python dispatch mode is active, so
-    // the reference tracer records view.default where optrace records _reshape_alias.default.
-    if (std::string(m.name) == "attention") {
-      WARN("SKIPPED: model attention: _reshape_alias vs view.default on libtorch 2.x (known divergence)");
-      continue;
-    }
-#endif
     optrace::OpTrace trace = trace_script(m.source, m.inputs);
     check_same_json(trace.to_json(), python_trace(m.name, m.source, m.inputs));
   }
@@ -247,6 +238,42 @@ TEST_CASE("op tracer: what the models record without Python", "[op_tracer]") {
   CHECK(args.find("fill_.Scalar")->unique_inputs[0].non_tensor_inputs[1].as_float() != args.find("fill_.Scalar")->unique_inputs[0].non_tensor_inputs[1].as_float());
   optrace::OpTrace back = optrace::OpTrace::from_json(args.to_json());
   CHECK(back.to_json() == args.to_json());
+}
+
+TEST_CASE("op tracer: reshape is recorded as the reference tracer of the same libtorch records it", "[op_tracer]") {
+  torch::NoGradGuard no_grad;
+  auto x = torch::ones({2, 3, 4});
+  optrace::OpTracer tracer;
+  tracer.start();
+  x.reshape({6, 4});   // _reshape_alias in a C++ program
+  x.view({6, 4});      // the same call as the reference tracer sees it on 2.x
+  x.reshape({4, -1});  // the size is recorded inferred, as the kernel receives it
+  tracer.stop();
+  optrace::OpTrace trace = tracer.trace();
+  if (optrace::detail::kReshapeAliasRecordedAsView) {
+    CHECK(trace.find("_reshape_alias.default") == nullptr);
+    const optrace::OpEntry* view = trace.find("view.default");
+    REQUIRE(view != nullptr);
+    REQUIRE(view->unique_inputs.size() == 2);
+    CHECK(view->unique_inputs[0].count == 2);  // reshape and view merge into one input
+    CHECK(view->unique_inputs[0].input_shapes.size() == 2);
+    CHECK(view->unique_inputs[0].non_tensor_inputs[1] ==
+          optrace::OpValue::list({optrace::OpValue::integer(6), optrace::OpValue::integer(4)}));
+    CHECK(view->unique_inputs[1].non_tensor_inputs[1] ==
+          optrace::OpValue::list({optrace::OpValue::integer(4), optrace::OpValue::integer(6)}));
+    // Filters see the recorded name.
+    optrace::OpTracer only_view(optrace::OpTracerOptions().include_ops({"view"}));
+    only_view.start();
+    x.reshape({6, 4});
+    only_view.stop();
+    REQUIRE(only_view.trace().find("view.default") != nullptr);
+  } else {
+    const optrace::OpEntry* alias = trace.find("_reshape_alias.default");
+    REQUIRE(alias != nullptr);
+    CHECK(alias->unique_inputs[0].input_shapes.size() == 3);  // self, size, stride
+    REQUIRE(trace.find("view.default") != nullptr);
+    CHECK(trace.find("view.default")->unique_inputs[0].count == 1);
+  }
 }
 
 TEST_CASE("op tracer: nn modules in C++ record the decomposed ops", "[op_tracer]") {

@@ -732,6 +732,10 @@ inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::st
   const auto& params = best->schema->arguments();
   size_t positional = std::min(best->kwarg_only_start, args.size());
   while (positional > 0 && equals_default(args[positional - 1], params[positional - 1])) --positional;
+  if (detail::kReshapeAliasRecordedAsView && best->name == "_reshape_alias.default") {
+    info.op = "view.default";  // as OpTracer records it: view(self, size)
+    positional = std::min<size_t>(positional, 2);
+  }
   std::string guess = "torch.float32";
   for (const RecArg& r : args)
     if (r.kind == RecArg::Kind::Tensor) {

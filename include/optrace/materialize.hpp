@@ -6,6 +6,8 @@
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -270,11 +272,18 @@ class Materializer {
 
   // A private generator of the device's kind, so that seeding it never disturbs the user's
   // global random state (torch::manual_seed sequences stay as they were).
+  // CPU gets a new generator rather than a clone of the global one: libtorch 1.13's
+  // GeneratorImpl::clone leaves the clone's weak count at 0, so it is never freed (LeakSanitizer
+  // reports it); createCPUGenerator goes through make_generator and is freed normally.
   at::Generator& generator() {
     if (!generator_) {
-      at::Generator global = at::globalContext().defaultGenerator(options_.device());
-      std::lock_guard<std::mutex> lock(global.mutex());
-      generator_ = global.clone();
+      if (options_.device().is_cpu()) {
+        generator_ = at::detail::createCPUGenerator();
+      } else {
+        at::Generator global = at::globalContext().defaultGenerator(options_.device());
+        std::lock_guard<std::mutex> lock(global.mutex());
+        generator_ = global.clone();
+      }
     }
     return *generator_;
   }

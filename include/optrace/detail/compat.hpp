@@ -86,6 +86,13 @@ inline bool is_wide_unsigned(c10::ScalarType dtype) {
 
 namespace optrace::detail {
 
+// reshape's CompositeImplicitAutograd kernel calls `_reshape_alias(self, size, stride)` on plain
+// tensors and `view(self, size)` on tensor-subclass-like ones; from libtorch 2.0 a Python
+// dispatch mode makes every tensor subclass-like, so the reference Python tracer records
+// `view.default(self, size)` for what a C++ program runs as `_reshape_alias`. OpTracer records it
+// the way the reference does (same size, the stride is implied by the input).
+inline constexpr bool kReshapeAliasRecordedAsView = OPTRACE_TORCH_VERSION >= 20000;
+
 // Device-side timing with libtorch's device-generic events: `c10::Event::elapsedTime` and
 // `synchronize` exist for CUDA from libtorch 2.4 (generic events, pytorch#125757); 2.5 is
 // required here to stay clear of the first release. Older versions time on the host around a

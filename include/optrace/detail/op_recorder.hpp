@@ -101,6 +101,10 @@ struct OpInfo {
   size_t kwarg_only_start = 0;
   std::vector<ArgKind> kinds;
   c10::OperatorHandle handle;
+  // Set for an op the reference tracer records as another one (see kReshapeAliasRecordedAsView):
+  // its calls are recorded under `recorded_as`, with their first `recorded_arity` arguments.
+  const OpInfo* recorded_as = nullptr;
+  size_t recorded_arity = 0;
   explicit OpInfo(c10::OperatorHandle h) : handle(std::move(h)) {}
 };
 
@@ -119,6 +123,9 @@ inline ArgKind arg_kind(const c10::Argument& a) {
 inline const OpInfo* op_info(const c10::OperatorName& name) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::unique_ptr<OpInfo>> infos;
+  const OpInfo* recorded_as = nullptr;
+  if (kReshapeAliasRecordedAsView && name.name == "aten::_reshape_alias" && name.overload_name.empty())
+    recorded_as = op_info(c10::OperatorName("aten::view", ""));  // before taking the lock
   std::string key = name.name + "." + name.overload_name;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = infos.find(key);
@@ -144,6 +151,12 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   info->kwarg_only_start = args.size();
   while (info->kwarg_only_start > 0 && args[info->kwarg_only_start - 1].kwarg_only()) --info->kwarg_only_start;
   for (const auto& a : args) info->kinds.push_back(arg_kind(a));
+  if (recorded_as != nullptr) {
+    info->recorded_as = recorded_as;
+    info->recorded_arity = recorded_as->schema->arguments().size();
+    info->name = recorded_as->name;  // include/exclude filters see the recorded name
+    info->base = recorded_as->base;
+  }
   return infos.emplace(key, std::move(info)).first->second.get();
 }
 
@@ -517,12 +530,14 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::Array
   if (inputs.size() > args.size()) inputs = inputs.slice(inputs.size() - args.size());
   size_t n = std::min(inputs.size(), args.size());
   size_t positional = std::min(op.kwarg_only_start, n);
+  if (op.recorded_as != nullptr) positional = std::min(positional, op.recorded_arity);
   while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
   const bool extended = s.settings.extended;
   KeyWriter& key = ts.scratch;
   key.clear();
   int64_t* head = key.extend(2);
-  head[0] = reinterpret_cast<intptr_t>(&op);
+  // The key names the op the call is recorded as: decoding and merging go by it.
+  head[0] = reinterpret_cast<intptr_t>(op.recorded_as != nullptr ? op.recorded_as : &op);
   head[1] = static_cast<int64_t>(positional);
   for (size_t i = 0; i < positional; ++i) {
     const c10::IValue& v = inputs[i];
