@@ -444,7 +444,7 @@ inline OpValue scalar_value(const Scalar& s, Want w, std::string& dtype, bool& u
     case Want::Dtype:
       dtype = "<class 'torch.dtype'>";
       if (s.i >= 0 && s.i < static_cast<int64_t>(c10::ScalarType::NumOptions))
-        return OpValue::string(python_dtype(static_cast<c10::ScalarType>(s.i)));
+        return OpValue::string(python_dtype_name(static_cast<c10::ScalarType>(s.i)));
       unknown = true;
       return OpValue::none();
     case Want::Layout: dtype = "<class 'torch.layout'>"; return OpValue::string(layout_name(s.i));
@@ -1298,7 +1298,7 @@ inline void export_value(const std::string& dtype, const OpValue& v, std::string
     case Kind::String: {
       const std::string& s = v.as_string();
       if (dtype == "<class 'torch.dtype'>") {
-        if (auto t = scalar_type_of_python(s)) {
+        if (auto t = scalar_type_from_python(s)) {
           concrete = std::to_string(static_cast<int>(*t));
           return;
         }

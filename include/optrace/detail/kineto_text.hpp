@@ -13,6 +13,7 @@
 // significant digits, "inf", "-inf", "nan".
 
 #include <optrace/detail/compat.hpp>
+#include <optrace/detail/python_names.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <c10/core/ScalarType.h>
@@ -34,41 +35,6 @@
 
 namespace optrace::detail::kineto {
 
-/// Python's name of a dtype (`torch.float32`, `torch.int64`), as `str(dtype)` writes it.
-inline std::string python_dtype(c10::ScalarType t) {
-  switch (t) {
-    case c10::ScalarType::Byte: return "torch.uint8";
-    case c10::ScalarType::Char: return "torch.int8";
-    case c10::ScalarType::Short: return "torch.int16";
-    case c10::ScalarType::Int: return "torch.int32";
-    case c10::ScalarType::Long: return "torch.int64";
-    case c10::ScalarType::Half: return "torch.float16";
-    case c10::ScalarType::Float: return "torch.float32";
-    case c10::ScalarType::Double: return "torch.float64";
-    case c10::ScalarType::ComplexHalf: return "torch.complex32";
-    case c10::ScalarType::ComplexFloat: return "torch.complex64";
-    case c10::ScalarType::ComplexDouble: return "torch.complex128";
-    default: break;
-  }
-  std::string c = c10::toString(t);  // "BFloat16", "Bool", "QInt8", "Float8_e4m3fn", ...
-  for (char& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return "torch." + c;
-}
-
-/// The ScalarType whose Python name is `name` ("torch.float32"), or nullopt.
-inline std::optional<c10::ScalarType> scalar_type_of_python(std::string_view name) {
-  static const auto* table = [] {
-    auto* m = new std::unordered_map<std::string, c10::ScalarType>();
-    for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
-      auto t = static_cast<c10::ScalarType>(i);
-      m->emplace(python_dtype(t), t);
-    }
-    return m;
-  }();
-  auto it = table->find(std::string(name));
-  if (it == table->end()) return std::nullopt;
-  return it->second;
-}
 
 /// The Python dtype name ("torch.int64") of a profiler "Input type" that names a tensor dtype,
 /// whichever compiler built the profiling libtorch; nullopt if `type` names no dtype.
@@ -124,7 +90,7 @@ inline std::optional<std::string> python_dtype_of_type_name(std::string_view typ
       if (t == c10::ScalarType::Undefined) continue;
       try {
         std::string name(c10::scalarTypeToTypeMeta(t).name());
-        if (!name.empty()) m->emplace(name, python_dtype(t));
+        if (!name.empty()) m->emplace(name, python_dtype_name(t));
       } catch (...) {
       }
     }
@@ -138,35 +104,9 @@ inline std::optional<std::string> python_dtype_of_type_name(std::string_view typ
 /// The "Input type" this libtorch's profiler writes for a tensor of Python dtype `dtype`
 /// ("torch.float32" -> "float"); nullopt for a name that is no dtype.
 inline std::optional<std::string> type_name_of_python_dtype(std::string_view dtype) {
-  auto t = scalar_type_of_python(dtype);
+  auto t = scalar_type_from_python(dtype);
   if (!t) return std::nullopt;
   return std::string(c10::scalarTypeToTypeMeta(*t).name());
-}
-
-/// Python's `str(layout)` for c10::Layout number `l`.
-inline std::string layout_name(int64_t l) {
-  static const char* names[] = {"torch.strided", "torch.sparse_coo", "torch.sparse_csr", "torch._mkldnn",
-                                "torch.sparse_csc", "torch.sparse_bsr", "torch.sparse_bsc", "torch.jagged"};
-  return l >= 0 && l < 8 ? names[l] : "torch.layout(" + std::to_string(l) + ")";
-}
-
-/// Python's `str(memory_format)` for c10::MemoryFormat number `m`.
-inline std::string memory_format_name(int64_t m) {
-  static const char* names[] = {"torch.contiguous_format", "torch.preserve_format", "torch.channels_last",
-                                "torch.channels_last_3d"};
-  return m >= 0 && m < 4 ? names[m] : "torch.memory_format(" + std::to_string(m) + ")";
-}
-
-/// The number of a layout or memory format from its Python name; nullopt if unknown.
-inline std::optional<int64_t> layout_number(std::string_view name) {
-  for (int64_t i = 0; i < 8; ++i)
-    if (layout_name(i) == name) return i;
-  return std::nullopt;
-}
-inline std::optional<int64_t> memory_format_number(std::string_view name) {
-  for (int64_t i = 0; i < 4; ++i)
-    if (memory_format_name(i) == name) return i;
-  return std::nullopt;
 }
 
 /// One scalar as "Concrete Inputs" writes it.
@@ -289,28 +229,6 @@ inline std::string ivalue_double(double d) {
 /// A complex number as IValue prints it: "1.+2.j", "0.5-1.j".
 inline std::string ivalue_complex(double re, double im) {
   return ivalue_double(re) + (std::signbit(im) && !std::isnan(im) ? "-" : "+") + ivalue_double(std::abs(im)) + "j";
-}
-
-/// Python's repr of a float ("1.0", "0.1", "inf", "nan").
-inline std::string python_float(double d) {
-  if (std::isnan(d)) return "nan";
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  std::string s;
-  json::Writer::append_double(s, d);
-  return s;
-}
-
-/// Python's str(complex): "(1+2j)", "2j", "(1.5-0j)".
-inline std::string python_complex(double re, double im) {
-  auto part = [](double d) {
-    std::string s = python_float(d);
-    if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
-    return s;
-  };
-  if (re == 0.0 && !std::signbit(re)) return part(im) + "j";
-  std::string im_s = part(im);
-  if (im_s[0] != '-') im_s = "+" + im_s;
-  return "(" + part(re) + im_s + "j)";
 }
 
 }  // namespace optrace::detail::kineto

@@ -20,6 +20,7 @@
 //   ones, trailing ones equal to their schema default dropped (compared with IValue's ==).
 
 #include <optrace/detail/compat.hpp>
+#include <optrace/detail/python_names.hpp>
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 
@@ -44,28 +45,6 @@
 #include <vector>
 
 namespace optrace {
-
-/// Python's name of a dtype (`torch.float32`, `torch.int64`, `torch.bfloat16`), as `str(dtype)`.
-inline std::string python_dtype_name(c10::ScalarType t) {
-  std::string c = c10::toString(t);  // "Float", "Long", "BFloat16", "Float8_e4m3fn", ...
-  static const std::map<std::string, std::string> special = {
-      {"Byte", "uint8"},        {"Char", "int8"},          {"Short", "int16"},          {"Int", "int32"},
-      {"Long", "int64"},        {"Half", "float16"},       {"Float", "float32"},        {"Double", "float64"},
-      {"ComplexHalf", "complex32"}, {"ComplexFloat", "complex64"}, {"ComplexDouble", "complex128"}};
-  auto it = special.find(c);
-  if (it != special.end()) return "torch." + it->second;
-  for (char& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return "torch." + c;
-}
-
-/// The dtype named `name` (`"torch.float32"`, as `python_dtype_name` writes it), or nullopt.
-inline std::optional<c10::ScalarType> scalar_type_from_python(std::string_view name) {
-  for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
-    auto t = static_cast<c10::ScalarType>(i);
-    if (python_dtype_name(t) == name) return t;
-  }
-  return std::nullopt;
-}
 
 namespace detail {
 
@@ -627,40 +606,6 @@ inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
 }
 
 // ---- decoding (at trace() time) ----
-
-inline std::string python_repr(double d) {
-  std::string s;
-  json::Writer::append_double(s, d);
-  if (s == "NaN") return "nan";
-  if (s == "Infinity") return "inf";
-  if (s == "-Infinity") return "-inf";
-  return s;
-}
-
-// Python's str(complex): "(1+2j)", "2j", "(1.5-0j)".
-inline std::string python_complex(double re, double im) {
-  auto part = [](double d) {
-    std::string s = python_repr(d);
-    if (s.size() > 2 && s.compare(s.size() - 2, 2, ".0") == 0) s.resize(s.size() - 2);
-    return s;
-  };
-  if (re == 0.0 && !std::signbit(re)) return part(im) + "j";
-  std::string im_s = part(im);
-  if (im_s[0] != '-') im_s = "+" + im_s;
-  return "(" + part(re) + im_s + "j)";
-}
-
-inline std::string layout_name(int64_t l) {
-  static const char* names[] = {"torch.strided", "torch.sparse_coo", "torch.sparse_csr", "torch._mkldnn",
-                                "torch.sparse_csc", "torch.sparse_bsr", "torch.sparse_bsc", "torch.jagged"};
-  return l >= 0 && l < 8 ? names[l] : "torch.layout(" + std::to_string(l) + ")";
-}
-
-inline std::string memory_format_name(int64_t m) {
-  static const char* names[] = {"torch.contiguous_format", "torch.preserve_format", "torch.channels_last",
-                                "torch.channels_last_3d"};
-  return m >= 0 && m < 4 ? names[m] : "torch.memory_format(" + std::to_string(m) + ")";
-}
 
 inline std::string device_name(int64_t type, int64_t index) {
   return c10::Device(static_cast<c10::DeviceType>(type), static_cast<c10::DeviceIndex>(index)).str();

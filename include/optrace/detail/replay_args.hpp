@@ -14,6 +14,7 @@
 //   narrowed by the value ranges an extended trace recorded.
 
 #include <optrace/detail/compat.hpp>
+#include <optrace/detail/python_names.hpp>
 #include <optrace/error.hpp>
 #include <optrace/materialize.hpp>
 #include <optrace/op_trace.hpp>
@@ -55,47 +56,19 @@ inline std::string base_op_name(std::string_view full) {
   return std::string(full.substr(0, full.find('.')));
 }
 
-// Python's dtype names (`str(torch.float32)` and the aliases `torch.float`, `torch.long`, ...).
+// Python's dtype names (`str(torch.float32)`, and the aliases `torch.float`, `torch.long`, ...
+// that a hand-written trace may use).
 inline std::optional<c10::ScalarType> dtype_from_python(std::string_view s) {
+  if (auto t = scalar_type_from_python(s)) return t;
   if (s.substr(0, 6) != "torch.") return std::nullopt;
   s.remove_prefix(6);
   using T = c10::ScalarType;
-  static const std::pair<std::string_view, T> table[] = {
-      {"float32", T::Float},   {"float", T::Float},         {"float64", T::Double},      {"double", T::Double},
-      {"float16", T::Half},    {"half", T::Half},           {"bfloat16", T::BFloat16},   {"complex32", T::ComplexHalf},
-      {"chalf", T::ComplexHalf}, {"complex64", T::ComplexFloat}, {"cfloat", T::ComplexFloat},
-      {"complex128", T::ComplexDouble}, {"cdouble", T::ComplexDouble}, {"uint8", T::Byte}, {"int8", T::Char},
-      {"int16", T::Short},     {"short", T::Short},         {"int32", T::Int},           {"int", T::Int},
-      {"int64", T::Long},      {"long", T::Long},           {"bool", T::Bool},           {"qint8", T::QInt8},
-      {"quint8", T::QUInt8},   {"qint32", T::QInt32}};
-  for (const auto& [name, type] : table)
+  static const std::pair<std::string_view, T> aliases[] = {
+      {"float", T::Float},   {"double", T::Double},      {"half", T::Half},           {"chalf", T::ComplexHalf},
+      {"cfloat", T::ComplexFloat}, {"cdouble", T::ComplexDouble}, {"short", T::Short}, {"int", T::Int},
+      {"long", T::Long}};
+  for (const auto& [name, type] : aliases)
     if (name == s) return type;
-  static const std::pair<std::string_view, NewerDtype> newer[] = {
-      {"float8_e5m2", NewerDtype::Float8_e5m2},         {"float8_e4m3fn", NewerDtype::Float8_e4m3fn},
-      {"float8_e5m2fnuz", NewerDtype::Float8_e5m2fnuz}, {"float8_e4m3fnuz", NewerDtype::Float8_e4m3fnuz},
-      {"uint16", NewerDtype::UInt16},                   {"uint32", NewerDtype::UInt32},
-      {"uint64", NewerDtype::UInt64}};
-  for (const auto& [name, which] : newer)
-    if (name == s) return newer_dtype(which);
-  return std::nullopt;
-}
-
-inline std::optional<c10::MemoryFormat> memory_format_from_python(std::string_view s) {
-  if (s == "torch.contiguous_format") return c10::MemoryFormat::Contiguous;
-  if (s == "torch.preserve_format") return c10::MemoryFormat::Preserve;
-  if (s == "torch.channels_last") return c10::MemoryFormat::ChannelsLast;
-  if (s == "torch.channels_last_3d") return c10::MemoryFormat::ChannelsLast3d;
-  return std::nullopt;
-}
-
-inline std::optional<c10::Layout> layout_from_python(std::string_view s) {
-  if (s == "torch.strided") return c10::kStrided;
-  if (s == "torch.sparse_coo") return c10::kSparse;
-  if (s == "torch.sparse_csr") return c10::kSparseCsr;
-  if (s == "torch.sparse_csc") return c10::kSparseCsc;
-  if (s == "torch.sparse_bsr") return c10::kSparseBsr;
-  if (s == "torch.sparse_bsc") return c10::kSparseBsc;
-  if (s == "torch._mkldnn") return c10::kMkldnn;
   return std::nullopt;
 }
 

@@ -345,7 +345,7 @@ class Document {
     }
     // Not mappable (a pipe, an empty file): read it.
     std::unique_ptr<Document> doc(new Document());
-    std::string text = read_padded(path);
+    std::string text = optrace::detail::read_file(path, simdjson::SIMDJSON_PADDING);
     std::string_view view(text);
     if (!detail::has_float_tokens(view)) {
       doc->buffer_ = std::move(text);  // already padded: parsed in place
@@ -384,25 +384,6 @@ class Document {
   void parse_padded(const char* text, size_t size) {
     auto error = parser_->parse(text, size, false).get(root_);
     if (error) throw JsonError("", std::string("malformed JSON: ") + simdjson::error_message(error));
-  }
-
-  // The whole file, with simdjson's padding reserved after it (one allocation, no copy).
-  static std::string read_padded(const std::string& path) {
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
-    std::string data;
-    if (std::fseek(f, 0, SEEK_END) == 0) {
-      long size = std::ftell(f);
-      if (size > 0) data.reserve(static_cast<size_t>(size) + simdjson::SIMDJSON_PADDING);
-      std::fseek(f, 0, SEEK_SET);
-    }
-    char chunk[1 << 16];
-    size_t n;
-    while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) data.append(chunk, n);
-    bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    OPTRACE_CHECK(!failed, IoError, "error while reading '", path, "'");
-    return data;
   }
 
   static bool same(const simdjson::dom::element& a, const simdjson::dom::element& b) {
