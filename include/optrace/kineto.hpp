@@ -780,7 +780,7 @@ inline std::string_view trim(std::string_view s) {
 }
 
 [[noreturn]] inline void malformed(const std::string& path, simdjson::error_code e) {
-  throw JsonError(path, std::string("malformed JSON: ") + simdjson::error_message(e));
+  throw JsonError(path, "malformed JSON: " + json::detail::simdjson_message(e));
 }
 
 inline std::string_view token_of(od::value& v) { return v.raw_json_token(); }

@@ -33,6 +33,21 @@ inline constexpr std::string_view kNaN = std::string_view("\0NaN", 4);
 inline constexpr std::string_view kInf = std::string_view("\0Infinity", 9);
 inline constexpr std::string_view kNegInf = std::string_view("\0-Infinity", 10);
 
+// simdjson's message for `error`, the same across simdjson versions: 3.12 prefixes the code's
+// name ("TAPE_ERROR: ") and appends " This is a fatal and unrecoverable error." to some.
+inline std::string simdjson_message(simdjson::error_code error) {
+  if (error == simdjson::EMPTY) return "no JSON found (empty input)";  // 3.0: "Empty: ...", 3.12: "EMPTY: ..."
+  std::string_view m = simdjson::error_message(error);
+  const size_t colon = m.find(": ");
+  if (colon != std::string_view::npos && colon > 0 &&
+      m.substr(0, colon).find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") == std::string_view::npos)
+    m.remove_prefix(colon + 2);
+  constexpr std::string_view fatal = " This is a fatal and unrecoverable error.";
+  if (m.size() >= fatal.size() && m.substr(m.size() - fatal.size()) == fatal) m.remove_suffix(fatal.size());
+  while (!m.empty() && m.back() == ' ') m.remove_suffix(1);
+  return std::string(m);
+}
+
 inline bool is_special_float(std::string_view s) { return !s.empty() && s[0] == '\0' && (s == kNaN || s == kInf || s == kNegInf); }
 
 inline double special_float_value(std::string_view s) {
@@ -383,7 +398,7 @@ class Document {
   // `text` must stay readable SIMDJSON_PADDING bytes past `size`, and live as long as this document.
   void parse_padded(const char* text, size_t size) {
     auto error = parser_->parse(text, size, false).get(root_);
-    if (error) throw JsonError("", std::string("malformed JSON: ") + simdjson::error_message(error));
+    if (error) throw JsonError("", "malformed JSON: " + detail::simdjson_message(error));
   }
 
   static bool same(const simdjson::dom::element& a, const simdjson::dom::element& b) {
