@@ -23,3 +23,16 @@ namespace optrace_test {
 inline std::string data_path(const std::string& name) { return std::string(OPTRACE_TEST_DATA) + "/" + name; }
 inline std::string temp_path(const std::string& name) { return std::string(OPTRACE_BINARY_DIR) + "/" + name; }
 }  // namespace optrace_test
+
+// Built with AddressSanitizer (cmake/sanitize.sh): freed memory sits in ASan's quarantine, so the
+// process's RSS says nothing about what the code under test keeps.
+#if defined(__SANITIZE_ADDRESS__)
+#define OPTRACE_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define OPTRACE_TEST_ASAN 1
+#endif
+#endif
+#ifndef OPTRACE_TEST_ASAN
+#define OPTRACE_TEST_ASAN 0
+#endif

@@ -343,9 +343,11 @@ inline TensorSpec read_tensor_meta(const json::Value& v, std::vector<std::string
 }
 
 /// A value tree as `write_value` writes it. Throws JsonError.
-inline Value read_value(const json::Value& j) {
+inline Value read_value(const json::Value& j, int depth = 0) {
   Value v;
   if (j.is_null()) return v;
+  if (depth >= json::kMaxValueDepth)
+    j.fail("expected values nested at most " + std::to_string(json::kMaxValueDepth) + " deep");
   if (!j.is_object() || j.size() < 1 || j.size() > 2)
     j.fail("expected null or an object with one of tensor, int, float, bool, str, list, tuple, dict, struct");
   json::Value x = j;
@@ -366,7 +368,7 @@ inline Value read_value(const json::Value& j) {
     v.s = std::string(x.as_string());
   } else if (j.find("list", x) || j.find("tuple", x)) {
     v.kind = j.find("list", x) ? Value::Kind::List : Value::Kind::Tuple;
-    for (json::Value item : x.array()) v.items.push_back(read_value(item));
+    for (json::Value item : x.array()) v.items.push_back(read_value(item, depth + 1));
   } else if (j.find("dict", x) || j.find("struct", x)) {
     if (j.find("struct", x)) {
       v.kind = Value::Kind::Struct;
@@ -377,7 +379,7 @@ inline Value read_value(const json::Value& j) {
     }
     for (auto [key, item] : x.object()) {
       v.keys.emplace_back(key);
-      v.items.push_back(read_value(item));
+      v.items.push_back(read_value(item, depth + 1));
     }
   } else {
     j.fail("expected null or an object with one of tensor, int, float, bool, str, list, tuple, dict, struct");

@@ -106,7 +106,7 @@ class OpValue {
 
   /// Reads a value written by `write` (or by Python's json). Throws JsonError for objects other
   /// than `{"tensor_list_ref": <int>}` and integers beyond int64.
-  static OpValue read(const json::Value& v) {
+  static OpValue read(const json::Value& v, int depth = 0) {
     using simdjson::dom::element_type;
     switch (v.element().type()) {
       case element_type::NULL_VALUE: return none();
@@ -118,9 +118,11 @@ class OpValue {
         if (v.is_number()) return floating(v.as_double());
         return string(std::string(v.as_string()));
       case element_type::ARRAY: {
+        if (depth >= json::kMaxValueDepth)
+          v.fail("expected lists nested at most " + std::to_string(json::kMaxValueDepth) + " deep");
         std::vector<OpValue> items;
         items.reserve(v.size());
-        for (json::Value item : v.array()) items.push_back(read(item));
+        for (json::Value item : v.array()) items.push_back(read(item, depth + 1));
         return list(std::move(items));
       }
       case element_type::OBJECT: {

@@ -271,7 +271,7 @@ class OpTraceFastReader {
     return std::nullopt;
   }
 
-  OpValue read_value(Value v) {
+  OpValue read_value(Value v, int depth = 0) {
     simdjson::ondemand::json_type type;
     if (v.type().get(type) != simdjson::SUCCESS) {  // 'N' or 'I': not a JSON value
       if (auto d = python_float(v)) return OpValue::floating(*d);
@@ -294,9 +294,11 @@ class OpTraceFastReader {
       }
       case simdjson::ondemand::json_type::string: return OpValue::string(std::string(get<std::string_view>(v.get_string())));
       case simdjson::ondemand::json_type::array: {
+        if (depth >= json::kMaxValueDepth) throw Fail{};  // the DOM reader names the path
         std::vector<OpValue> items;  // not values_: a list may sit inside non_tensor_inputs
         items.reserve(4);
-        for (auto item : get<simdjson::ondemand::array>(v.get_array())) items.push_back(read_value(get<Value>(item)));
+        for (auto item : get<simdjson::ondemand::array>(v.get_array()))
+          items.push_back(read_value(get<Value>(item), depth + 1));
         return OpValue::list(std::move(items));
       }
       case simdjson::ondemand::json_type::object: {
@@ -315,20 +317,21 @@ class OpTraceFastReader {
 
   // Reads (and so validates) a value nobody asked for: the DOM path rejects malformed JSON
   // anywhere, so this path must not skip over it.
-  void skip(Value v) {
+  void skip(Value v, int depth = 0) {
     simdjson::ondemand::json_type type;
     if (v.type().get(type) != simdjson::SUCCESS) {
       if (!python_float(v)) throw Fail{};
       return;
     }
+    if (depth >= json::kMaxValueDepth) throw Fail{};
     switch (type) {
       case simdjson::ondemand::json_type::array:
-        for (auto item : get<simdjson::ondemand::array>(v.get_array())) skip(get<Value>(item));
+        for (auto item : get<simdjson::ondemand::array>(v.get_array())) skip(get<Value>(item), depth + 1);
         return;
       case simdjson::ondemand::json_type::object:
         for (auto field : get<simdjson::ondemand::object>(v.get_object())) {
           get<std::string_view>(field.unescaped_key());
-          skip(get<Value>(field.value()));
+          skip(get<Value>(field.value()), depth + 1);
         }
         return;
       default:

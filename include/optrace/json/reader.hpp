@@ -22,6 +22,12 @@
 
 namespace optrace::json {
 
+/// How deep values may nest in optrace's files (an op's argument lists, an observed call's
+/// input tree); deeper is a JsonError. Real ones nest a few levels; the bound keeps reading them
+/// (recursive, as is destroying the values read) from exhausting a small thread stack, far below
+/// simdjson's own depth limit of 1024.
+inline constexpr int kMaxValueDepth = 128;
+
 class Document;
 
 namespace detail {
