@@ -31,7 +31,7 @@ jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${OPTRACE_CMAKE_ARGS:-}
 if [ "$mode" = demo ]; then
   cmake --build "$build" --parallel "$jobs" --target demo
-  "$build/examples/demo/demo"
+  "$build/examples/demo"
 else
   cmake --build "$build" --parallel "$jobs"
   ctest --test-dir "$build" --output-on-failure --parallel "$jobs"
