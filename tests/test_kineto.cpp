@@ -287,6 +287,21 @@ TEST_CASE("kineto: argument kinds and overload resolution", "[kineto]") {
   }
 }
 
+TEST_CASE("kineto: reshape's _reshape_alias is imported as OpTracer records it", "[kineto]") {
+  auto r = kineto::parse(trace_of({
+      op("aten::_reshape_alias", 0, 1,
+         in("[[2, 3, 4], [], []]", R"(["float", "ScalarList", "ScalarList"])", R"(["", "[6, 4]", "[4, 1]"])")),
+  }));
+  if (optrace::detail::kReshapeAliasRecordedAsView) {
+    CHECK(r.trace.find("_reshape_alias.default") == nullptr);
+    const OpInput& view = only_input(r.trace, "view.default");
+    CHECK(view.input_shapes.size() == 2);  // self, size: the stride is dropped
+    CHECK(view.non_tensor_inputs[1] == OpValue::list({OpValue::integer(6), OpValue::integer(4)}));
+  } else {
+    CHECK(only_input(r.trace, "_reshape_alias.default").input_shapes.size() == 3);
+  }
+}
+
 TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
   std::string text = trace_of({op("aten::neg", 0, 1, in("[[3]]", R"(["float"])", R"([""])"))});
   std::string plain = write_temp("kineto_plain.pt.trace.json", text);

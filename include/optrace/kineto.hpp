@@ -732,9 +732,11 @@ inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::st
   const auto& params = best->schema->arguments();
   size_t positional = std::min(best->kwarg_only_start, args.size());
   while (positional > 0 && equals_default(args[positional - 1], params[positional - 1])) --positional;
-  if (detail::kReshapeAliasRecordedAsView && best->name == "_reshape_alias.default") {
-    info.op = "view.default";  // as OpTracer records it: view(self, size)
-    positional = std::min<size_t>(positional, 2);
+  if (auto reference = detail::reference_op_for(best->schema->operator_name())) {
+    // As OpTracer records it: as the op the reference tracer sees, with its leading arguments.
+    const Overload& as = overloads_by_name().at(reference->name).front();  // the default overload first
+    info.op = as.name;
+    positional = std::min(positional, as.schema->arguments().size());
   }
   std::string guess = "torch.float32";
   for (const RecArg& r : args)

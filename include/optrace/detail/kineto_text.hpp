@@ -35,7 +35,6 @@
 
 namespace optrace::detail::kineto {
 
-
 /// The Python dtype name ("torch.int64") of a profiler "Input type" that names a tensor dtype,
 /// whichever compiler built the profiling libtorch; nullopt if `type` names no dtype.
 /// `std::optional<T>` / `c10::optional<T>` wrappers are looked through.

@@ -80,10 +80,9 @@ struct OpInfo {
   size_t kwarg_only_start = 0;
   std::vector<ArgKind> kinds;
   c10::OperatorHandle handle;
-  // Set for an op the reference tracer records as another one (see kReshapeAliasRecordedAsView):
-  // its calls are recorded under `recorded_as`, with their first `recorded_arity` arguments.
+  // Set for an op the reference tracer records as another one (see reference_op_for): its calls
+  // are recorded under `recorded_as`, with as many leading arguments as that op's schema has.
   const OpInfo* recorded_as = nullptr;
-  size_t recorded_arity = 0;
   explicit OpInfo(c10::OperatorHandle h) : handle(std::move(h)) {}
 };
 
@@ -103,8 +102,7 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   static std::mutex mutex;
   static std::unordered_map<std::string, std::unique_ptr<OpInfo>> infos;
   const OpInfo* recorded_as = nullptr;
-  if (kReshapeAliasRecordedAsView && name.name == "aten::_reshape_alias" && name.overload_name.empty())
-    recorded_as = op_info(c10::OperatorName("aten::view", ""));  // before taking the lock
+  if (auto reference = reference_op_for(name)) recorded_as = op_info(*reference);  // before taking the lock
   std::string key = name.name + "." + name.overload_name;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = infos.find(key);
@@ -132,7 +130,6 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   for (const auto& a : args) info->kinds.push_back(arg_kind(a));
   if (recorded_as != nullptr) {
     info->recorded_as = recorded_as;
-    info->recorded_arity = recorded_as->schema->arguments().size();
     info->name = recorded_as->name;  // include/exclude filters see the recorded name
     info->base = recorded_as->base;
   }
@@ -509,7 +506,7 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::Array
   if (inputs.size() > args.size()) inputs = inputs.slice(inputs.size() - args.size());
   size_t n = std::min(inputs.size(), args.size());
   size_t positional = std::min(op.kwarg_only_start, n);
-  if (op.recorded_as != nullptr) positional = std::min(positional, op.recorded_arity);
+  if (op.recorded_as != nullptr) positional = std::min(positional, op.recorded_as->schema->arguments().size());
   while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
   const bool extended = s.settings.extended;
   KeyWriter& key = ts.scratch;

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -90,25 +91,28 @@ inline constexpr const char* kMemoryFormatNames[] = {"torch.contiguous_format", 
 
 /// Python's `str(layout)` for c10::Layout number `l`.
 inline std::string layout_name(int64_t l) {
-  return l >= 0 && l < 8 ? kLayoutNames[l] : "torch.layout(" + std::to_string(l) + ")";
+  return l >= 0 && l < static_cast<int64_t>(std::size(kLayoutNames)) ? kLayoutNames[l]
+                                                                     : "torch.layout(" + std::to_string(l) + ")";
 }
 
 /// Python's `str(memory_format)` for c10::MemoryFormat number `m`.
 inline std::string memory_format_name(int64_t m) {
-  return m >= 0 && m < 4 ? kMemoryFormatNames[m] : "torch.memory_format(" + std::to_string(m) + ")";
+  return m >= 0 && m < static_cast<int64_t>(std::size(kMemoryFormatNames))
+             ? kMemoryFormatNames[m]
+             : "torch.memory_format(" + std::to_string(m) + ")";
 }
 
 /// The number of a layout from its Python name; nullopt if unknown.
 inline std::optional<int64_t> layout_number(std::string_view name) {
-  for (int64_t i = 0; i < 8; ++i)
-    if (name == kLayoutNames[i]) return i;
+  for (size_t i = 0; i < std::size(kLayoutNames); ++i)
+    if (name == kLayoutNames[i]) return static_cast<int64_t>(i);
   return std::nullopt;
 }
 
 /// The number of a memory format from its Python name; nullopt if unknown.
 inline std::optional<int64_t> memory_format_number(std::string_view name) {
-  for (int64_t i = 0; i < 4; ++i)
-    if (name == kMemoryFormatNames[i]) return i;
+  for (size_t i = 0; i < std::size(kMemoryFormatNames); ++i)
+    if (name == kMemoryFormatNames[i]) return static_cast<int64_t>(i);
   return std::nullopt;
 }
 
