@@ -7,7 +7,19 @@
 #
 # Environment: OPTRACE_CI_CACHE (default /var/cache/optrace-ci) holds the chroot `trixie/`;
 # OPTRACE_BUILD_DIR (default build-trixie) is the build folder inside the clone.
+#
+# Usage: bash .ci/trixie.sh            the README's test command in the chroot
+#        bash .ci/trixie.sh --prepare  make or update the chroot only
+#        bash .ci/trixie.sh --run CMD  run CMD (bash -c) in the chroot, in the source tree
 set -euo pipefail
+
+action=test
+case "${1:-}" in
+  "") ;;
+  --prepare) action=prepare ;;
+  --run) action=run; shift; command_line="$*" ;;
+  *) echo "usage: bash .ci/trixie.sh [--prepare | --run CMD]" >&2; exit 2 ;;
+esac
 
 src=$(cd "$(dirname "$0")/.." && pwd -P)
 cache=${OPTRACE_CI_CACHE:-/var/cache/optrace-ci}
@@ -15,8 +27,9 @@ suite=trixie
 root=$cache/$suite
 build=${OPTRACE_BUILD_DIR:-build-trixie}
 # What dev.sh needs, so that it installs nothing at test time. python3-torch lets the
-# interoperability tests compare with torch 2.x's Python side.
-packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2 python3-torch)
+# interoperability tests compare with torch 2.x's Python side; python3-torchvision gives them
+# real architectures (no weights are downloaded).
+packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2 python3-torch python3-torchvision)
 
 unavailable() { echo "trixie: $*" >&2; exit 75; }
 
@@ -125,7 +138,8 @@ else
 fi
 
 in_root "$root" dpkg-query -W -f='== trixie: ${Package} ${Version}\n' \
-  libtorch-dev libsimdjson-dev catch2 cmake g++ python3-torch 2>/dev/null || true
+  libtorch-dev libsimdjson-dev catch2 cmake g++ python3-torch python3-torchvision 2>/dev/null || true
+[ "$action" = prepare ] && exit 0
 
 # The source tree, and ../shared beside it where the checkout has one, at fixed places so
 # the build folder's absolute paths stay valid from one run to the next.
@@ -135,7 +149,11 @@ if [ -d "$src/../shared" ]; then
   mount_in "$root" /mnt/optrace/shared --bind "$(cd "$src/../shared" && pwd -P)"
 fi
 status=0
-in_root "$root" OPTRACE_BUILD_DIR="$build" OPTRACE_CMAKE_ARGS="${OPTRACE_CMAKE_ARGS:-}" \
-  bash -c 'cd /mnt/optrace/src && bash cmake/dev.sh test' || status=1
+if [ "$action" = run ]; then
+  in_root "$root" bash -c "cd /mnt/optrace/src && $command_line" || status=$?
+else
+  in_root "$root" OPTRACE_BUILD_DIR="$build" OPTRACE_CMAKE_ARGS="${OPTRACE_CMAKE_ARGS:-}" \
+    bash -c 'cd /mnt/optrace/src && bash cmake/dev.sh test' || status=1
+fi
 unmount_all
 exit $status

@@ -1,5 +1,5 @@
 // Tests for optrace/dynamic_shapes.hpp: dynamic dims, shared symbols, derived dims, warnings, output forms.
-#include <optrace/detail/io.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/observer.hpp>
 
 #include <torch/torch.h>

@@ -48,3 +48,19 @@ TEST_CASE("errors: message format and nesting", "[json]") {
     CHECK_THROWS_AS(std::rethrow_if_nested(e), std::out_of_range);
   }
 }
+
+TEST_CASE("errors: the bare message and a JSON path re-rooted without parsing text", "[json]") {
+  optrace::ArgumentError a("scalar changed between calls: 0.5 and 0.25");
+  CHECK(a.message() == "scalar changed between calls: 0.5 and 0.25");
+  CHECK(std::string(a.what_without_prefix()) == "ArgumentError: scalar changed between calls: 0.5 and 0.25");
+  optrace::Error plain("plain");
+  CHECK(std::string(plain.what()) == "optrace: Error: plain");
+  // A message that itself holds the text "optrace: JsonError at /x: " is kept whole.
+  optrace::JsonError inner("/Input Dims/0", "optrace: JsonError at /x: expected a list");
+  optrace::JsonError outer = inner.under("/traceEvents/12/args");
+  CHECK(outer.path() == "/traceEvents/12/args/Input Dims/0");
+  CHECK(outer.message() == "optrace: JsonError at /x: expected a list");
+  CHECK(std::string(outer.what()) == "optrace: JsonError at /traceEvents/12/args/Input Dims/0: optrace: JsonError at /x: expected a list");
+  CHECK(optrace::JsonError("", "malformed").under("/a").path() == "/a");
+  CHECK(std::string(optrace::JsonError("", "malformed").what()) == "optrace: JsonError at /: malformed");
+}

@@ -1,5 +1,6 @@
 // Tests for optrace/observations.hpp: the observation file written, read back, validated, materialized.
 #include <optrace/materialize.hpp>
+#include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 
 #include <torch/torch.h>

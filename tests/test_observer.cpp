@@ -120,6 +120,16 @@ TEST_CASE("observer: seed scenario 3 optional mask with value_if_missing", "[obs
     CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
     CHECK(observer.infer_arguments().describe() == "(float32[2, 10], float32[0, 10])");
   }
+  SECTION("C++ module with arg_names and value_if_missing by position") {
+    // The position names the argument it stands for ("mask"), also when the names come later
+    // in the options than value_if_missing.
+    optrace::InputObserver<Masked> observer(
+        Masked{}, optrace::ObserverOptions().value_if_missing(1, torch::ones({0, seq})).arg_names({"x", "mask"}));
+    observer(torch::randn({2, seq}), c10::optional<torch::Tensor>());
+    observer(torch::randn({3, seq}), c10::optional<torch::Tensor>(torch::ones({3, seq})));
+    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+    CHECK(observer.infer_arguments().describe() == "(float32[2, 10], float32[0, 10])");
+  }
   SECTION("without value_if_missing the first complete call is chosen") {
     optrace::InputObserver<Masked> observer(Masked{}, optrace::ObserverOptions().arg_names({"x", "mask"}));
     observer(torch::randn({2, seq}), c10::optional<torch::Tensor>());

@@ -157,7 +157,9 @@ TEST_CASE("op trace: extended keys round trip", "[op_trace]") {
 // leaves the text to the DOM reader.
 std::optional<OpTrace> fast_read(const std::string& text) {
   simdjson::padded_string padded(text);
-  return optrace::detail::OpTraceFastReader::read(padded.data(), padded.size(), padded.size() + simdjson::SIMDJSON_PADDING);
+  auto ops = optrace::detail::op_trace::FastReader::read(padded.data(), padded.size(), padded.size() + simdjson::SIMDJSON_PADDING);
+  if (!ops) return std::nullopt;
+  return OpTrace::from_entries(std::move(*ops));
 }
 
 OpTrace dom_read(const std::string& text) { return OpTrace::from_document(*optrace::json::Document::parse(text)); }
@@ -263,18 +265,18 @@ TEST_CASE("json reader: float tokens inside strings stay strings", "[json]") {
   // Patterns that look like bare tokens force the exact (string-tracking) rewrite.
   auto doc = optrace::json::Document::parse(R"(["x, NaN, y", "[Infinity]", "a\", -Infinity", NaN, "k: -Infinity}"])");
   std::vector<std::string> got;
-  for (optrace::json::Value v : doc->root().array()) got.push_back(v.is_string() ? std::string(v.as_string()) : v.describe());
+  for (optrace::json::Node v : doc->root().array()) got.push_back(v.is_string() ? std::string(v.as_string()) : v.describe());
   CHECK(got == std::vector<std::string>{"x, NaN, y", "[Infinity]", "a\", -Infinity", "NaN", "k: -Infinity}"});
 }
 
 TEST_CASE("json reader: typed accessors and paths", "[json]") {
   auto doc = optrace::json::Document::parse(R"({"a": [1, -Infinity, "NaN", {"b/": [true]}], "s": "x\"y"})");
-  optrace::json::Value root = doc->root();
-  optrace::json::Value a = root["a"];
+  optrace::json::Node root = doc->root();
+  optrace::json::Node a = root["a"];
   CHECK(a.size() == 4);
   CHECK(a.path() == "/a");
-  std::vector<optrace::json::Value> items;
-  for (optrace::json::Value v : a.array()) items.push_back(v);
+  std::vector<optrace::json::Node> items;
+  for (optrace::json::Node v : a.array()) items.push_back(v);
   CHECK(items[0].as_int() == 1);
   CHECK(items[0].as_double() == 1.0);
   CHECK(items[1].is_number());

@@ -16,10 +16,10 @@
 
 namespace {
 
-using optrace::json::Value;
+using optrace::json::Node;
 
 // Strict equality of parsed JSON: objects as key sets, lists in order, 1 != 1.0, NaN == NaN.
-bool json_equal(const Value& a, const Value& b, std::string& where) {
+bool json_equal(const Node& a, const Node& b, std::string& where) {
   auto differ = [&](const std::string& why) {
     where = a.path() + ": " + why;
     return false;
@@ -30,7 +30,7 @@ bool json_equal(const Value& a, const Value& b, std::string& where) {
   if (a.is_object()) {
     if (a.size() != b.size()) return differ("different keys");
     for (auto [key, va] : a.object()) {
-      Value vb(b);
+      Node vb(b);
       if (!b.find(key, vb)) return differ("key " + std::string(key) + " missing");
       if (!json_equal(va, vb, where)) return false;
     }
@@ -39,7 +39,7 @@ bool json_equal(const Value& a, const Value& b, std::string& where) {
   if (a.is_array()) {
     if (a.size() != b.size()) return differ("lengths " + std::to_string(a.size()) + " vs " + std::to_string(b.size()));
     auto ib = b.array().begin();
-    for (Value va : a.array()) {
+    for (Node va : a.array()) {
       if (!json_equal(va, *ib, where)) return false;
       ++ib;
     }
@@ -69,9 +69,9 @@ void check_same_json(const std::string& got, const std::string& expected) {
 std::vector<std::vector<c10::IValue>> make_calls(const std::string& inputs_json) {
   auto doc = optrace::json::Document::parse(inputs_json);
   std::vector<std::vector<c10::IValue>> calls;
-  for (Value call : doc->root().array()) {
+  for (Node call : doc->root().array()) {
     std::vector<c10::IValue> args;
-    for (Value spec : call.array()) {
+    for (Node spec : call.array()) {
       std::vector<int64_t> shape = spec["shape"].as_int_list();
       auto dtype = optrace::scalar_type_from_python(spec["dtype"].as_string());
       REQUIRE(dtype.has_value());

@@ -472,8 +472,8 @@ TEST_CASE("replay: report as table JSON and CSV", "[replay]") {
     CHECK(root["summary"]["ok"].as_int() == 1);
     CHECK(root["summary"]["error"].as_int() == 1);
     CHECK(root["summary"]["total"].as_int() == 2);
-    std::vector<optrace::json::Value> results;
-    for (optrace::json::Value v : root["results"].array()) results.push_back(v);
+    std::vector<optrace::json::Node> results;
+    for (optrace::json::Node v : root["results"].array()) results.push_back(v);
     REQUIRE(results.size() == 2);
     auto first = results[0];
     CHECK(first["op"].as_string() == "relu.default");
@@ -519,14 +519,18 @@ TEST_CASE("replay: options and python value strings", "[replay]") {
   CHECK_FALSE(dtype_from_python("float32"));
   CHECK(memory_format_from_python("torch.channels_last") == c10::MemoryFormat::ChannelsLast);
   CHECK(layout_from_python("torch.strided") == c10::kStrided);
-  CHECK(*complex_from_python("(1+2j)") == c10::complex<double>(1, 2));
-  CHECK(*complex_from_python("(-1.5e-3-2j)") == c10::complex<double>(-1.5e-3, -2));
-  CHECK(*complex_from_python("3j") == c10::complex<double>(0, 3));
-  CHECK_FALSE(complex_from_python("abc"));
-  CHECK(split_op_name("addmm.default") == std::make_pair(std::string("aten::addmm"), std::string()));
-  CHECK(split_op_name("add.Tensor") == std::make_pair(std::string("aten::add"), std::string("Tensor")));
-  CHECK(split_op_name("myops::f.out") == std::make_pair(std::string("myops::f"), std::string("out")));
-  CHECK(split_op_name("relu") == std::make_pair(std::string("aten::relu"), std::string()));
+  CHECK(*parse_complex("(1+2j)") == c10::complex<double>(1, 2));
+  CHECK(*parse_complex("(-1.5e-3-2j)") == c10::complex<double>(-1.5e-3, -2));
+  CHECK(*parse_complex("3j") == c10::complex<double>(0, 3));
+  CHECK(*parse_complex("1.+2.j") == c10::complex<double>(1, 2));  // IValue's printing (Kineto)
+  CHECK_FALSE(parse_complex("abc"));
+  CHECK(dispatcher_name("addmm.default") == c10::OperatorName("aten::addmm", ""));
+  CHECK(dispatcher_name("add.Tensor") == c10::OperatorName("aten::add", "Tensor"));
+  CHECK(dispatcher_name("myops::f.out") == c10::OperatorName("myops::f", "out"));
+  CHECK(dispatcher_name("relu") == c10::OperatorName("aten::relu", ""));
+  CHECK(display_name("aten::addmm", "") == "addmm.default");
+  CHECK(display_name("myops::f", "out") == "f.out");
+  CHECK(base_name("aten::scatter_add.default") == "scatter_add");
 
   ReplayOptions o;
   CHECK(o.mode() == ReplayMode::run);

@@ -14,16 +14,9 @@ OPTRACE_FIELDS(Pair, first, weight)
 struct NotRecordable {};
 }  // namespace app
 
-namespace optrace::detail {
-template <class T, class = void>
-struct recordable : std::true_type {};
-template <class T>
-struct recordable<T, std::void_t<typename Record<T>::unsupported>> : std::false_type {};
-}  // namespace optrace::detail
-
-static_assert(optrace::detail::recordable<app::Pair>::value, "OPTRACE_FIELDS makes a struct recordable");
-static_assert(!optrace::detail::recordable<app::NotRecordable>::value, "a plain struct is not recordable");
-static_assert(optrace::detail::recordable<std::vector<std::tuple<at::Tensor, int64_t>>>::value, "containers nest");
+static_assert(optrace::is_recordable<app::Pair>::value, "OPTRACE_FIELDS makes a struct recordable");
+static_assert(!optrace::is_recordable<app::NotRecordable>::value, "a plain struct is not recordable");
+static_assert(optrace::is_recordable<std::vector<std::tuple<at::Tensor, int64_t>>>::value, "containers nest");
 
 TEST_CASE("value: scalars containers and structs", "[value]") {
   auto v = optrace::to_value(std::make_tuple(torch::ones({2, 3}), int64_t{4}, 0.5, true, std::string("s"), c10::IValue(),

@@ -18,7 +18,7 @@ using Args = std::vector<std::string>;
 // A bad command line: printed with a pointer to --help, exit status 2. An optrace::Error, so
 // that parse_args throws nothing else.
 struct UsageError : optrace::Error {
-  using optrace::Error::Error;
+  explicit UsageError(std::string message) : optrace::Error(std::move(message)) {}
 };
 
 enum class Command { none, summary, replay, merge, convert };

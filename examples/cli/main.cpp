@@ -33,18 +33,12 @@ struct FileError : std::runtime_error {
   FileError(const std::string& file, const std::string& what) : std::runtime_error(file + ": " + what) {}
 };
 
-// optrace's own "optrace: JsonError at /a/b: ..." without the "optrace: " it starts with.
-std::string strip_prefix(std::string s) {
-  if (s.rfind("optrace: ", 0) == 0) s.erase(0, 9);
-  return s;
-}
-
 // The trace at `path`, an hf op trace or a Kineto trace, with the import report.
 optrace::kineto::ImportResult load_any(const std::string& path) {
   try {
     return optrace::kineto::load_any(path);
   } catch (const optrace::Error& e) {
-    throw FileError(path, strip_prefix(e.what()));
+    throw FileError(path, e.what_without_prefix());
   }
 }
 
@@ -80,12 +74,12 @@ int replay(const Invocation& inv) {
   try {
     if (!inv.json_path.empty()) report.save_json(inv.json_path);
   } catch (const optrace::Error& e) {
-    throw FileError(inv.json_path, strip_prefix(e.what()));
+    throw FileError(inv.json_path, e.what_without_prefix());
   }
   try {
     if (!inv.csv_path.empty()) report.save_csv(inv.csv_path);
   } catch (const optrace::Error& e) {
-    throw FileError(inv.csv_path, strip_prefix(e.what()));
+    throw FileError(inv.csv_path, e.what_without_prefix());
   }
   return report.all_ok() ? 0 : 1;
 }
@@ -96,7 +90,7 @@ int merge(const Invocation& inv) {
   try {
     merged.save(inv.output);
   } catch (const optrace::Error& e) {
-    throw FileError(inv.output, strip_prefix(e.what()));
+    throw FileError(inv.output, e.what_without_prefix());
   }
   std::cout << "merged " << inv.inputs.size() << " traces into " << inv.output << ": " << merged.size() << " ops, "
             << merged.unique_input_count() << " unique inputs, " << merged.total_calls() << " calls\n";
@@ -109,7 +103,7 @@ int convert(const Invocation& inv) {
     if (inv.to == "kineto") optrace::kineto::save(r.trace, inv.output);
     else r.trace.save(inv.output);
   } catch (const optrace::Error& e) {
-    throw FileError(inv.output, strip_prefix(e.what()));
+    throw FileError(inv.output, e.what_without_prefix());
   }
   if (!inv.quiet) {
     if (r.report.format == "kineto") std::cerr << r.report.to_string();
@@ -161,13 +155,15 @@ int main(int argc, char** argv) {
   try {
     return cli::run(argc, argv);
   } catch (const cli::UsageError& e) {
-    std::cerr << "optrace: " << cli::one_line(e.what()) << " (see optrace --help)\n";
+    std::cerr << "optrace: " << cli::one_line(e.message()) << " (see optrace --help)\n";
   } catch (const cli::FileError& e) {
     std::cerr << "optrace: " << cli::one_line(e.what()) << "\n";
   } catch (const c10::Error& e) {
     std::cerr << "optrace: " << cli::one_line(e.what_without_backtrace()) << "\n";
+  } catch (const optrace::Error& e) {
+    std::cerr << "optrace: " << cli::one_line(e.what_without_prefix()) << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "optrace: " << cli::one_line(cli::strip_prefix(e.what())) << "\n";
+    std::cerr << "optrace: " << cli::one_line(e.what()) << "\n";
   }
   return 2;
 }

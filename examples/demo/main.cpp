@@ -3,6 +3,7 @@
 //
 //   demo [OUTPUT_DIR]   (default: the current directory)
 #include <optrace/materialize.hpp>
+#include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 #include <optrace/op_tracer.hpp>
 #include <optrace/replay.hpp>

@@ -1,7 +1,7 @@
 // optrace/dynamic_shapes.hpp: which dims of which inputs are dynamic, and how to write that for torch.export
 #pragma once
 
-#include <optrace/detail/io.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/writer.hpp>
 #include <optrace/value.hpp>

@@ -5,41 +5,60 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace optrace {
 
-/// Base of every exception optrace throws. `what()` reads
-/// `optrace: <Kind>: <message>` (or `optrace: JsonError at <path>: <message>`).
-/// When a libtorch `c10::Error` caused it, that error is kept as the nested exception
-/// (`std::rethrow_if_nested`).
+/// Base of every exception optrace throws. `what()` reads `optrace: <Kind>: <message>` (or
+/// `optrace: JsonError at <path>: <message>`); `message()` is the message alone, and
+/// `what_without_prefix()` the text after `optrace: `. When a libtorch `c10::Error` caused it,
+/// that error is kept as the nested exception (`std::rethrow_if_nested`).
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  /// An error of kind "Error" with `message`.
+  explicit Error(std::string message) : Error("Error", std::move(message)) {}
+
+  /// The message without the `optrace: <Kind>: ` head: `scalar changed between calls: 0.5 and 0.25`.
+  const std::string& message() const noexcept { return message_; }
+  /// `what()` without its leading `optrace: `: `ArgumentError: scalar changed ...`.
+  const char* what_without_prefix() const noexcept { return what() + kPrefix.size(); }
+
+ protected:
+  /// For subclasses: `kind` is what `what()` names after `optrace: ` ("ArgumentError",
+  /// "JsonError at /a/0").
+  Error(const std::string& kind, std::string message)
+      : std::runtime_error(std::string(kPrefix) + kind + ": " + message), message_(std::move(message)) {}
+
+ private:
+  static constexpr std::string_view kPrefix = "optrace: ";
+  std::string message_;
 };
 
 /// A recorded argument does not fit the others: a scalar changed value, a tensor changed
 /// rank, a container changed length, no call has every keyword argument, ...
 class ArgumentError : public Error {
  public:
-  using Error::Error;
+  explicit ArgumentError(std::string message) : Error("ArgumentError", std::move(message)) {}
 };
 
 /// Shapes that cannot be reconciled (dynamic-shape inference, materialization requests).
 class ShapeError : public Error {
  public:
-  using Error::Error;
+  explicit ShapeError(std::string message) : Error("ShapeError", std::move(message)) {}
 };
 
 /// A JSON document is malformed or does not follow its schema. `path()` is the JSON pointer
 /// of the offending value (`/convolution.default/unique_inputs/3/input_shapes/0`).
 class JsonError : public Error {
  public:
-  JsonError(std::string path, const std::string& message)
-      : Error("optrace: JsonError at " + (path.empty() ? std::string("/") : path) + ": " + message),
-        path_(std::move(path)) {}
+  JsonError(std::string path, std::string message)
+      : Error("JsonError at " + (path.empty() ? std::string("/") : path), std::move(message)), path_(std::move(path)) {}
   /// The JSON pointer of the offending value; empty for the document itself.
   const std::string& path() const noexcept { return path_; }
+  /// The same error for a document nested at `prefix` in a larger one (`/traceEvents/12/args`).
+  JsonError under(const std::string& prefix) const { return JsonError(prefix + path_, message()); }
 
  private:
   std::string path_;
@@ -48,13 +67,13 @@ class JsonError : public Error {
 /// A file could not be read or written.
 class IoError : public Error {
  public:
-  using Error::Error;
+  explicit IoError(std::string message) : Error("IoError", std::move(message)) {}
 };
 
 /// Tensors could not be built from recorded specs (unsupported dtype, over the memory budget).
 class MaterializeError : public Error {
  public:
-  using Error::Error;
+  explicit MaterializeError(std::string message) : Error("MaterializeError", std::move(message)) {}
 };
 
 namespace detail {
@@ -66,22 +85,14 @@ std::string concat(const Parts&... parts) {
   return out.str();
 }
 
-template <class E>
-constexpr const char* error_kind() {
-  if constexpr (std::is_same_v<E, ArgumentError>) return "ArgumentError";
-  else if constexpr (std::is_same_v<E, ShapeError>) return "ShapeError";
-  else if constexpr (std::is_same_v<E, IoError>) return "IoError";
-  else if constexpr (std::is_same_v<E, MaterializeError>) return "MaterializeError";
-  else return "Error";
-}
-
-/// The one place that throws (fmt's report_error). Builds the message only when called.
+/// The one place that throws (fmt's report_error). Builds the message only when called; keeps
+/// the exception being handled, if any, as the nested cause.
 template <class E, class... Parts>
 [[noreturn]] void raise(const Parts&... parts) {
   static_assert(!std::is_same_v<E, JsonError>, "JsonError takes a path: throw JsonError(path, msg)");
-  std::string message = concat("optrace: ", error_kind<E>(), ": ", parts...);
-  if (std::current_exception()) std::throw_with_nested(E(message));
-  throw E(message);
+  std::string message = concat(parts...);
+  if (std::current_exception()) std::throw_with_nested(E(std::move(message)));
+  throw E(std::move(message));
 }
 
 }  // namespace detail

@@ -1,8 +1,8 @@
 // optrace/materialize.hpp: tensors rebuilt from recorded specs, filled with seeded random values
 #pragma once
 
-#include <optrace/detail/compat.hpp>
-#include <optrace/detail/fill.hpp>
+#include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/materialize/fill.hpp>
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>
 
@@ -262,8 +262,8 @@ class Materializer {
   detail::FillParams fill_params() const {
     detail::FillParams p;
     p.uniform = options_.float_fill() == MaterializeOptions::FloatFill::uniform;
-    p.a = options_.normal_mean();
-    p.b = options_.normal_std();
+    p.mean_or_low = options_.normal_mean();
+    p.std_or_high = options_.normal_std();
     p.int_low = options_.int_low();
     p.int_high = options_.int_high();
     p.bool_probability = options_.bool_probability();
@@ -310,7 +310,3 @@ inline std::vector<at::Tensor> materialize(const std::vector<TensorSpec>& specs,
 }
 
 }  // namespace optrace
-
-// Observation files load into objects that materialize (DESIGN.md: load_observations comes
-// with this header).
-#include <optrace/observations.hpp>

@@ -1,8 +1,8 @@
 // optrace/op_tracer.hpp: OpTracer, which records every aten op a libtorch program runs in the hf op-trace schema
 #pragma once
 
-#include <optrace/detail/compat.hpp>
-#include <optrace/detail/op_recorder.hpp>
+#include <optrace/detail/op_tracer/decoder.hpp>
+#include <optrace/detail/op_tracer/recorder.hpp>
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 
@@ -85,12 +85,12 @@ class OpTracer {
 #endif
     OPTRACE_CHECK(options_.max_unique_inputs() >= 0, ArgumentError, "max_unique_inputs must be >= 0, got ",
                   options_.max_unique_inputs());
-    std::lock_guard<std::mutex> lock(detail::active_mutex());
-    OPTRACE_CHECK(detail::active_session() == nullptr, Error,
+    std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
+    OPTRACE_CHECK(detail::op_tracer::active_session() == nullptr, Error,
                   "another OpTracer is already recording; stop it first");
     if (!session_) {
-      session_ = std::make_shared<detail::Session>();
-      detail::Settings& s = session_->settings;
+      session_ = std::make_shared<detail::op_tracer::Session>();
+      detail::op_tracer::Settings& s = session_->settings;
       s.include_ops = options_.include_ops();
       s.exclude_ops = options_.exclude_ops();
       s.all_levels = options_.all_levels();
@@ -99,9 +99,9 @@ class OpTracer {
       s.extended = options_.extended();
       s.value_range_max_numel = options_.value_range_max_numel();
     }
-    detail::active_session() = session_;
-    detail::active_generation().fetch_add(1, std::memory_order_acq_rel);
-    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::on_start, &detail::on_end)
+    detail::op_tracer::active_session() = session_;
+    detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::op_tracer::on_start, &detail::op_tracer::on_end)
                                         .needsInputs(true)
                                         .scopes({at::RecordScope::FUNCTION}));
   }
@@ -112,9 +112,9 @@ class OpTracer {
     if (handle_ == 0) return;
     at::removeCallback(handle_);
     handle_ = 0;
-    std::lock_guard<std::mutex> lock(detail::active_mutex());
-    detail::active_session() = nullptr;
-    detail::active_generation().fetch_add(1, std::memory_order_acq_rel);
+    std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
+    detail::op_tracer::active_session() = nullptr;
+    detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
   }
 
   /// Whether this tracer is recording.
@@ -122,7 +122,7 @@ class OpTracer {
 
   /// What was recorded so far, all threads merged: ops in first-seen order, each op's unique
   /// inputs in first-seen order (written by count). May be called while recording.
-  OpTrace trace() const { return session_ ? detail::collect(*session_) : OpTrace(); }
+  OpTrace trace() const { return session_ ? detail::op_tracer::collect(*session_) : OpTrace(); }
 
   /// Forgets what was recorded. Throws Error while recording.
   void clear() {
@@ -134,7 +134,7 @@ class OpTracer {
 
  private:
   OpTracerOptions options_;
-  std::shared_ptr<detail::Session> session_;
+  std::shared_ptr<detail::op_tracer::Session> session_;
   at::CallbackHandle handle_ = 0;
 };
 

@@ -1,15 +1,26 @@
 // optrace/optrace.hpp: the umbrella header; includes every public header, nothing else
 #pragma once
 
+// Foundation: errors, JSON, Python's spellings, tensor specs.
 #include <optrace/error.hpp>
-#include <optrace/tensor_spec.hpp>
-#include <optrace/value.hpp>
-#include <optrace/dynamic_shapes.hpp>
-#include <optrace/observer.hpp>
+#include <optrace/json/reader.hpp>
 #include <optrace/json/tensor_meta.hpp>
-#include <optrace/materialize.hpp>
-#include <optrace/observations.hpp>
-#include <optrace/kineto.hpp>
+#include <optrace/json/writer.hpp>
+#include <optrace/python_names.hpp>
+#include <optrace/tensor_spec.hpp>
+
+// Op traces: the hf op-trace schema, OpTracer, Kineto traces, replay.
+#include <optrace/op_trace_types.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
+#include <optrace/kineto_types.hpp>
+#include <optrace/kineto.hpp>
+#include <optrace/replay_types.hpp>
 #include <optrace/replay.hpp>
+
+// Observed inputs: InputObserver, dynamic shapes, observation files, materialization.
+#include <optrace/value.hpp>
+#include <optrace/dynamic_shapes.hpp>
+#include <optrace/materialize.hpp>
+#include <optrace/observations.hpp>
+#include <optrace/observer.hpp>

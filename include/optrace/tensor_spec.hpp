@@ -1,7 +1,7 @@
 // optrace/tensor_spec.hpp: what optrace keeps of a tensor instead of its data
 #pragma once
 
-#include <optrace/detail/compat.hpp>
+#include <optrace/detail/common/compat.hpp>
 
 #include <cstdint>
 #include <vector>

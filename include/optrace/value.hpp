@@ -1,8 +1,9 @@
 // optrace/value.hpp: the recorded value tree, and how C++ arguments become one
 #pragma once
 
-#include <optrace/detail/compat.hpp>
+#include <optrace/detail/common/compat.hpp>
 #include <optrace/error.hpp>
+#include <optrace/python_names.hpp>
 #include <optrace/tensor_spec.hpp>
 
 #include <ATen/core/ivalue.h>
@@ -30,10 +31,10 @@ struct Value {
   Kind kind = Kind::None;
   TensorSpec spec;                ///< Tensor
   at::Tensor data;                ///< Tensor: a detached copy for stored calls, else undefined
-  int64_t i = 0;                  ///< Int
-  double d = 0;                   ///< Double
-  bool b = false;                 ///< Bool
-  std::string s;                  ///< String; the type name of a Struct
+  int64_t int_value = 0;          ///< Int
+  double double_value = 0;        ///< Double
+  bool bool_value = false;        ///< Bool
+  std::string text;               ///< String: the string; Struct: the type's name
   std::vector<Value> items;       ///< List, Tuple; the values of a Dict or the fields of a Struct
   std::vector<std::string> keys;  ///< Dict keys, Struct field names (same order as items)
 
@@ -72,11 +73,11 @@ struct Value {
     switch (a.kind) {
       case Kind::None: return true;
       case Kind::Tensor: return a.spec == b.spec;
-      case Kind::Int: return a.i == b.i;
-      case Kind::Double: return a.d == b.d || (a.d != a.d && b.d != b.d);
-      case Kind::Bool: return a.b == b.b;
-      case Kind::String: return a.s == b.s;
-      default: return a.s == b.s && a.keys == b.keys && a.items == b.items;
+      case Kind::Int: return a.int_value == b.int_value;
+      case Kind::Double: return a.double_value == b.double_value || (a.double_value != a.double_value && b.double_value != b.double_value);
+      case Kind::Bool: return a.bool_value == b.bool_value;
+      case Kind::String: return a.text == b.text;
+      default: return a.text == b.text && a.keys == b.keys && a.items == b.items;
     }
   }
   friend bool operator!=(const Value& a, const Value& b) { return !(a == b); }
@@ -90,6 +91,28 @@ struct Arguments {
 
   /// Shapes and values, e.g. `(float32[2, 6], float32[2, 6])` or `dict(x: float32[2, 8])`.
   std::string describe() const;
+};
+
+/// How `infer_arguments` picks the call it returns (InputObserver and Observations).
+struct InferArgumentsOptions {
+  /// Use the stored call at this index (0-based, in recording order). Default: -1, the first
+  /// stored call that has every argument (optional ones filled by value_if_missing count).
+  InferArgumentsOptions& call_index(int64_t index) {
+    call_index_ = index;
+    return *this;
+  }
+  /// Pick the first stored call whose dynamic dims are all >= 2, which torch.export does not
+  /// specialize. Throws ShapeError when no stored call qualifies. Default: false.
+  InferArgumentsOptions& export_safe(bool on = true) {
+    export_safe_ = on;
+    return *this;
+  }
+  int64_t call_index() const { return call_index_; }
+  bool export_safe() const { return export_safe_; }
+
+ private:
+  int64_t call_index_ = -1;
+  bool export_safe_ = false;
 };
 
 /// A short human-readable form: `float32[2, 10]`, `int 3`, `dict(x: float32[2], y: None)`.
@@ -123,7 +146,7 @@ struct NullVisitor;
 /// For a plain struct, OPTRACE_FIELDS(MyType, field1, field2, ...) writes it for you.
 template <class T, class Enable = void>
 struct Record {
-  using unsupported = void;  // lets optrace tell recordable types apart (detail::is_recordable)
+  using unsupported = void;  // lets optrace tell recordable types apart (is_recordable)
   template <class V>
   static void visit(const T&, V&) {
     static_assert(detail::always_false<T>,
@@ -132,6 +155,17 @@ struct Record {
                   "specialize optrace::Record<Type>");
   }
 };
+
+/// Whether optrace can record arguments of type `T`: true when `Record<T>` is specialized (by
+/// optrace for tensors, scalars, strings, optionals, containers and IValues; by OPTRACE_FIELDS or
+/// by hand for other types). A container is recordable whatever its elements are; recording
+/// one of unrecordable elements fails to compile with the static_assert above.
+template <class T, class = void>
+struct is_recordable : std::true_type {};
+template <class T>
+struct is_recordable<T, std::void_t<typename Record<T>::unsupported>> : std::false_type {};
+template <class T>
+inline constexpr bool is_recordable_v = is_recordable<T>::value;
 
 /// Walks `x` with visitor `v` through `Record<T>`.
 template <class T, class V>
@@ -362,14 +396,14 @@ class ValueBuilder {
 
   void tensor(const at::Tensor& t) { put(Value::tensor(t, keep_data_)); }
   void none() { put(Value::none()); }
-  void integer(int64_t x) { Value v; v.kind = Value::Kind::Int; v.i = x; put(std::move(v)); }
-  void floating(double x) { Value v; v.kind = Value::Kind::Double; v.d = x; put(std::move(v)); }
-  void boolean(bool x) { Value v; v.kind = Value::Kind::Bool; v.b = x; put(std::move(v)); }
-  void string(std::string_view x) { Value v; v.kind = Value::Kind::String; v.s = std::string(x); put(std::move(v)); }
+  void integer(int64_t x) { Value v; v.kind = Value::Kind::Int; v.int_value = x; put(std::move(v)); }
+  void floating(double x) { Value v; v.kind = Value::Kind::Double; v.double_value = x; put(std::move(v)); }
+  void boolean(bool x) { Value v; v.kind = Value::Kind::Bool; v.bool_value = x; put(std::move(v)); }
+  void string(std::string_view x) { Value v; v.kind = Value::Kind::String; v.text = std::string(x); put(std::move(v)); }
   void begin(Value::Kind kind, size_t size, std::string_view struct_name) {
     Value v;
     v.kind = kind;
-    v.s = std::string(struct_name);
+    v.text = std::string(struct_name);
     v.items.reserve(size);
     stack_.push_back(std::move(v));
   }
@@ -411,24 +445,12 @@ c10::IValue to_ivalue(const Value& v);
 
 namespace detail {
 
-inline std::string dtype_short_name(c10::ScalarType t) {
-  std::string name = c10::toString(t);  // "Float", "Long", "BFloat16", ...
-  static const std::pair<const char*, const char*> names[] = {
-      {"Float", "float32"}, {"Double", "float64"}, {"Half", "float16"}, {"BFloat16", "bfloat16"},
-      {"Long", "int64"},    {"Int", "int32"},      {"Short", "int16"},  {"Char", "int8"},
-      {"Byte", "uint8"},    {"Bool", "bool"},      {"ComplexFloat", "complex64"},
-      {"ComplexDouble", "complex128"}, {"ComplexHalf", "complex32"}};
-  for (const auto& [from, to] : names)
-    if (name == from) return to;
-  return name;
-}
-
 inline void describe_into(std::string& out, const Value& v) {
   using K = Value::Kind;
   switch (v.kind) {
     case K::None: out += "None"; return;
     case K::Tensor: {
-      out += dtype_short_name(v.spec.dtype);
+      out += python_dtype_name(v.spec.dtype).substr(6);  // "float32"
       out += '[';
       for (size_t k = 0; k < v.spec.sizes.size(); ++k) {
         if (k) out += ", ";
@@ -438,16 +460,16 @@ inline void describe_into(std::string& out, const Value& v) {
       if (!v.spec.device.is_cpu()) out += "@" + v.spec.device.str();
       return;
     }
-    case K::Int: out += "int " + std::to_string(v.i); return;
-    case K::Double: out += concat("float ", v.d); return;
-    case K::Bool: out += v.b ? "True" : "False"; return;
-    case K::String: out += "'" + v.s + "'"; return;
+    case K::Int: out += "int " + std::to_string(v.int_value); return;
+    case K::Double: out += concat("float ", v.double_value); return;
+    case K::Bool: out += v.bool_value ? "True" : "False"; return;
+    case K::String: out += "'" + v.text + "'"; return;
     default: break;
   }
   const char* open = v.kind == K::List ? "[" : v.kind == K::Tuple ? "(" : "(";
   const char* close = v.kind == K::List ? "]" : ")";
   if (v.kind == K::Dict) out += "dict";
-  if (v.kind == K::Struct) out += v.s;
+  if (v.kind == K::Struct) out += v.text;
   out += open;
   for (size_t k = 0; k < v.items.size(); ++k) {
     if (k) out += ", ";
@@ -503,10 +525,10 @@ inline c10::IValue to_ivalue(const Value& v) {
   switch (v.kind) {
     case K::None: return c10::IValue();
     case K::Tensor: return v.data;
-    case K::Int: return v.i;
-    case K::Double: return v.d;
-    case K::Bool: return v.b;
-    case K::String: return v.s;
+    case K::Int: return v.int_value;
+    case K::Double: return v.double_value;
+    case K::Bool: return v.bool_value;
+    case K::String: return v.text;
     case K::Tuple: {
       std::vector<c10::IValue> elems;
       for (const Value& item : v.items) elems.push_back(to_ivalue(item));

@@ -1,7 +1,8 @@
-// optrace/json/reader.hpp: simdjson-based JSON reading with Python's NaN/Infinity tokens and path-naming errors
+// optrace/json/reader.hpp: parsed JSON documents (simdjson DOM) with Python's NaN/Infinity tokens and path-naming errors
 #pragma once
 
-#include <optrace/detail/io.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/json_text.hpp>
 #include <optrace/error.hpp>
 
 #include <simdjson.h>
@@ -22,174 +23,16 @@
 
 namespace optrace::json {
 
-/// How deep values may nest in optrace's files (an op's argument lists, an observed call's
-/// input tree); deeper is a JsonError. Real ones nest a few levels; the bound keeps reading them
-/// (recursive, as is destroying the values read) from exhausting a small thread stack, far below
-/// simdjson's own depth limit of 1024.
-inline constexpr int kMaxValueDepth = 128;
-
 class Document;
 
-namespace detail {
-
-// Python's json writes NaN, Infinity and -Infinity bare; simdjson (rightly) rejects them. Before
-// parsing, each such token outside a string is replaced by a string that no real document holds
-// ("\u0000NaN", ...), and the typed accessors read those strings back as numbers.
-inline constexpr std::string_view kNaN = std::string_view("\0NaN", 4);
-inline constexpr std::string_view kInf = std::string_view("\0Infinity", 9);
-inline constexpr std::string_view kNegInf = std::string_view("\0-Infinity", 10);
-
-// simdjson's message for `error`, the same across simdjson versions: 3.12 prefixes the code's
-// name ("TAPE_ERROR: ") and appends " This is a fatal and unrecoverable error." to some.
-inline std::string simdjson_message(simdjson::error_code error) {
-  if (error == simdjson::EMPTY) return "no JSON found (empty input)";  // 3.0: "Empty: ...", 3.12: "EMPTY: ..."
-  std::string_view m = simdjson::error_message(error);
-  const size_t colon = m.find(": ");
-  if (colon != std::string_view::npos && colon > 0 &&
-      m.substr(0, colon).find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789") == std::string_view::npos)
-    m.remove_prefix(colon + 2);
-  constexpr std::string_view fatal = " This is a fatal and unrecoverable error.";
-  if (m.size() >= fatal.size() && m.substr(m.size() - fatal.size()) == fatal) m.remove_suffix(fatal.size());
-  while (!m.empty() && m.back() == ' ') m.remove_suffix(1);
-  return std::string(m);
-}
-
-inline bool is_special_float(std::string_view s) { return !s.empty() && s[0] == '\0' && (s == kNaN || s == kInf || s == kNegInf); }
-
-inline double special_float_value(std::string_view s) {
-  if (s == kNaN) return std::numeric_limits<double>::quiet_NaN();
-  return s == kInf ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-}
-
-// Whether the text between `from` (outside any string) and `to` leaves us inside a string.
-// Jumps from quote to quote with memchr; a quote preceded by an odd run of backslashes is escaped.
-inline bool ends_inside_string(const char* text_begin, const char* from, const char* to, bool inside) {
-  const char* p = from;
-  while (p < to) {
-    const void* q = std::memchr(p, '"', static_cast<size_t>(to - p));
-    if (q == nullptr) break;
-    const char* quote = static_cast<const char*>(q);
-    if (inside) {
-      size_t backslashes = 0;
-      for (const char* b = quote; b > text_begin && b[-1] == '\\'; --b) ++backslashes;
-      if (backslashes % 2 == 0) inside = false;
-    } else {
-      inside = true;
-    }
-    p = quote + 1;
-  }
-  return inside;
-}
-
-inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-inline bool is_value_end(char c) { return c == ',' || c == ']' || c == '}' || is_json_space(c); }
-
-// The first occurrence of `token` ("NaN", "Infinity") in [from, end), or nullptr. memchr for its
-// capital first letter, then a compare: glibc's memchr is vectorized, its memmem is not for
-// needles this short, and the letter rarely starts anything else in op-trace JSON (`NoneType`
-// aside), so this runs near memchr's speed.
-inline const char* find_token(const char* from, const char* end, std::string_view token) {
-  while (from < end) {
-    const void* hit = std::memchr(from, token[0], static_cast<size_t>(end - from));
-    if (hit == nullptr) return nullptr;
-    const char* p = static_cast<const char*>(hit);
-    if (static_cast<size_t>(end - p) >= token.size() && std::memcmp(p + 1, token.data() + 1, token.size() - 1) == 0) return p;
-    from = p + 1;
-  }
-  return nullptr;
-}
-
-// Whether `text` holds "NaN" or "Infinity" anywhere (inside strings too): if not, it needs no rewrite.
-inline bool has_float_tokens(std::string_view text) {
-  const char* end = text.data() + text.size();
-  return find_token(text.data(), end, "NaN") != nullptr || find_token(text.data(), end, "Infinity") != nullptr;
-}
-
-// Copies `text` into `out` (with simdjson's padding reserved), rewriting Python's non-standard
-// float tokens outside strings. Returns false (leaving `out` untouched) when the text holds none.
-//
-// `exact` false: a token is rewritten where JSON's grammar allows a value there (after `[`, `,` or
-// `:`, before `,`, `]`, `}` or the end), without tracking strings: fast. A string that holds such
-// a pattern gets split by the rewrite into `"..."\u0000NaN"..."`, which is never valid JSON,
-// so a parse error afterwards means "retry exact". `exact` true tracks string state (slower).
-inline bool rewrite_python_floats(std::string_view text, std::string& out, bool exact = true) {
-  const char* begin = text.data();
-  const char* end = begin + text.size();
-  // The next 'N' of "NaN" or 'I' of "Infinity", whichever comes first. Each token's next
-  // position is remembered, so the text is searched once per token overall.
-  const char* next_hit[2] = {begin, begin};
-  bool searched[2] = {false, false};
-  const std::string_view tokens[2] = {"NaN", "Infinity"};
-  if (begin == nullptr) return false;
-  auto find = [&](const char* from) -> const char* {
-    const char* best = nullptr;
-    for (int t = 0; t < 2; ++t) {
-      if (!searched[t] || (next_hit[t] != nullptr && next_hit[t] < from)) {
-        searched[t] = true;
-        next_hit[t] = find_token(from, end, tokens[t]);
-      }
-      if (next_hit[t] != nullptr && (best == nullptr || next_hit[t] < best)) best = next_hit[t];
-    }
-    return best;
-  };
-
-  const char* hit = find(begin);
-  if (hit == nullptr) return false;
-  out.clear();
-  out.reserve(text.size() + text.size() / 8 + simdjson::SIMDJSON_PADDING);
-  const char* copied = begin;   // text before this is in `out`
-  const char* scanned = begin;  // string state known up to here
-  bool inside = false;
-  while (hit != nullptr) {
-    bool nan = *hit == 'N';
-    const char* token_begin = hit;
-    const char* token_end = hit + (nan ? 3 : 8);
-    bool negative = !nan && token_begin > begin && token_begin[-1] == '-';
-    if (negative) --token_begin;
-    bool alone;
-    if (exact) {
-      inside = ends_inside_string(begin, scanned, token_begin, inside);
-      scanned = token_begin;
-      // A bare token stands alone: not inside a string and not part of a longer word.
-      alone = !inside && (token_end == end || !std::isalnum(static_cast<unsigned char>(*token_end))) &&
-              (token_begin == begin || !std::isalnum(static_cast<unsigned char>(token_begin[-1])));
-    } else {
-      const char* before = token_begin;
-      while (before > begin && is_json_space(before[-1])) --before;
-      alone = (before == begin || before[-1] == '[' || before[-1] == ',' || before[-1] == ':') &&
-              (token_end == end || is_value_end(*token_end));
-    }
-    if (alone) {
-      out.append(copied, static_cast<size_t>(token_begin - copied));
-      out += nan ? "\"\\u0000NaN\"" : negative ? "\"\\u0000-Infinity\"" : "\"\\u0000Infinity\"";
-      copied = token_end;
-    }
-    hit = find(token_end);
-  }
-  out.append(copied, static_cast<size_t>(end - copied));
-  return true;
-}
-
-// Writes the JSON pointer segment for `key` (RFC 6901: '~' -> "~0", '/' -> "~1").
-inline void append_pointer_segment(std::string& path, std::string_view key) {
-  path += '/';
-  for (char c : key) {
-    if (c == '~') path += "~0";
-    else if (c == '/') path += "~1";
-    else path += c;
-  }
-}
-
-}  // namespace detail
-
-/// One value of a parsed `Document`: a cheap handle (24 bytes) valid while its document lives.
+/// One node (a value at some place) of a parsed `Document`: a cheap handle (24 bytes) valid while
+/// its document lives.
 /// Typed accessors throw `optrace::JsonError` naming the value's JSON pointer and what was
 /// found instead, e.g. `optrace: JsonError at /a/0: expected an integer, got string "abc"`.
 /// The path is worked out only when an error is raised.
-class Value {
+class Node {
  public:
-  Value(simdjson::dom::element element, const Document* doc) : element_(element), doc_(doc) {}
+  Node(simdjson::dom::element element, const Document* doc) : element_(element), doc_(doc) {}
 
   bool is_null() const { return element_.is_null(); }
   bool is_bool() const { return element_.is_bool(); }
@@ -237,13 +80,13 @@ class Value {
     out.reserve(array.size());
     for (simdjson::dom::element e : array) {
       int64_t i;
-      if (e.get_int64().get(i)) Value(e, doc_).fail("expected an integer");
+      if (e.get_int64().get(i)) Node(e, doc_).fail("expected an integer");
       out.push_back(i);
     }
     return out;
   }
 
-  /// Iterates an array: `for (json::Value v : value.array()) ...`. Throws JsonError unless an array.
+  /// Iterates an array: `for (json::Node v : node.array()) ...`. Throws JsonError unless an array.
   class Array;
   Array array() const;
   /// Iterates an object's members in document order: `for (auto [key, v] : value.object()) ...`.
@@ -253,9 +96,9 @@ class Value {
 
   /// The member `key` of this object. Throws JsonError if this is not an object or has no such
   /// member (`missing key "count"`).
-  Value operator[](std::string_view key) const;
+  Node operator[](std::string_view key) const;
   /// The member `key`, or `std::nullopt`-like `found == false`. Throws JsonError unless an object.
-  bool find(std::string_view key, Value& out) const;
+  bool find(std::string_view key, Node& out) const;
   /// Number of elements of an array or members of an object; throws JsonError otherwise.
   size_t size() const;
 
@@ -284,12 +127,12 @@ class Value {
   const Document* doc_;
 };
 
-class Value::Array {
+class Node::Array {
  public:
   class iterator {
    public:
     iterator(simdjson::dom::array::iterator it, const Document* doc) : it_(it), doc_(doc) {}
-    Value operator*() const { return Value(*it_, doc_); }
+    Node operator*() const { return Node(*it_, doc_); }
     iterator& operator++() { ++it_; return *this; }
     bool operator!=(const iterator& o) const { return it_ != o.it_; }
    private:
@@ -305,12 +148,12 @@ class Value::Array {
   const Document* doc_;
 };
 
-class Value::Object {
+class Node::Object {
  public:
   class iterator {
    public:
     iterator(simdjson::dom::object::iterator it, const Document* doc) : it_(it), doc_(doc) {}
-    std::pair<std::string_view, Value> operator*() const { return {it_.key(), Value(it_.value(), doc_)}; }
+    std::pair<std::string_view, Node> operator*() const { return {it_.key(), Node(it_.value(), doc_)}; }
     iterator& operator++() { ++it_; return *this; }
     bool operator!=(const iterator& o) const { return it_ != o.it_; }
    private:
@@ -331,7 +174,7 @@ class Value::Object {
 ///
 /// Example:
 ///   auto doc = json::Document::parse(R"({"xs": [1, 2, NaN]})");
-///   for (json::Value v : doc->root()["xs"].array()) double d = v.as_double();
+///   for (json::Node v : doc->root()["xs"].array()) double d = v.as_double();
 class Document {
  public:
   /// Parses `text`. Throws JsonError at "" for malformed or truncated input, naming simdjson's
@@ -380,9 +223,9 @@ class Document {
   Document& operator=(const Document&) = delete;
 
   /// The top-level value.
-  Value root() const { return Value(root_, this); }
+  Node root() const { return Node(root_, this); }
 
-  /// The JSON pointer of `target` (see `Value::path`); "?" if it is not in this document.
+  /// The JSON pointer of `target` (see `Node::path`); "?" if it is not in this document.
   std::string path_of(const simdjson::dom::element& target) const {
     std::string path;
     if (find_path(root_, target, path)) return path;
@@ -442,34 +285,34 @@ class Document {
   simdjson::dom::element root_;
 };
 
-inline Value::Array Value::array() const {
+inline Node::Array Node::array() const {
   simdjson::dom::array a;
   if (element_.get_array().get(a)) fail("expected a list");
   return Array(a, doc_);
 }
 
-inline Value::Object Value::object() const {
+inline Node::Object Node::object() const {
   simdjson::dom::object o;
   if (element_.get_object().get(o)) fail("expected an object");
   return Object(o, doc_);
 }
 
-inline bool Value::find(std::string_view key, Value& out) const {
+inline bool Node::find(std::string_view key, Node& out) const {
   simdjson::dom::object o;
   if (element_.get_object().get(o)) fail("expected an object");
   simdjson::dom::element e;
   if (o.at_key(key).get(e)) return false;
-  out = Value(e, doc_);
+  out = Node(e, doc_);
   return true;
 }
 
-inline Value Value::operator[](std::string_view key) const {
-  Value out(element_, doc_);
+inline Node Node::operator[](std::string_view key) const {
+  Node out(element_, doc_);
   if (!find(key, out)) fail_plain("missing key \"" + std::string(key) + "\"");
   return out;
 }
 
-inline size_t Value::size() const {
+inline size_t Node::size() const {
   simdjson::dom::array a;
   if (!element_.get_array().get(a)) return a.size();
   simdjson::dom::object o;
@@ -477,39 +320,22 @@ inline size_t Value::size() const {
   fail("expected a list or an object");
 }
 
-inline std::string Value::path() const { return doc_ ? doc_->path_of(element_) : std::string("?"); }
+inline std::string Node::path() const { return doc_ ? doc_->path_of(element_) : std::string("?"); }
 
-inline std::string Value::describe() const {
+inline std::string Node::describe() const {
   using simdjson::dom::element_type;
   switch (element_.type()) {
     case element_type::NULL_VALUE: return "null";
     case element_type::BOOL: return element_.get_bool().value_unsafe() ? "true" : "false";
     case element_type::INT64: return "integer " + std::to_string(element_.get_int64().value_unsafe());
     case element_type::UINT64: return "integer " + std::to_string(element_.get_uint64().value_unsafe());
-    case element_type::DOUBLE: {
-      std::string out = "number ";
-      char buf[32];
-      auto r = std::to_chars(buf, buf + sizeof buf, element_.get_double().value_unsafe());
-      return out.append(buf, r.ptr);
-    }
+    case element_type::DOUBLE: return detail::describe_number(element_.get_double().value_unsafe());
     case element_type::STRING: {
       std::string_view s = element_.get_string().value_unsafe();
       if (detail::is_special_float(s)) return std::string(s.substr(1));
-      std::string out = "string ";
-      if (s.size() > 60) {
-        std::string shortened(s.substr(0, 57));
-        shortened += "...";
-        out += '"';
-        out += shortened;
-        out += '"';
-        return out;
-      }
-      out += '"';
-      out += s;
-      out += '"';
-      return out;
+      return detail::describe_string(s);
     }
-    case element_type::ARRAY: return "a list of " + std::to_string(element_.get_array().value_unsafe().size());
+    case element_type::ARRAY: return detail::describe_list(element_.get_array().value_unsafe().size());
     case element_type::OBJECT: return "an object";
   }
   return "an unknown value";

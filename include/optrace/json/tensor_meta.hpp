@@ -5,7 +5,7 @@
 // FLOAT8E5M2 = 30; Layout SparseCoo = 1 ... Strided = 7. Every mapping here is an explicit
 // table, so a renumbering on either side cannot shift values silently.
 
-#include <optrace/detail/compat.hpp>
+#include <optrace/detail/common/compat.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/writer.hpp>
 #include <optrace/tensor_spec.hpp>

@@ -1,7 +1,7 @@
-// optrace/detail/fill.hpp: storage extents, per-tensor seeds and dtype-aware in-place fills
+// optrace/detail/materialize/fill.hpp: storage extents, per-tensor seeds and dtype-aware in-place fills
 #pragma once
 
-#include <optrace/detail/compat.hpp>
+#include <optrace/detail/common/compat.hpp>
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>
 
@@ -145,14 +145,14 @@ inline std::pair<int64_t, int64_t> integer_limits(c10::ScalarType dtype) {
 // What a fill needs from MaterializeOptions (kept apart so detail does not see the options).
 struct FillParams {
   bool uniform = false;  // else normal
-  double a = 0, b = 1;   // mean, std or low, high
+  double mean_or_low = 0, std_or_high = 1;  // normal: mean, std; uniform: low, high
   int64_t int_low = 0, int_high = 8;
   double bool_probability = 0.5;
 };
 
 inline void fill_floating(const at::Tensor& t, const FillParams& p, at::Generator& gen) {
-  if (p.uniform) t.uniform_(p.a, p.b, gen);
-  else t.normal_(p.a, p.b, gen);
+  if (p.uniform) t.uniform_(p.mean_or_low, p.std_or_high, gen);
+  else t.normal_(p.mean_or_low, p.std_or_high, gen);
 }
 
 // Fills a one-dimensional storage tensor in place. The generator is already seeded.

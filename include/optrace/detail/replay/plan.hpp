@@ -1,4 +1,4 @@
-// optrace/detail/replay_args.hpp: a recorded unique input turned into a dispatcher stack
+// optrace/detail/replay/plan.hpp: a recorded unique input turned into a dispatcher stack
 #pragma once
 // How replay rebuilds a call, and why:
 // - The op is looked up by `name.overload` in the dispatcher's schema registry; its schema, not
@@ -13,8 +13,9 @@
 //   (`kRangeRules`), computed from the recorded shapes and values before anything is allocated,
 //   narrowed by the value ranges an extended trace recorded.
 
-#include <optrace/detail/compat.hpp>
-#include <optrace/detail/python_names.hpp>
+#include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/python_names.hpp>
 #include <optrace/error.hpp>
 #include <optrace/materialize.hpp>
 #include <optrace/op_trace.hpp>
@@ -31,140 +32,6 @@
 #include <vector>
 
 namespace optrace::detail {
-
-// "addmm.default" -> ("aten::addmm", ""), "add.Tensor" -> ("aten::add", "Tensor"),
-// "myops::f.default" -> ("myops::f", ""). A name without a dot has the empty overload.
-inline std::pair<std::string, std::string> split_op_name(std::string_view full) {
-  std::string name, overload;
-  const size_t colons = full.find("::");
-  const size_t dot = full.rfind('.');
-  if (dot == std::string_view::npos || (colons != std::string_view::npos && dot < colons)) {
-    name = std::string(full);
-  } else {
-    name = std::string(full.substr(0, dot));
-    overload = std::string(full.substr(dot + 1));
-  }
-  if (overload == "default") overload.clear();
-  if (colons == std::string_view::npos) name = "aten::" + name;
-  return {name, overload};
-}
-
-// The op's name without namespace and overload: "aten::scatter_add.default" -> "scatter_add".
-inline std::string base_op_name(std::string_view full) {
-  const size_t colons = full.find("::");
-  if (colons != std::string_view::npos) full.remove_prefix(colons + 2);
-  return std::string(full.substr(0, full.find('.')));
-}
-
-// Python's dtype names (`str(torch.float32)`, and the aliases `torch.float`, `torch.long`, ...
-// that a hand-written trace may use).
-inline std::optional<c10::ScalarType> dtype_from_python(std::string_view s) {
-  if (auto t = scalar_type_from_python(s)) return t;
-  if (s.substr(0, 6) != "torch.") return std::nullopt;
-  s.remove_prefix(6);
-  using T = c10::ScalarType;
-  static const std::pair<std::string_view, T> aliases[] = {
-      {"float", T::Float},   {"double", T::Double},      {"half", T::Half},           {"chalf", T::ComplexHalf},
-      {"cfloat", T::ComplexFloat}, {"cdouble", T::ComplexDouble}, {"short", T::Short}, {"int", T::Int},
-      {"long", T::Long}};
-  for (const auto& [name, type] : aliases)
-    if (name == s) return type;
-  return std::nullopt;
-}
-
-// Python's complex repr: "(1+2j)", "2j", "(-0-1.5j)", "(nan+infj)".
-inline std::optional<c10::complex<double>> complex_from_python(std::string s) {
-  if (!s.empty() && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
-  if (s.empty() || s.back() != 'j') return std::nullopt;
-  s.pop_back();
-  // The imaginary part starts at the last sign that does not follow an exponent's 'e'.
-  size_t split = std::string::npos;
-  for (size_t i = s.size(); i-- > 1;)
-    if ((s[i] == '+' || s[i] == '-') && s[i - 1] != 'e' && s[i - 1] != 'E') {
-      split = i;
-      break;
-    }
-  auto number = [](const std::string& t, double& out) {
-    char* end = nullptr;
-    out = std::strtod(t.c_str(), &end);
-    return !t.empty() && end == t.c_str() + t.size();
-  };
-  double re = 0, im = 0;
-  if (split == std::string::npos) return number(s, im) ? std::optional<c10::complex<double>>({0.0, im}) : std::nullopt;
-  if (!number(s.substr(0, split), re) || !number(s.substr(split), im)) return std::nullopt;
-  return c10::complex<double>(re, im);
-}
-
-// "f32[2, 3]", "i64[5]", "None", "1", "[1, 1]", "list#0[f32[2], f32[3]]": how tables name an input.
-inline std::string short_dtype(std::string_view dtype) {
-  static const std::pair<std::string_view, std::string_view> table[] = {
-      {"torch.float32", "f32"}, {"torch.float64", "f64"}, {"torch.float16", "f16"}, {"torch.bfloat16", "bf16"},
-      {"torch.int64", "i64"},   {"torch.int32", "i32"},   {"torch.int16", "i16"},   {"torch.int8", "i8"},
-      {"torch.uint8", "u8"},    {"torch.bool", "b8"},     {"torch.complex64", "c64"}, {"torch.complex128", "c128"}};
-  for (const auto& [long_name, short_name] : table)
-    if (long_name == dtype) return std::string(short_name);
-  if (dtype.substr(0, 6) == "torch.") dtype.remove_prefix(6);
-  return std::string(dtype);
-}
-
-inline void describe_shape(std::string& out, std::string_view dtype, const std::vector<int64_t>& shape) {
-  out += short_dtype(dtype);
-  out += '[';
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  out += ']';
-}
-
-inline void describe_value(std::string& out, const OpValue& v, const OpInput& in) {
-  switch (v.kind()) {
-    case OpValue::Kind::None: out += "None"; break;
-    case OpValue::Kind::Bool: out += v.as_bool() ? "True" : "False"; break;
-    case OpValue::Kind::Int: out += std::to_string(v.as_int()); break;
-    case OpValue::Kind::Float: json::Writer::append_double(out, v.as_float()); break;
-    case OpValue::Kind::String: out += v.as_string(); break;
-    case OpValue::Kind::List: {
-      out += '[';
-      const auto& items = v.as_list();
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i) out += ", ";
-        describe_value(out, items[i], in);
-      }
-      out += ']';
-      break;
-    }
-    case OpValue::Kind::TensorListRef: {
-      out += '[';
-      if (const TensorListInfo* list = in.tensor_list(v.as_tensor_list_ref())) {
-        for (int64_t i = 0; i < list->length(); ++i) {
-          if (i) out += ", ";
-          if (list->shapes[i]) describe_shape(out, list->dtypes[i], *list->shapes[i]);
-          else out += "None";
-        }
-      }
-      out += ']';
-      break;
-    }
-  }
-}
-
-// The whole input in one line: "f32[5], f32[2, 20], f32[20, 5]".
-inline std::string describe_input(const OpInput& in) {
-  std::string out;
-  for (size_t i = 0; i < in.input_shapes.size(); ++i) {
-    if (i) out += ", ";
-    if (in.input_shapes[i]) describe_shape(out, in.input_dtypes[i], *in.input_shapes[i]);
-    else describe_value(out, in.non_tensor_inputs[i], in);
-  }
-  for (const OpKwarg& k : in.kwargs) {
-    out += out.empty() ? "" : ", ";
-    out += k.name + "=";
-    if (k.shape) describe_shape(out, k.dtype, *k.shape);
-    else describe_value(out, k.value, in);
-  }
-  return out;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Per-op rules for integer arguments that must fit other arguments.
@@ -315,17 +182,18 @@ class PlanBuilder {
   PlanBuilder(const OpInput& in, c10::Device device) : in_(in), device_(device) {}
 
   CallPlan build(const std::string& op_name) {
-    const auto [name, overload] = split_op_name(op_name);
-    auto handle = c10::Dispatcher::singleton().findSchema(c10::OperatorName(name, overload));
-    OPTRACE_CHECK(handle && handle->hasSchema(), ArgumentError, "unknown op ", name, overload.empty() ? "" : ".",
-                  overload, ": the dispatcher has no such operator");
-    CallPlan plan(*handle);
-    plan.base = base_op_name(op_name);
+    const OpInfo* info = find_op(op_name);
+    if (info == nullptr) {
+      const c10::OperatorName name = dispatcher_name(op_name);
+      raise<ArgumentError>("unknown op ", name.name, name.overload_name.empty() ? "" : ".", name.overload_name,
+                           ": the dispatcher has no such operator");
+    }
+    CallPlan plan(info->handle);
+    plan.base = info->base;
     const c10::FunctionSchema& schema = plan.op.schema();
     plan.mutates = schema.is_mutable() || (!plan.base.empty() && plan.base.back() == '_');
     const auto& args = schema.arguments();
-    size_t positional = 0;
-    while (positional < args.size() && !args[positional].kwarg_only()) ++positional;
+    const size_t positional = info->positional;
     const size_t recorded = in_.input_shapes.size();
     OPTRACE_CHECK(recorded <= positional, ArgumentError, "schema mismatch: ", recorded,
                   " positional arguments recorded, but ", schema, " takes ", positional);
@@ -456,11 +324,11 @@ class PlanBuilder {
       case K::NumberType:
         if (is_number) return value(scalar(v));
         if (kind == OpValue::Kind::String)
-          if (auto c = complex_from_python(v.as_string())) return value(c10::IValue(*c));
+          if (auto c = parse_complex(v.as_string())) return value(c10::IValue(*c));
         fail("expects a number, but the trace has ", describe(v));
       case K::ComplexType:
         if (kind == OpValue::Kind::String)
-          if (auto c = complex_from_python(v.as_string())) return value(c10::IValue(*c));
+          if (auto c = parse_complex(v.as_string())) return value(c10::IValue(*c));
         if (is_number) return value(c10::IValue(c10::complex<double>(scalar(v).toDouble(), 0.0)));
         fail("expects a complex number, but the trace has ", describe(v));
       case K::StringType:

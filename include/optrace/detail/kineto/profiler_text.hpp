@@ -1,4 +1,4 @@
-// optrace/detail/kineto_text.hpp: the text forms the PyTorch profiler writes (type names, concrete values)
+// optrace/detail/kineto/profiler_text.hpp: the text forms the PyTorch profiler writes (type names, concrete values)
 #pragma once
 // What a Kineto `cpu_op` event holds, per argument of the op (torch/csrc/profiler):
 // - "Input type": a tensor's dtype as caffe2::TypeMeta names it, which is the C++ type's name as
@@ -12,8 +12,7 @@
 // Doubles print as IValue prints them: integral values as "1." / "-0.", others with 17
 // significant digits, "inf", "-inf", "nan".
 
-#include <optrace/detail/compat.hpp>
-#include <optrace/detail/python_names.hpp>
+#include <optrace/python_names.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <c10/core/ScalarType.h>
@@ -112,24 +111,11 @@ inline std::optional<std::string> type_name_of_python_dtype(std::string_view dty
 struct Scalar {
   enum class Kind { Missing, Int, Double, Bool, Complex, Other };
   Kind kind = Kind::Missing;
-  int64_t i = 0;
-  double d = 0, imag = 0;
-  bool b = false;
-  std::string text;  // Kind::Other: the text as written
+  int64_t int_value = 0;        // Int
+  double real = 0, imag = 0;    // Double: real; Complex: both
+  bool bool_value = false;      // Bool
+  std::string text;             // Other: the text as written
 };
-
-inline bool parse_double(std::string_view s, double& out) {
-  if (s == "inf" || s == "+inf") { out = std::numeric_limits<double>::infinity(); return true; }
-  if (s == "-inf") { out = -std::numeric_limits<double>::infinity(); return true; }
-  if (s == "nan" || s == "-nan") { out = std::numeric_limits<double>::quiet_NaN(); return true; }
-  if (s.empty() || s.size() > 64) return false;
-  char buf[72];
-  std::memcpy(buf, s.data(), s.size());
-  buf[s.size()] = '\0';
-  char* end = nullptr;
-  out = std::strtod(buf, &end);
-  return end == buf + s.size();
-}
 
 /// Parses one scalar: "6" (int), "1." / "-0.001" / "1e-05" / "inf" / "nan" (double),
 /// "True" / "False" (bool), "1.+2.j" or Python's "(1+2j)" (complex); "" is Missing; anything else
@@ -141,7 +127,7 @@ inline Scalar parse_scalar(std::string_view s) {
   if (s.empty()) return out;
   if (s == "True" || s == "False") {
     out.kind = Scalar::Kind::Bool;
-    out.b = s == "True";
+    out.bool_value = s == "True";
     return out;
   }
   {
@@ -149,39 +135,21 @@ inline Scalar parse_scalar(std::string_view s) {
     auto r = std::from_chars(s.data(), s.data() + s.size(), i);
     if (r.ec == std::errc() && r.ptr == s.data() + s.size()) {
       out.kind = Scalar::Kind::Int;
-      out.i = i;
+      out.int_value = i;
       return out;
     }
   }
   double d;
   if (parse_double(s, d)) {
     out.kind = Scalar::Kind::Double;
-    out.d = d;
+    out.real = d;
     return out;
   }
-  {
-    std::string_view body = s;
-    if (body.size() >= 2 && body.front() == '(' && body.back() == ')') body = body.substr(1, body.size() - 2);
-    if (!body.empty() && body.back() == 'j') {
-      body.remove_suffix(1);
-      // The sign that splits real and imaginary parts: the last + or - not after an exponent's e.
-      size_t split = std::string_view::npos;
-      for (size_t k = body.size(); k-- > 1;)
-        if ((body[k] == '+' || body[k] == '-') && body[k - 1] != 'e' && body[k - 1] != 'E') {
-          split = k;
-          break;
-        }
-      double re = 0, im = 0;
-      bool ok = split == std::string_view::npos
-                    ? parse_double(body, im)
-                    : parse_double(body.substr(0, split), re) && parse_double(body.substr(split), im);
-      if (ok) {
-        out.kind = Scalar::Kind::Complex;
-        out.d = re;
-        out.imag = im;
-        return out;
-      }
-    }
+  if (auto c = parse_complex(s)) {
+    out.kind = Scalar::Kind::Complex;
+    out.real = c->real();
+    out.imag = c->imag();
+    return out;
   }
   out.kind = Scalar::Kind::Other;
   out.text = std::string(s);

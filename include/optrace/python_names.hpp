@@ -1,4 +1,4 @@
-// optrace/detail/python_names.hpp: how Python spells dtypes, layouts, memory formats, floats and
+// optrace/python_names.hpp: how Python spells dtypes, layouts, memory formats, floats and
 // complex numbers, as the op-trace schema stores them. One place for the writer (OpTracer), the
 // Kineto importer and the readers (replay), so that what one writes the others read.
 #pragma once
@@ -9,14 +9,20 @@
 #include <c10/core/MemoryFormat.h>
 #include <c10/core/ScalarType.h>
 
+#include <c10/util/complex.h>
+
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <iterator>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace optrace {
 
@@ -58,6 +64,84 @@ inline std::optional<c10::ScalarType> scalar_type_from_python(std::string_view n
 }
 
 namespace detail {
+
+/// A dtype from Python's names: `str(dtype)` ("torch.float32") and the aliases a hand-written
+/// trace may use ("torch.float", "torch.long", "torch.half", ...); nullopt otherwise.
+inline std::optional<c10::ScalarType> dtype_from_python(std::string_view s) {
+  if (auto t = scalar_type_from_python(s)) return t;
+  if (s.substr(0, 6) != "torch.") return std::nullopt;
+  s.remove_prefix(6);
+  using T = c10::ScalarType;
+  static const std::pair<std::string_view, T> aliases[] = {
+      {"float", T::Float},         {"double", T::Double},          {"half", T::Half},   {"chalf", T::ComplexHalf},
+      {"cfloat", T::ComplexFloat}, {"cdouble", T::ComplexDouble}, {"short", T::Short}, {"int", T::Int},
+      {"long", T::Long}};
+  for (const auto& [name, type] : aliases)
+    if (name == s) return type;
+  return std::nullopt;
+}
+
+// PyTorch's short dtype names, as its operator-inputs logs and tables write them.
+inline constexpr std::pair<std::string_view, std::string_view> kShortDtypeNames[] = {
+    {"torch.float32", "f32"},  {"torch.float64", "f64"},    {"torch.float16", "f16"},     {"torch.bfloat16", "bf16"},
+    {"torch.int64", "i64"},    {"torch.int32", "i32"},      {"torch.int16", "i16"},       {"torch.int8", "i8"},
+    {"torch.uint8", "u8"},     {"torch.bool", "b8"},        {"torch.complex32", "c32"},   {"torch.complex64", "c64"},
+    {"torch.complex128", "c128"}};
+
+/// The short name of a Python dtype name ("torch.float32" -> "f32"); others lose "torch."
+/// ("torch.float8_e4m3fn" -> "float8_e4m3fn").
+inline std::string short_dtype_name(std::string_view python_name) {
+  for (const auto& [long_name, short_name] : kShortDtypeNames)
+    if (long_name == python_name) return std::string(short_name);
+  if (python_name.substr(0, 6) == "torch.") python_name.remove_prefix(6);
+  return std::string(python_name);
+}
+
+/// Parses a double as Python and IValue print it ("1.0", "1.", "-0.001", "1e-05", "inf",
+/// "-inf", "nan"). False for anything else.
+inline bool parse_double(std::string_view s, double& out) {
+  if (s == "inf" || s == "+inf") {
+    out = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == "-inf") {
+    out = -std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == "nan" || s == "-nan") {
+    out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (s.empty() || s.size() > 64) return false;
+  char buf[72];
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  char* end = nullptr;
+  out = std::strtod(buf, &end);
+  return end == buf + s.size();
+}
+
+/// Parses a complex number as Python prints it ("(1+2j)", "2j", "(-0-1.5j)", "(nan+infj)") or
+/// IValue does ("1.+2.j"); nullopt for anything else.
+inline std::optional<c10::complex<double>> parse_complex(std::string_view s) {
+  if (s.size() >= 2 && s.front() == '(' && s.back() == ')') s = s.substr(1, s.size() - 2);
+  if (s.empty() || s.back() != 'j') return std::nullopt;
+  s.remove_suffix(1);
+  // The imaginary part starts at the last sign that does not follow an exponent's 'e'.
+  size_t split = std::string_view::npos;
+  for (size_t k = s.size(); k-- > 1;)
+    if ((s[k] == '+' || s[k] == '-') && s[k - 1] != 'e' && s[k - 1] != 'E') {
+      split = k;
+      break;
+    }
+  double re = 0, im = 0;
+  if (split == std::string_view::npos) {
+    if (!parse_double(s, im)) return std::nullopt;
+  } else if (!parse_double(s.substr(0, split), re) || !parse_double(s.substr(split), im)) {
+    return std::nullopt;
+  }
+  return c10::complex<double>(re, im);
+}
 
 /// Python's repr of a float: "1.0", "0.1", "1e-05", "inf", "-inf", "nan".
 inline std::string python_float(double d) {

@@ -1,4 +1,4 @@
-// optrace/detail/io.hpp: whole-file reads, read-only file mappings and atomic writes
+// optrace/detail/common/io.hpp: whole-file reads, read-only file mappings and atomic writes
 #pragma once
 
 #include <optrace/error.hpp>

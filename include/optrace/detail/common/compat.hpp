@@ -1,4 +1,4 @@
-// optrace/detail/compat.hpp: the differences between the libtorch versions optrace supports
+// optrace/detail/common/compat.hpp: the differences between the libtorch versions optrace supports
 #pragma once
 // Every #if on a libtorch version lives here, so the rest of the code reads the same on
 // libtorch 1.13 (Debian bookworm) and 2.x (Debian trixie, PyTorch's archives).
@@ -92,16 +92,8 @@ namespace optrace::detail {
 // dispatch mode makes every tensor subclass-like, so the reference Python tracer records
 // `view.default(self, size)` for what a C++ program runs as `_reshape_alias`. OpTracer and the
 // Kineto importer record it the way the reference does (same size, the stride is implied by the
-// input).
+// input): see reference_op_for in dispatcher.hpp.
 inline constexpr bool kReshapeAliasRecordedAsView = OPTRACE_TORCH_VERSION >= 20000;
-
-// The op the reference tracer records in place of `name` when it differs (a call is then recorded
-// as that op, with as many leading arguments as its schema has); nullopt for every other op.
-inline std::optional<c10::OperatorName> reference_op_for(const c10::OperatorName& name) {
-  if (kReshapeAliasRecordedAsView && name.name == "aten::_reshape_alias" && name.overload_name.empty())
-    return c10::OperatorName("aten::view", "");
-  return std::nullopt;
-}
 
 // Device-side timing with libtorch's device-generic events: `c10::Event::elapsedTime` and
 // `synchronize` exist for CUDA from libtorch 2.4 (generic events, pytorch#125757); 2.5 is

@@ -1,4 +1,4 @@
-// optrace/detail/replay_run.hpp: materializing a call plan, comparing outputs, timing, progress
+// optrace/detail/replay/run.hpp: materializing a call plan, comparing outputs, timing, progress
 #pragma once
 // Why things are done this way:
 // - Tensors are materialized per slot from streams 0, 1, ... of a seed derived from the op name and
@@ -12,10 +12,14 @@
 // - Timing on CUDA uses device events where libtorch has generic ones (compat.hpp); otherwise
 //   it synchronizes and reads the host clock, which adds the launch and synchronization cost.
 
-#include <optrace/detail/compat.hpp>
-#include <optrace/detail/fill.hpp>
-#include <optrace/detail/replay_args.hpp>
+#include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/materialize/fill.hpp>
+#include <optrace/detail/replay/compare.hpp>
+#include <optrace/detail/replay/describe.hpp>
+#include <optrace/detail/replay/plan.hpp>
 #include <optrace/materialize.hpp>
+#include <optrace/op_trace.hpp>
+#include <optrace/replay_types.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/cuda.h>
@@ -29,6 +33,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <unistd.h>
@@ -196,174 +201,6 @@ inline c10::ScalarType reference_dtype(c10::ScalarType dtype, bool upcast) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Comparison
-
-// Absolute and relative tolerance when comparing an output of dtype `dtype` with the float64
-// reference: a little above the rounding error of one result in that dtype plus accumulation.
-inline std::pair<double, double> default_tolerance(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Double:
-    case c10::ScalarType::ComplexDouble: return {1e-7, 1e-7};
-    case c10::ScalarType::Float:
-    case c10::ScalarType::ComplexFloat: return {1e-4, 1e-4};
-    case c10::ScalarType::Half:
-    case c10::ScalarType::ComplexHalf: return {1e-3, 1e-3};
-    case c10::ScalarType::BFloat16: return {1e-2, 1.6e-2};
-    default: break;
-  }
-  if (is_float8(dtype)) return {1e-1, 1.25e-1};
-  return {0.0, 0.0};  // integers and bool: exact
-}
-
-struct Comparison {
-  bool ok = true;
-  bool compared = false;  // any value compared at all
-  double max_abs = 0.0;
-  double max_rel = 0.0;
-  std::string message;  // the first mismatch
-  std::optional<double> atol, rtol;  // overrides of default_tolerance
-  bool exact_dtypes = false;         // the reference ran in the target's dtypes
-  bool shapes_only = false;          // meta target: shapes and dtypes only
-
-  void mismatch(const std::string& where, const std::string& what) {
-    if (ok) message = where + ": " + what;
-    ok = false;
-  }
-};
-
-inline std::string shape_string(c10::IntArrayRef sizes) {
-  std::ostringstream out;
-  out << sizes;
-  return out.str();
-}
-
-inline std::string number_string(double d) {
-  std::string s;
-  if (std::isfinite(d)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.3g", d);
-    s = buf;
-  } else {
-    json::Writer::append_double(s, d);
-  }
-  return s;
-}
-
-inline void compare_tensors(const at::Tensor& got, const at::Tensor& ref, const std::string& where, Comparison& c) {
-  if (!got.defined() || !ref.defined()) {
-    if (got.defined() != ref.defined()) c.mismatch(where, got.defined() ? "reference is undefined" : "undefined tensor");
-    return;
-  }
-  c.compared = true;
-  if (got.sizes() != ref.sizes()) {
-    c.mismatch(where, "shape " + shape_string(got.sizes()) + ", reference " + shape_string(ref.sizes()));
-    return;
-  }
-  const c10::ScalarType gt = got.scalar_type(), rt = ref.scalar_type();
-  const bool got_float = c10::isFloatingType(gt) || c10::isComplexType(gt);
-  const bool same_kind = gt == rt || (!c.exact_dtypes && got_float &&
-                                      (c10::isComplexType(gt) == c10::isComplexType(rt)) &&
-                                      (c10::isFloatingType(rt) || c10::isComplexType(rt)));
-  if (!same_kind) {
-    c.mismatch(where, std::string("dtype ") + c10::toString(gt) + ", reference " + c10::toString(rt));
-    return;
-  }
-  if (c.shapes_only || got.numel() == 0) return;
-  at::Tensor g = got.to(at::TensorOptions().device(c10::kCPU).dtype(c10::isComplexType(gt) ? c10::ScalarType::ComplexDouble : c10::ScalarType::Double));
-  at::Tensor r = ref.to(at::TensorOptions().device(c10::kCPU).dtype(g.scalar_type()));
-  if (g.is_complex()) {
-    g = at::view_as_real(g);
-    r = at::view_as_real(r);
-  }
-  const auto [def_atol, def_rtol] = default_tolerance(gt);
-  const double atol = c.atol.value_or(def_atol), rtol = c.rtol.value_or(def_rtol);
-  const at::Tensor nan_g = g.isnan(), nan_r = r.isnan();
-  if (!nan_g.equal(nan_r)) {
-    const int64_t n = nan_g.ne(nan_r).sum().item<int64_t>();
-    c.max_abs = std::numeric_limits<double>::infinity();
-    c.max_rel = std::numeric_limits<double>::infinity();
-    c.mismatch(where, std::to_string(n) + " of " + std::to_string(g.numel()) + " elements are NaN in one and not the other");
-    return;
-  }
-  // Equal values (infinities of one sign included) and NaN pairs count as no error.
-  at::Tensor diff = at::where(g.eq(r).logical_or(nan_r), at::zeros_like(g), (g - r).abs());
-  const at::Tensor mag = r.abs().nan_to_num(0.0);
-  const double max_abs = diff.max().item<double>();
-  const at::Tensor big = mag.gt(std::max(atol, 1e-30));  // relative error where |ref| is not negligible
-  const double max_rel = big.any().item<bool>() ? (diff.masked_select(big) / mag.masked_select(big)).max().item<double>() : 0.0;
-  c.max_abs = std::max(c.max_abs, max_abs);
-  c.max_rel = std::max(c.max_rel, max_rel);
-  const at::Tensor bad = diff.gt(mag * rtol + atol);
-  const int64_t n_bad = bad.sum().item<int64_t>();
-  if (n_bad > 0) {
-    std::string what = std::to_string(n_bad) + " of " + std::to_string(g.numel()) + " elements differ";
-    if (got_float)
-      what += " beyond atol " + number_string(atol) + " + rtol " + number_string(rtol) + " * |ref| (max abs error " +
-              number_string(max_abs) + ", max rel error " + number_string(max_rel) + ")";
-    else
-      what += " (max abs difference " + number_string(max_abs) + ")";
-    c.mismatch(where, what);
-  }
-}
-
-inline void compare_values(const c10::IValue& got, const c10::IValue& ref, const std::string& where, Comparison& c) {
-  if (got.isTensor() && ref.isTensor()) return compare_tensors(got.toTensor(), ref.toTensor(), where, c);
-  if (got.isTensorList() && ref.isTensorList()) {
-    auto g = got.toTensorVector(), r = ref.toTensorVector();
-    if (g.size() != r.size()) return c.mismatch(where, std::to_string(g.size()) + " tensors, reference " + std::to_string(r.size()));
-    for (size_t i = 0; i < g.size(); ++i) compare_tensors(g[i], r[i], where + "[" + std::to_string(i) + "]", c);
-    return;
-  }
-  if ((got.isTuple() && ref.isTuple()) || (got.isList() && ref.isList())) {
-    std::vector<c10::IValue> g, r;
-    if (got.isTuple()) {
-      for (const auto& x : got.toTupleRef().elements()) g.push_back(x);
-      for (const auto& x : ref.toTupleRef().elements()) r.push_back(x);
-    } else {
-      for (const auto& x : got.toListRef()) g.push_back(x);
-      for (const auto& x : ref.toListRef()) r.push_back(x);
-    }
-    if (g.size() != r.size()) return c.mismatch(where, std::to_string(g.size()) + " values, reference " + std::to_string(r.size()));
-    for (size_t i = 0; i < g.size(); ++i) compare_values(g[i], r[i], where + "[" + std::to_string(i) + "]", c);
-    return;
-  }
-  if (got.isNone() && ref.isNone()) return;
-  if (c.shapes_only) return;
-  if (got.isDouble() && ref.isDouble()) {
-    c.compared = true;
-    const double g = got.toDouble(), r = ref.toDouble();
-    if ((std::isnan(g) && std::isnan(r)) || g == r) return;
-    const auto [def_atol, def_rtol] = default_tolerance(c10::ScalarType::Float);
-    const double diff = std::abs(g - r);
-    c.max_abs = std::max(c.max_abs, diff);
-    if (!(diff <= c.atol.value_or(def_atol) + c.rtol.value_or(def_rtol) * std::abs(r)))
-      c.mismatch(where, "value " + number_string(g) + ", reference " + number_string(r));
-    return;
-  }
-  if ((got.isInt() && ref.isInt()) || (got.isBool() && ref.isBool())) {
-    c.compared = true;
-    if (got.isInt() ? got.toInt() != ref.toInt() : got.toBool() != ref.toBool()) {
-      std::ostringstream out;
-      out << "value " << got << ", reference " << ref;
-      c.mismatch(where, out.str());
-    }
-    return;
-  }
-  std::ostringstream out;
-  out << "a " << got.tagKind() << ", reference a " << ref.tagKind();
-  if (got.tagKind() != ref.tagKind()) c.mismatch(where, out.str());
-}
-
-// Compares the outputs left on two stacks by callBoxed.
-inline void compare_stacks(const torch::jit::Stack& got, const torch::jit::Stack& ref, Comparison& c) {
-  if (got.size() != ref.size()) {
-    c.mismatch("outputs", std::to_string(got.size()) + " values, reference " + std::to_string(ref.size()));
-    return;
-  }
-  for (size_t i = 0; i < got.size(); ++i) compare_values(got[i], ref[i], "output " + std::to_string(i), c);
-}
-
-// ---------------------------------------------------------------------------------------------
 // Timing
 
 inline void synchronize(c10::Device device) {
@@ -463,6 +300,141 @@ inline bool is_missing_meta_kernel(const c10::Error& e) {
   const std::string s = first_line(e);
   return s.find("'Meta' backend") != std::string::npos || s.find("meta tensor") != std::string::npos ||
          s.find("not implemented") != std::string::npos;
+}
+
+// Replays one unique input; never throws for the input's own failures (they become the result).
+// `no_meta`: ops already found without a meta kernel, with the message: on libtorch 1.13 a
+// c10::Error costs milliseconds (its backtrace is symbolized when made), so each such op raises
+// one, not one per input.
+inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64_t index, const ReplayOptions& options,
+                                 c10::Device device, std::optional<at::Tensor>& flush_buffer,
+                                 std::unordered_map<std::string, std::string>& no_meta) {
+  ReplayResult r;
+  r.op = op;
+  r.index = index;
+  r.count = in.count;
+  r.inputs = describe_input(in);
+  const ReplayMode mode = options.mode();
+  if (auto it = no_meta.find(op); it != no_meta.end() && device.type() == c10::kMeta) {
+    r.status = ReplayStatus::skipped;
+    r.message = it->second;
+    return r;
+  }
+  try {
+    const CallPlan plan = PlanBuilder(in, device).build(op);
+    const int64_t bytes = plan_bytes(plan, device);
+    if (bytes > options.memory_budget_bytes()) {
+      r.status = ReplayStatus::skipped;
+      r.message = "inputs need " + human_bytes(bytes) + " on " + device.str() + ", over the memory budget of " +
+                  human_bytes(options.memory_budget_bytes());
+      return r;
+    }
+    const bool random = is_random_op(plan.base), creation = is_creation_op(plan.base);
+    const uint64_t seed = input_seed(options.seed(), op, index);
+    const bool meta = device.type() == c10::kMeta;
+    std::vector<at::Tensor> inputs = materialize_plan(plan, device, seed, options.memory_budget_bytes());
+    bool compare = mode == ReplayMode::check && !random && !creation;
+    std::string not_compared;
+    if (compare) {
+      const int64_t ref_bytes = reference_bytes(plan, /*upcast=*/!meta);
+      if (ref_bytes > options.memory_budget_bytes()) {
+        compare = false;
+        not_compared = "ran; not compared: the CPU reference needs " + human_bytes(ref_bytes) +
+                       ", over the memory budget of " + human_bytes(options.memory_budget_bytes());
+      }
+    }
+    std::vector<at::Tensor> reference;
+    if (compare)  // before the target runs: in-place and out= ops write their inputs
+      reference = meta ? materialize_plan(plan, c10::kCPU, seed, options.memory_budget_bytes())
+                       : reference_copies(inputs, /*upcast=*/true);
+
+    torch::jit::Stack stack = build_stack(plan, inputs, device, plan.out_dtype);
+    if (mode != ReplayMode::time) {
+      plan.op.callBoxed(&stack);
+    } else {
+      const torch::jit::Stack args = stack;
+      auto fresh = [&]() {  // in-place and out= ops: new inputs for every call
+        if (plan.mutates) stack = build_stack(plan, materialize_plan(plan, device, seed, options.memory_budget_bytes()), device, plan.out_dtype);
+        else stack = args;
+      };
+      for (int i = 0; i < options.warmup(); ++i) {
+        if (i > 0) fresh();
+        plan.op.callBoxed(&stack);
+      }
+      std::vector<double> ms;
+      for (int i = 0; i < options.repeats(); ++i) {
+        if (i > 0 || options.warmup() > 0) fresh();
+        if (options.flush_cache() && !meta) {
+          if (!flush_buffer) {
+            const int64_t n = options.flush_bytes() > 0 ? options.flush_bytes() : default_flush_bytes(device);
+            flush_buffer = at::empty({n}, at::TensorOptions().device(device).dtype(c10::ScalarType::Byte));
+          }
+          flush_buffer->fill_(static_cast<int64_t>(i & 0x7f));
+        }
+        ms.push_back(time_ms(device, [&]() { plan.op.callBoxed(&stack); }));
+      }
+      std::sort(ms.begin(), ms.end());
+      const size_t n = ms.size();
+      r.median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+    }
+
+    if (mode == ReplayMode::check && (random || creation || !not_compared.empty())) {
+      r.status = ReplayStatus::skipped;
+      r.message = random     ? "random op: ran, outputs not compared (they depend on the random state)"
+                  : creation ? "creation op: ran, outputs not compared (uninitialized memory)"
+                             : not_compared;
+      return r;
+    }
+    if (compare) {
+      Comparison c;
+      c.atol = options.atol();
+      c.rtol = options.rtol();
+      c.shapes_only = meta;
+      c.exact_dtypes = meta;
+      torch::jit::Stack ref = build_stack(plan, reference, c10::kCPU, reference_dtype(plan.out_dtype, !meta));
+      std::string note;
+      try {
+        plan.op.callBoxed(&ref);
+      } catch (const c10::Error& first) {
+        if (meta) throw;
+        // Some kernels take only the recorded dtypes (half_to_float softmax, fp8 matmuls):
+        // compare with the CPU in those dtypes instead.
+        std::vector<at::Tensor> again = materialize_plan(plan, device, seed, options.memory_budget_bytes());
+        ref = build_stack(plan, reference_copies(again, /*upcast=*/false), c10::kCPU, plan.out_dtype);
+        try {
+          plan.op.callBoxed(&ref);
+        } catch (const c10::Error& second) {
+          r.status = ReplayStatus::skipped;
+          r.message = "ran on " + device.str() + "; not compared: the CPU reference failed: " + first_line(second);
+          return r;
+        }
+        c.exact_dtypes = true;
+        note = "reference in the recorded dtypes (float64 failed: " + first_line(first) + ")";
+      }
+      compare_stacks(stack, ref, c);
+      if (!meta && c.compared) {
+        r.max_abs_error = c.max_abs;
+        r.max_rel_error = c.max_rel;
+      }
+      r.status = c.ok ? ReplayStatus::ok : ReplayStatus::mismatch;
+      r.message = c.ok ? note : c.message;
+      if (c.ok && meta) r.message = "shapes and dtypes match the CPU";
+      return r;
+    }
+    if (plan.mutates && mode == ReplayMode::time) r.message = "writes its inputs: fresh inputs for every call";
+  } catch (const c10::Error& e) {
+    const bool missing = device.type() == c10::kMeta && is_missing_meta_kernel(e);
+    r.status = missing ? ReplayStatus::skipped : ReplayStatus::error;
+    r.message = (missing ? "no meta kernel in this libtorch: " : "") + describe_exception(e);
+    if (missing) no_meta.emplace(op, r.message);
+  } catch (const std::exception& e) {  // c10::Error (OOM included), optrace errors, std errors
+    r.status = ReplayStatus::error;
+    r.message = describe_exception(e);
+  } catch (...) {
+    r.status = ReplayStatus::error;
+    r.message = "unknown exception";
+  }
+  return r;
 }
 
 }  // namespace optrace::detail

@@ -1,11 +1,11 @@
-// optrace/detail/gzip.hpp: whole-file reads that inflate gzip (zlib) transparently
+// optrace/detail/common/gzip.hpp: whole-file reads that inflate gzip (zlib) transparently
 #pragma once
 // Profiler traces are often stored gzip-compressed (`*.pt.trace.json.gz`, as
 // tensorboard_trace_handler(use_gzip=True) writes them). The file's magic bytes decide, not its
 // name. Concatenated gzip members (what `cat a.gz b.gz` makes) are read as one stream, as gzip(1)
 // does.
 
-#include <optrace/detail/io.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/error.hpp>
 
 #include <zlib.h>

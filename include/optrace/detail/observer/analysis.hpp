@@ -1,10 +1,11 @@
-// optrace/detail/analysis.hpp: from recorded calls to dynamic shapes and export arguments
+// optrace/detail/observer/analysis.hpp: from recorded calls to dynamic shapes and export arguments
 #pragma once
 // The same analysis serves a live InputObserver and an observation file loaded from disk: both
 // hand over a CallSet. Calls are aligned on one template built by merging every distinct call
 // signature (so a tensor that is None in one call and present in another is still a tensor
 // input); the merge is where mismatches (rank, length, scalar value) become errors.
 
+#include <optrace/detail/observer/call_set.hpp>
 #include <optrace/dynamic_shapes.hpp>
 #include <optrace/error.hpp>
 #include <optrace/value.hpp>
@@ -18,46 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
-namespace optrace {
-
-/// How `infer_arguments` picks the call it returns.
-struct InferArgumentsOptions {
-  /// Use the stored call at this index (0-based, in recording order). Default: -1, the first
-  /// stored call that has every argument (optional ones filled by value_if_missing count).
-  InferArgumentsOptions& call_index(int64_t index) {
-    call_index_ = index;
-    return *this;
-  }
-  /// Pick the first stored call whose dynamic dims are all >= 2, which torch.export does not
-  /// specialize. Throws ShapeError when no stored call qualifies. Default: false.
-  InferArgumentsOptions& export_safe(bool on = true) {
-    export_safe_ = on;
-    return *this;
-  }
-  int64_t call_index() const { return call_index_; }
-  bool export_safe() const { return export_safe_; }
-
- private:
-  int64_t call_index_ = -1;
-  bool export_safe_ = false;
-};
-
-namespace detail {
-
-/// Every call an observer saw, in the form the analysis needs. Each call is a Dict Value
-/// whose keys are argument keys: names, or `#i` for unnamed positional arguments.
-struct CallSet {
-  bool keyed = false;                        ///< some call used keyword arguments
-  std::vector<std::string> preferred_order;  ///< argument names in signature order, if known
-  std::vector<Value> signatures;             ///< distinct calls, specs only, first-seen order
-  std::vector<int64_t> counts;               ///< calls per signature
-  std::vector<Value> stored;                 ///< the stored calls, with tensor data
-  /// Calls beyond the signature bound: element-wise min and max of their dims (same structure).
-  std::optional<Value> overflow_min, overflow_max;
-  int64_t dropped_signatures = 0;
-  int64_t total_calls = 0;                   ///< every call, stored or not
-  std::vector<std::string> recording_errors;
-};
+namespace optrace::detail {
 
 struct PathStep {
   size_t index;
@@ -109,10 +71,10 @@ inline const char* kind_name(Value::Kind k) {
 
 inline std::string scalar_text(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Int: return std::to_string(v.i);
-    case Value::Kind::Double: return concat(v.d);
-    case Value::Kind::Bool: return v.b ? "True" : "False";
-    case Value::Kind::String: return "'" + v.s + "'";
+    case Value::Kind::Int: return std::to_string(v.int_value);
+    case Value::Kind::Double: return concat(v.double_value);
+    case Value::Kind::Bool: return v.bool_value ? "True" : "False";
+    case Value::Kind::String: return "'" + v.text + "'";
     default: return describe(v);
   }
 }
@@ -121,12 +83,6 @@ inline std::string join_keys(const std::vector<std::string>& keys) {
   std::string s = "[";
   for (size_t k = 0; k < keys.size(); ++k) s += (k ? ", " : "") + keys[k];
   return s + "]";
-}
-
-inline Value strip_data(Value v) {
-  v.data = at::Tensor();
-  for (Value& item : v.items) item = strip_data(std::move(item));
-  return v;
 }
 
 /// Merges `v` into the template `t`, or throws ArgumentError naming the argument.
@@ -658,5 +614,4 @@ inline Arguments infer_arguments(const CallSet& calls, const InferArgumentsOptio
   return to_arguments(calls, infer_argument_value(calls, options));
 }
 
-}  // namespace detail
-}  // namespace optrace
+}  // namespace optrace::detail

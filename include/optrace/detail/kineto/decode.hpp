@@ -1,0 +1,505 @@
+// optrace/detail/kineto/decode.hpp: one profiler event's arguments matched to an overload and converted
+#pragma once
+// A Kineto `cpu_op` event names the op without its overload and records each argument's kind
+// ("Input type"), shape and, for scalars, value ("Concrete Inputs"). Each distinct combination of
+// an op name and those fields is decoded once (the importer caches it by the fields' text):
+// - the overload is the one whose schema fits the recorded arguments best (match_score);
+// - the arguments become what OpTracer records for the same call: positional ones, trailing
+//   defaults dropped, in Python's words (the rules of detail/common/dispatcher.hpp);
+// - what the profiler did not record is reported, not invented.
+
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/kineto/profiler_text.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/kineto_types.hpp>
+#include <optrace/op_trace.hpp>
+#include <optrace/python_names.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace optrace::detail::kineto {
+
+using optrace::kineto::ImportOptions;
+
+// One recorded argument, as the profiler wrote it.
+struct RecArg {
+  enum class Kind { Tensor, Empty, Scalar, ScalarList, TensorList, GenericList };
+  Kind kind = Kind::Empty;
+  std::string type;   // "Input type" as written
+  std::string dtype;  // Tensor: Python dtype
+  std::vector<int64_t> shape;
+  std::optional<std::vector<int64_t>> strides;
+  Scalar scalar;                  // Scalar: Missing when no Concrete Inputs
+  std::optional<std::vector<Scalar>> list;  // ScalarList: nullopt when unknown
+  std::optional<std::vector<OptionalShape>> list_shapes;  // TensorList
+  std::optional<std::vector<std::string>> list_dtypes;    // TensorList (optrace's export only)
+  std::string text;  // Concrete Inputs text of Empty / GenericList entries (optrace's export)
+};
+
+inline bool is_numeric(ArgKind w) {
+  return w == ArgKind::Int || w == ArgKind::Float || w == ArgKind::Bool || w == ArgKind::Number || w == ArgKind::Complex ||
+         w == ArgKind::Dtype || w == ArgKind::Layout || w == ArgKind::MemoryFormat;
+}
+
+// How well `r` fits an argument of type `t`: -1 (not at all) to 3 (exactly).
+inline int match_score(const RecArg& r, const ArgType& t) {
+  using K = RecArg::Kind;
+  auto numeric = is_numeric;
+  auto scalar_fits = [](const Scalar& s, ArgKind w) -> int {
+    using SK = Scalar::Kind;
+    if (s.kind == SK::Missing) return is_numeric(w) ? 3 : -1;
+    switch (w) {
+      case ArgKind::Int:
+      case ArgKind::Dtype:
+      case ArgKind::Layout:
+      case ArgKind::MemoryFormat: return s.kind == SK::Int ? 3 : -1;
+      case ArgKind::Float: return s.kind == SK::Double ? 3 : s.kind == SK::Int ? 1 : -1;
+      case ArgKind::Bool: return s.kind == SK::Bool ? 3 : -1;
+      case ArgKind::Number: return s.kind == SK::Other ? -1 : 3;
+      case ArgKind::Complex: return s.kind == SK::Complex ? 3 : (s.kind == SK::Int || s.kind == SK::Double) ? 2 : -1;
+      default: return -1;
+    }
+  };
+  switch (r.kind) {
+    case K::Tensor: return t.kind == ArgKind::Tensor ? 3 : -1;
+    case K::Empty:
+      if (t.optional) return 3;
+      if (t.kind == ArgKind::Tensor) return 1;  // an undefined tensor
+      if (t.kind == ArgKind::List) return t.element == ArgKind::Tensor && t.element_optional ? 2 : 1;
+      if (numeric(t.kind)) return -1;
+      return 2;  // Device, str, Generator, ...: never recorded
+    case K::Scalar: return numeric(t.kind) ? scalar_fits(r.scalar, t.kind) : -1;
+    case K::ScalarList: {
+      if (t.kind != ArgKind::List || !numeric(t.element) || t.element == ArgKind::Complex) return -1;
+      if (!r.list) return 2;
+      int worst = 3;
+      for (const Scalar& s : *r.list) worst = std::min(worst, scalar_fits(s, t.element));
+      return worst;
+    }
+    case K::TensorList:
+      if (t.kind != ArgKind::List || t.element != ArgKind::Tensor) return -1;
+      return t.element_optional ? 2 : 3;
+    case K::GenericList:
+      if (t.kind != ArgKind::List) return -1;
+      return t.element == ArgKind::Tensor && t.element_optional ? 3 : 2;
+  }
+  return -1;
+}
+
+// The raw JSON text of an event's argument fields; empty when absent.
+struct RawFields {
+  std::string_view dims, types, concrete, strides, overload, list_dtypes;
+};
+
+enum class Status { Kept, Decomposed, LeftOut, Dropped };
+
+struct KeyInfo {
+  Status status = Status::LeftOut;
+  bool blocks = true;  // hides the ops inside it (a dispatcher op, kept or not)
+  std::string op;      // "add.Tensor"
+  OpInput input;
+  std::vector<std::string> reasons;  // Kept: what is missing; LeftOut: why (one)
+  std::string example;
+};
+
+inline std::string shorten(std::string_view s, size_t n = 160) {
+  if (s.size() <= n) return std::string(s);
+  return std::string(s.substr(0, n - 3)) + "...";
+}
+
+inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (strides.size() != shape.size()) return true;
+  int64_t expected = 1;
+  bool beyond = false;  // the contiguous stride no longer fits int64 (a shape no tensor has)
+  for (size_t k = shape.size(); k-- > 0;) {
+    if (shape[k] == 0) return true;
+    if (shape[k] != 1 && (beyond || strides[k] != expected)) return false;
+    beyond = beyond || __builtin_mul_overflow(expected, shape[k], &expected);
+  }
+  return true;
+}
+
+inline bool scalar_equals_default(const Scalar& s, const c10::IValue& d) {
+  switch (s.kind) {
+    case Scalar::Kind::Missing: return true;  // unknown: taken as the default
+    case Scalar::Kind::Int: return d.isInt() && d.toInt() == s.int_value;
+    case Scalar::Kind::Double: return d.isDouble() && (d.toDouble() == s.real || (std::isnan(d.toDouble()) && std::isnan(s.real)));
+    case Scalar::Kind::Bool: return d.isBool() && d.toBool() == s.bool_value;
+    case Scalar::Kind::Complex:
+      return d.isComplexDouble() && d.toComplexDouble().real() == s.real && d.toComplexDouble().imag() == s.imag;
+    default: return false;
+  }
+}
+
+// Whether the recorded argument is its schema default (what PyTorch drops before calling
+// Python). Values the trace does not hold count as the default.
+inline bool equals_default(const RecArg& r, const c10::Argument& a) {
+  if (!a.default_value().has_value()) return false;
+  const c10::IValue& d = *a.default_value();
+  switch (r.kind) {
+    case RecArg::Kind::Empty:
+      if (d.isNone() || r.text.empty()) return true;
+      if (d.isString()) return d.toStringRef() == r.text;
+      if (d.isDevice()) return d.toDevice().str() == r.text;
+      return false;
+    case RecArg::Kind::Scalar: return scalar_equals_default(r.scalar, d);
+    case RecArg::Kind::ScalarList: {
+      if (!r.list) return true;
+      if (!d.isList()) return false;
+      auto items = d.toListRef();
+      if (items.size() != r.list->size()) return false;
+      for (size_t k = 0; k < items.size(); ++k)
+        if (!scalar_equals_default((*r.list)[k], items[k])) return false;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// One argument as the hf op-trace schema holds it.
+struct Converted {
+  OptionalShape shape;
+  std::string dtype;
+  OpValue value;
+  std::optional<TensorListInfo> list;
+  OptionalShape strides;
+};
+
+inline OpValue scalar_value(const Scalar& s, ArgKind w, std::string& dtype, bool& unknown) {
+  using SK = Scalar::Kind;
+  if (s.kind == SK::Missing || s.kind == SK::Other) {
+    unknown = true;
+    dtype = python_type_name(w);
+    return OpValue::none();
+  }
+  switch (w) {
+    case ArgKind::Dtype:
+      dtype = python_type_name(ArgKind::Dtype);
+      if (s.int_value >= 0 && s.int_value < static_cast<int64_t>(c10::ScalarType::NumOptions))
+        return OpValue::string(python_dtype_name(static_cast<c10::ScalarType>(s.int_value)));
+      unknown = true;
+      return OpValue::none();
+    case ArgKind::Layout: dtype = python_type_name(ArgKind::Layout); return OpValue::string(layout_name(s.int_value));
+    case ArgKind::MemoryFormat: dtype = python_type_name(ArgKind::MemoryFormat); return OpValue::string(memory_format_name(s.int_value));
+    case ArgKind::Float:
+      dtype = python_type_name(ArgKind::Float);
+      return OpValue::floating(s.kind == SK::Int ? static_cast<double>(s.int_value) : s.real);
+    case ArgKind::Complex:
+      dtype = python_type_name(ArgKind::Complex);
+      return OpValue::string(python_complex(s.kind == SK::Int ? static_cast<double>(s.int_value) : s.real, s.imag));
+    default: break;
+  }
+  switch (s.kind) {
+    case SK::Int: dtype = python_type_name(ArgKind::Int); return OpValue::integer(s.int_value);
+    case SK::Double: dtype = python_type_name(ArgKind::Float); return OpValue::floating(s.real);
+    case SK::Bool: dtype = python_type_name(ArgKind::Bool); return OpValue::boolean(s.bool_value);
+    default: dtype = python_type_name(ArgKind::Complex); return OpValue::string(python_complex(s.real, s.imag));
+  }
+}
+
+// Converts `r` for argument type `t`; adds to `missing` what the trace does not hold.
+inline Converted convert(const RecArg& r, const ArgType& t, const std::string& list_dtype_guess, bool record_strides,
+                         std::vector<std::string>& missing) {
+  Converted c;
+  bool unknown = false;
+  switch (r.kind) {
+    case RecArg::Kind::Tensor:
+      c.shape = r.shape;
+      c.dtype = r.dtype;
+      if (record_strides && r.strides && !is_contiguous(r.shape, *r.strides)) c.strides = r.strides;
+      break;
+    case RecArg::Kind::Empty:
+      if (!r.text.empty() && (t.kind == ArgKind::String || t.kind == ArgKind::Device)) {
+        c.dtype = python_type_name(t.kind);
+        c.value = OpValue::string(r.text);
+      } else if (t.optional || t.kind == ArgKind::Tensor) {
+        c.dtype = python_type_name(ArgKind::None);
+      } else {
+        c.dtype = python_type_name(t.kind);
+        if (t.kind != ArgKind::Generator) missing.push_back(std::string("value not recorded by the profiler (") + (t.kind == ArgKind::List ? "list" : c.dtype) + ")");
+      }
+      break;
+    case RecArg::Kind::Scalar:
+      c.value = scalar_value(r.scalar, t.kind, c.dtype, unknown);
+      if (unknown) missing.push_back("scalar value not recorded (no Concrete Inputs)");
+      break;
+    case RecArg::Kind::ScalarList:
+      c.dtype = python_type_name(ArgKind::List);
+      if (!r.list) {
+        missing.push_back("list value not recorded (no Concrete Inputs)");
+        break;
+      } else {
+        std::vector<OpValue> items;
+        std::string ignored;
+        for (const Scalar& s : *r.list) items.push_back(scalar_value(s, t.element, ignored, unknown));
+        c.value = OpValue::list(std::move(items));
+      }
+      break;
+    case RecArg::Kind::TensorList:
+      c.dtype = python_type_name(ArgKind::List);
+      if (!r.list_shapes) {
+        missing.push_back("tensor list not recorded (profiler before PyTorch 2.1)");
+        break;
+      } else {
+        TensorListInfo info;
+        info.shapes = *r.list_shapes;
+        if (r.list_dtypes) {
+          info.dtypes = *r.list_dtypes;
+        } else {
+          for (const auto& s : info.shapes) info.dtypes.push_back(s ? list_dtype_guess : python_type_name(ArgKind::None));
+          missing.push_back("tensor list dtypes not recorded (taken from the first tensor argument, else float32)");
+        }
+        c.list = std::move(info);
+      }
+      break;
+    case RecArg::Kind::GenericList:
+      c.dtype = python_type_name(ArgKind::List);
+      if (!r.text.empty()) {
+        try {
+          auto doc = json::Document::parse(r.text);
+          c.value = OpValue::read(doc->root());
+          break;
+        } catch (const JsonError&) {
+        }
+      }
+      missing.push_back("list value not recorded by the profiler");
+      break;
+  }
+  return c;
+}
+
+// The recorded arguments of one event, from its fields' DOM. Throws JsonError (paths relative to
+// the args object); returns a non-empty reason when the fields do not line up.
+inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
+  json::Node dims(root), types(root), concrete(root), strides(root), list_dtypes(root);
+  bool has_dims = root.find("Input Dims", dims), has_types = root.find("Input type", types);
+  bool has_concrete = root.find("Concrete Inputs", concrete), has_strides = root.find("Input Strides", strides);
+  bool has_list_dtypes = root.find("TensorList dtypes", list_dtypes);
+  if (!has_dims && !has_types) return "no Input Dims and Input type (profiled without record_shapes)";
+  if (!has_types) return "no Input type";
+  if (!has_dims) return "no Input Dims";
+  types.array();  // both must be lists (JsonError otherwise)
+  dims.array();
+  if (has_concrete) concrete.array();
+  if (has_strides) strides.array();
+  if (has_list_dtypes) list_dtypes.array();
+  size_t n = types.size();
+  if (dims.size() != n) return "Input Dims and Input type differ in length";
+  if (has_concrete && concrete.size() != n) return "Concrete Inputs and Input type differ in length";
+  if (has_strides && strides.size() != n) has_strides = false;
+  if (has_list_dtypes && list_dtypes.size() != n) return "TensorList dtypes and Input type differ in length";
+  std::vector<json::Node> d, c, s, l;
+  for (json::Node v : dims.array()) d.push_back(v);
+  if (has_concrete)
+    for (json::Node v : concrete.array()) c.push_back(v);
+  if (has_strides)
+    for (json::Node v : strides.array()) s.push_back(v);
+  if (has_list_dtypes)
+    for (json::Node v : list_dtypes.array()) l.push_back(v);
+  size_t i = 0;
+  out.clear();
+  for (json::Node tv : types.array()) {
+    RecArg r;
+    r.type = std::string(tv.as_string());
+    std::string_view type = r.type;
+    std::string text = has_concrete ? std::string(c[i].as_string()) : std::string();
+    if (type.empty() || type == "None") {
+      r.kind = RecArg::Kind::Empty;
+      r.text = text;
+    } else if (type == "Scalar" || type == "Int" || type == "Double" || type == "Bool" || type == "ComplexDouble" ||
+               type == "SymInt" || type == "SymFloat" || type == "SymBool") {
+      r.kind = RecArg::Kind::Scalar;
+      r.scalar = parse_scalar(text);
+    } else if (type == "ScalarList" || type == "IntList" || type == "DoubleList" || type == "BoolList" || type == "SymIntList") {
+      r.kind = RecArg::Kind::ScalarList;
+      std::vector<Scalar> items;
+      if (has_concrete && parse_scalar_list(text, items)) r.list = std::move(items);
+    } else if (type == "TensorList") {
+      r.kind = RecArg::Kind::TensorList;
+      std::vector<OptionalShape> shapes;
+      for (json::Node sv : d[i].array()) shapes.push_back(sv.as_int_list());
+      if (has_list_dtypes && !l[i].is_null()) {
+        std::vector<std::string> dtypes;
+        size_t k = 0;
+        for (json::Node dv : l[i].array()) {
+          std::string_view name = dv.as_string();
+          if (k >= shapes.size()) dv.fail_plain("more dtypes than Input Dims has shapes");
+          if (name.empty()) {
+            shapes[k] = std::nullopt;
+            dtypes.push_back(python_type_name(ArgKind::None));
+          } else {
+            auto py = python_dtype_of_type_name(name);
+            if (!py) return "unknown tensor type \"" + std::string(name) + "\" in TensorList dtypes";
+            dtypes.push_back(*py);
+          }
+          ++k;
+        }
+        if (dtypes.size() != shapes.size()) l[i].fail_plain("TensorList dtypes and Input Dims differ in length");
+        r.list_dtypes = std::move(dtypes);
+        r.list_shapes = std::move(shapes);
+      } else if (!shapes.empty()) {
+        r.list_shapes = std::move(shapes);
+      }
+    } else if (type == "GenericList" || type == "List" || type == "TupleList") {
+      r.kind = RecArg::Kind::GenericList;
+      r.text = text;
+    } else if (auto py = python_dtype_of_type_name(type)) {
+      r.kind = RecArg::Kind::Tensor;
+      r.dtype = *py;
+      r.shape = d[i].as_int_list();
+      if (has_strides && s[i].is_array() && s[i].size() == r.shape.size()) r.strides = s[i].as_int_list();
+    } else {
+      return "unknown Input type \"" + r.type + "\"";
+    }
+    out.push_back(std::move(r));
+    ++i;
+  }
+  return "";
+}
+
+inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::string& args_path,
+                      const ImportOptions& options) {
+  KeyInfo info;
+  info.example = args_path.substr(0, args_path.size() - 5) + ": " + std::string(name) + " (Input type " +
+                 (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
+  const std::vector<const OpInfo*>& overloads = overloads_of(name);
+  auto left_out = [&](std::string reason) {
+    info.status = Status::LeftOut;
+    bool all_decompose = !overloads.empty();
+    for (const OpInfo* o : overloads) all_decompose = all_decompose && o->decomposes;
+    info.blocks = !all_decompose;
+    info.reasons = {std::move(reason)};
+    return info;
+  };
+  if (overloads.empty()) return left_out("op not in this libtorch");
+
+  // The fields, as one small document for the path-naming reader.
+  std::string text = "{";
+  auto add = [&text](const char* key, std::string_view value) {
+    if (value.empty()) return;
+    if (text.size() > 1) text += ',';
+    text += '"';
+    text += key;
+    text += "\":";
+    text += value;
+  };
+  add("Input Dims", raw.dims);
+  add("Input type", raw.types);
+  add("Concrete Inputs", raw.concrete);
+  add("Input Strides", raw.strides);
+  add("TensorList dtypes", raw.list_dtypes);
+  add("Overload name", raw.overload);
+  text += '}';
+  std::vector<RecArg> args;
+  std::string overload_hint;
+  bool has_hint = false;
+  try {
+    auto doc = json::Document::parse(text);
+    json::Node hint(doc->root());
+    if (doc->root().find("Overload name", hint)) {
+      overload_hint = std::string(hint.as_string());
+      has_hint = true;
+    }
+    std::string problem = read_args(doc->root(), args);
+    if (!problem.empty()) return left_out(problem);
+  } catch (const JsonError& e) {
+    throw e.under(args_path);
+  }
+
+  // The overload: the best-fitting schema.
+  // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack: when
+  // no schema takes all the recorded inputs, the op's arguments are the last ones (as OpTracer
+  // reads them).
+  const OpInfo* best = nullptr;
+  int best_score = -1;
+  size_t skip = 0;  // recorded inputs before the op's arguments
+  std::vector<const OpInfo*> tied;
+  for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
+    if (pass == 1 && has_hint) break;
+    for (const OpInfo* o : overloads) {
+      const auto& params = o->schema->arguments();
+      if (has_hint) {
+        if (o->schema->overload_name() != overload_hint || args.size() > params.size()) continue;
+      } else if (pass == 0 ? params.size() != args.size() : params.size() >= args.size()) {
+        continue;
+      }
+      size_t offset = pass == 0 ? 0 : args.size() - params.size();
+      int score = 0;
+      for (size_t k = offset; k < args.size() && score >= 0; ++k) {
+        int s = match_score(args[k], o->args[k - offset]);
+        score = s < 0 ? -1 : score + s;
+      }
+      if (score < 0) continue;
+      if (score > best_score || (score == best_score && pass == 1 && offset < skip)) {
+        best = o;
+        best_score = score;
+        skip = offset;
+        tied.clear();
+      } else if (score == best_score && offset == skip) {
+        tied.push_back(o);
+      }
+    }
+  }
+  if (skip > 0) args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(skip));
+  if (best == nullptr)
+    return left_out(has_hint ? "no overload \"" + overload_hint + "\" takes the recorded arguments"
+                             : "no overload matches the recorded arguments");
+  info.op = best->name;
+  if (best->decomposes) {
+    info.status = Status::Decomposed;
+    info.blocks = false;
+    return info;
+  }
+  if (!tied.empty()) {
+    std::string names;
+    for (const OpInfo* o : tied) names += ", " + o->name;
+    info.reasons.push_back("ambiguous overload (took the first)");
+    info.example += " took " + best->name + " over" + names.substr(1);
+  }
+
+  // The arguments as Python's __torch_dispatch__ gets them: positional ones, trailing defaults dropped.
+  const auto& params = best->schema->arguments();
+  size_t positional = std::min(best->positional, args.size());
+  while (positional > 0 && equals_default(args[positional - 1], params[positional - 1])) --positional;
+  if (const OpInfo* as = best->recorded_as) {
+    // As OpTracer records it: as the op the reference tracer sees, with its leading arguments.
+    info.op = as->name;
+    positional = std::min(positional, as->schema->arguments().size());
+  }
+  std::string guess = "torch.float32";
+  for (const RecArg& r : args)
+    if (r.kind == RecArg::Kind::Tensor) {
+      guess = r.dtype;
+      break;
+    }
+  OpInput& in = info.input;
+  bool any_strides = false;
+  std::vector<std::string> missing;
+  for (size_t k = 0; k < positional; ++k) {
+    Converted c = convert(args[k], best->args[k], guess, options.record_strides(), missing);
+    if (c.list) c.value = in.add_tensor_list(std::move(*c.list));
+    in.input_shapes.push_back(std::move(c.shape));
+    in.input_dtypes.push_back(std::move(c.dtype));
+    in.non_tensor_inputs.push_back(std::move(c.value));
+    any_strides = any_strides || c.strides.has_value();
+    in.input_strides.push_back(std::move(c.strides));
+  }
+  if (!any_strides) in.input_strides.clear();
+  for (std::string& m : missing)
+    if (std::find(info.reasons.begin(), info.reasons.end(), m) == info.reasons.end()) info.reasons.push_back(std::move(m));
+  info.status = Status::Kept;
+  if (!options.keep_incomplete()) {
+    for (const std::string& r : info.reasons)
+      if (r.rfind("ambiguous", 0) != 0) return left_out("incomplete: " + r);
+  }
+  return info;
+}
+
+}  // namespace optrace::detail::kineto

@@ -1,0 +1,472 @@
+// optrace/detail/kineto/importer.hpp: the streaming pass over a Kineto trace's events
+#pragma once
+// A `*.pt.trace.json[.gz]` written by torch.profiler(record_shapes=True) holds one
+// `cpu_op` complete event ("ph": "X") per RecordFunction, with the op's arguments in
+// "Input Dims", "Input type", "Input Strides" and "Concrete Inputs". The importer keeps the calls
+// OpTracer would have recorded, per (pid, tid):
+// - dispatcher ops (aten and any namespace the local libtorch knows), after CompositeImplicitAutograd
+//   decomposition: ops whose resolved overload only has that kernel (`linear`) are transparent;
+// - outermost only: an op inside a kept op's [ts, ts + dur] is not kept;
+// - events that are no dispatcher op (autograd nodes, `ProfilerStep#`, annotations, unknown
+//   namespaces) are transparent: their children can be outermost. Unknown `aten::` names are
+//   taken as ops (a newer libtorch wrote them): not kept, reported, and they hide their children.
+// Kineto names carry no overload: it is resolved by matching each argument's recorded kind and
+// value against every overload's schema (see detail::kineto::match_score).
+//
+// Streaming: the file is read (and inflated) into memory once, then walked with simdjson's
+// On-Demand API; no DOM of the trace is built. Each distinct (name, argument fields) combination
+// is decoded once: its argument fields' raw JSON text is the cache key, and only then parsed
+// (into a small DOM of that event's fields, to reuse optrace's path-naming reader).
+
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/json_text.hpp>
+#include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/kineto/decode.hpp>
+#include <optrace/detail/kineto/profiler_text.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/kineto_types.hpp>
+#include <optrace/op_trace.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::kineto {
+
+using optrace::kineto::ImportOptions;
+using optrace::kineto::ImportReport;
+using optrace::kineto::ImportResult;
+
+namespace od = simdjson::ondemand;
+
+[[noreturn]] inline void malformed(const std::string& path, simdjson::error_code e) {
+  throw JsonError(path, "malformed JSON: " + json::detail::simdjson_message(e));
+}
+
+template <class V>
+[[noreturn]] void expected(V& v, const std::string& path, const char* what) {
+  throw JsonError(path, std::string(what) + ", got " + ondemand::describe(v));
+}
+
+// The raw JSON text of `v`; `path()` names it in errors (called only then).
+template <class V, class PathFn>
+std::string_view raw_of(V& v, const PathFn& path) {
+  std::string_view s;
+  if (auto e = ondemand::raw_json(v, s)) malformed(path(), e);
+  return s;
+}
+
+// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly. False for
+// anything else, and for times beyond int64 nanoseconds (292 years).
+inline bool parse_time_ns(std::string_view s, int64_t& out) {
+  s = json::detail::trim(s);
+  bool negative = !s.empty() && s[0] == '-';
+  if (negative) s.remove_prefix(1);
+  if (s.empty() || s.find_first_of("eE") != std::string_view::npos) {
+    double d;
+    if (!parse_double(s, d) || !(std::fabs(d) < 9.2e15)) return false;  // NaN and inf fail too
+    out = static_cast<int64_t>(std::llround(d * 1000.0)) * (negative ? -1 : 1);
+    return true;
+  }
+  int64_t us = 0, ns = 0;
+  size_t k = 0;
+  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k)
+    if (__builtin_mul_overflow(us, 10, &us) || __builtin_add_overflow(us, s[k] - '0', &us)) return false;
+  if (k == 0) return false;
+  if (k < s.size()) {
+    if (s[k] != '.') return false;
+    int digits = 0;
+    for (++k; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k, ++digits)
+      if (digits < 3) ns = ns * 10 + (s[k] - '0');
+    if (k != s.size()) return false;
+    for (; digits < 3; ++digits) ns *= 10;
+  }
+  if (__builtin_mul_overflow(us, 1000, &us) || __builtin_add_overflow(us, ns, &out)) return false;
+  if (negative) out = -out;
+  return true;
+}
+
+class Importer {
+ public:
+  explicit Importer(const ImportOptions& options) : options_(options) {}
+
+  ImportResult run(const char* data, size_t size, size_t capacity) {
+    od::parser parser;
+    od::document doc;
+    if (auto e = parser.iterate(data, size, capacity).get(doc)) malformed("", e);
+    od::json_type t;
+    if (auto e = doc.type().get(t)) malformed("", e);
+    if (t == od::json_type::array) {
+      od::array events;
+      if (auto e = doc.get_array().get(events)) malformed("", e);
+      read_events(events, "");
+    } else if (t == od::json_type::object) {
+      od::object root;
+      if (auto e = doc.get_object().get(root)) malformed("", e);
+      bool found = false;
+      for (auto member : root) {
+        od::field f;
+        if (auto e = std::move(member).get(f)) malformed("", e);
+        std::string_view key;
+        if (auto e = f.unescaped_key().get(key)) malformed("", e);
+        if (key != "traceEvents") continue;
+        found = true;
+        od::array events;
+        if (f.value().get_array().get(events)) expected(f.value(), "/traceEvents", "expected a list of events");
+        read_events(events, "/traceEvents");
+        break;
+      }
+      if (!found) throw JsonError("", "missing key \"traceEvents\"");
+    } else {
+      expected(doc, "", "expected an object with \"traceEvents\" or a list of events");
+    }
+    return finish();
+  }
+
+ private:
+  struct EventRec {
+    uint32_t thread;
+    uint32_t key;
+    int64_t ts, end;
+    uint32_t index;
+    int64_t count;
+  };
+
+  struct Event {
+    std::string_view ph, cat, name, pid, tid, ts, dur, args;
+    RawFields raw;
+    int64_t count = 1;
+    std::optional<int64_t> dropped;
+    bool args_seen = false;
+    std::optional<bool> op_name;  // is_op_name(name), once asked
+  };
+
+  static bool is_op_event(const Event& e) { return e.ph == "X" && (e.cat == "cpu_op" || e.cat == "Operator"); }
+
+  // Whether `name` may be a dispatcher op (else the event is transparent).
+  bool is_op_name(std::string_view name) {
+    name_scratch_.assign(name.data(), name.size());
+    auto it = op_names_.find(name_scratch_);
+    if (it != op_names_.end()) return it->second;
+    bool op = !overloads_of(name_scratch_).empty() ||
+              (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
+    op_names_.emplace(name_scratch_, op);
+    return op;
+  }
+
+  template <class Obj>
+  void read_args(Obj& args, Event& ev, const std::string& path) {
+    for (auto member : args) {
+      od::field f;
+      if (auto e = std::move(member).get(f)) malformed(path, e);
+      std::string_view key = ondemand::raw_key(f);
+      if (key.empty() || (key[0] != 'I' && key[0] != 'C' && key[0] != 'O' && key[0] != 'T' && key[0] != 'c' && key[0] != 'D'))
+        continue;
+      auto field_path = [&path, key] { return path + "/" + std::string(key); };
+      // The fields are lists: take their text directly (raw_of words the error otherwise).
+      // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
+      // is an error here, not read again through raw_of (which broke simdjson's invariants).
+      auto list_field = [&f, &field_path](std::string_view& into) {
+        od::array a;
+        if (f.value().get_array().get(a)) {
+          into = raw_of(f.value(), field_path);
+          return;
+        }
+        if (auto e = a.raw_json().get(into)) malformed(field_path(), e);
+        into = json::detail::trim(into);
+      };
+      if (key == "Input Dims") list_field(ev.raw.dims);
+      else if (key == "Input type") list_field(ev.raw.types);
+      else if (key == "Concrete Inputs") list_field(ev.raw.concrete);
+      else if (key == "Input Strides") list_field(ev.raw.strides);
+      else if (key == "Overload name") ev.raw.overload = raw_of(f.value(), field_path);
+      else if (key == "TensorList dtypes") list_field(ev.raw.list_dtypes);
+      else if (key == "count" || key == "Dropped calls") {
+        int64_t n;
+        if (f.value().get_int64().get(n) || n < (key == "count" ? 1 : 0))
+          expected(f.value(), field_path(), key == "count" ? "expected a count of at least 1" : "expected a count");
+        if (key == "count") ev.count = n;
+        else ev.dropped = n;
+      }
+    }
+  }
+
+  void read_events(od::array& events, const std::string& base) {
+    uint32_t index = 0;
+    for (auto element : events) {
+      std::string path;
+      auto event_path = [&]() -> const std::string& {
+        if (path.empty()) path = base + "/" + std::to_string(index);
+        return path;
+      };
+      od::value v;
+      if (auto e = element.get(v)) malformed(event_path(), e);
+      od::object obj;
+      if (v.get_object().get(obj)) expected(v, event_path(), "expected an event object");
+      ++report_.events;
+      Event ev;
+      for (auto member : obj) {
+        od::field f;
+        if (auto e = std::move(member).get(f)) malformed(event_path(), e);
+        std::string_view key = ondemand::raw_key(f);
+        if (key.size() > 4) continue;
+        auto string_field = [&](std::string_view& into) {
+          if (f.value().get_string().get(into)) expected(f.value(), event_path() + "/" + std::string(key), "expected a string");
+        };
+        auto number_field = [&](std::string_view& into) {
+          into = ondemand::raw_token(f.value());
+          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
+            expected(f.value(), event_path() + "/" + std::string(key), "expected a number");
+        };
+        if (key == "ph") string_field(ev.ph);
+        else if (key == "cat") string_field(ev.cat);
+        else if (key == "name") string_field(ev.name);
+        else if (key == "ts") number_field(ev.ts);
+        else if (key == "dur") number_field(ev.dur);
+        else if (key == "pid") ev.pid = ondemand::raw_token(f.value());
+        else if (key == "tid") ev.tid = ondemand::raw_token(f.value());
+        else if (key == "args") {
+          ev.args_seen = true;
+          bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
+          if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
+          od::object args;
+          if (f.value().get_object().get(args)) expected(f.value(), event_path() + "/args", "expected an object");
+          if (known) read_args(args, ev, event_path() + "/args");
+          else if (auto e = args.raw_json().get(ev.args)) malformed(event_path() + "/args", e);
+        }
+      }
+      if (is_op_event(ev)) add_event(ev, index, event_path);
+      ++index;
+    }
+  }
+
+  template <class PathFn>
+  void add_event(Event& ev, uint32_t index, PathFn& event_path) {
+    ++report_.op_events;
+    if (!(ev.op_name ? *ev.op_name : is_op_name(ev.name))) {
+      ++report_.transparent;
+      return;
+    }
+    if (!ev.args.empty()) {  // "args" came before "ph", "cat" or "name": read it now
+      od::document sub;
+      if (auto e = sub_parser_.iterate(ev.args.data(), ev.args.size(), ev.args.size() + simdjson::SIMDJSON_PADDING).get(sub))
+        malformed(event_path() + "/args", e);
+      od::object args;
+      if (auto e = sub.get_object().get(args)) malformed(event_path() + "/args", e);
+      read_args(args, ev, event_path() + "/args");
+    }
+    if (ev.ts.empty()) throw JsonError(event_path(), "missing key \"ts\"");
+    if (ev.dur.empty()) throw JsonError(event_path(), "missing key \"dur\"");
+    EventRec rec;
+    if (!parse_time_ns(ev.ts, rec.ts)) throw JsonError(event_path() + "/ts", "expected a time in microseconds, got number " + std::string(ev.ts));
+    int64_t dur;
+    if (!parse_time_ns(ev.dur, dur) || dur < 0)
+      throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got number " + std::string(ev.dur));
+    if (__builtin_add_overflow(rec.ts, dur, &rec.end))
+      throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
+    rec.index = index;
+    rec.count = ev.count;
+    if (!ev.raw.concrete.empty()) saw_concrete_ = true;
+
+    if (ev.pid != last_pid_ || ev.tid != last_tid_ || records_.empty()) {
+      scratch_.clear();
+      scratch_.append(ev.pid).append("\x1f").append(ev.tid);
+      auto thread = threads_.find(scratch_);
+      if (thread == threads_.end()) thread = threads_.emplace(scratch_, static_cast<uint32_t>(threads_.size())).first;
+      last_thread_ = thread->second;
+      last_pid_.assign(ev.pid.data(), ev.pid.size());
+      last_tid_.assign(ev.tid.data(), ev.tid.size());
+    }
+    rec.thread = last_thread_;
+
+    scratch_.assign(ev.dropped ? "\x1e" : "").append(ev.name);
+    for (std::string_view part : {ev.raw.dims, ev.raw.types, ev.raw.concrete, ev.raw.strides, ev.raw.overload, ev.raw.list_dtypes})
+      scratch_.append("\x1f").append(part);
+    auto key = keys_.find(scratch_);
+    if (key == keys_.end()) {
+      KeyInfo info;
+      if (ev.dropped) {
+        info.status = Status::Dropped;
+        info.blocks = false;
+        std::string overload;
+        if (!ev.raw.overload.empty()) overload = std::string(json::Document::parse(ev.raw.overload)->root().as_string());
+        info.op = display_name(ev.name, overload);
+        rec.count = *ev.dropped;
+      } else {
+        info = decode(ev.name, ev.raw, event_path() + "/args", options_);
+      }
+      key = keys_.emplace(scratch_, static_cast<uint32_t>(infos_.size())).first;
+      infos_.push_back(std::move(info));
+    } else if (ev.dropped) {
+      rec.count = *ev.dropped;
+    }
+    rec.key = key->second;
+    // Every count the report and the trace add up is part of this sum: it must fit int64.
+    if (__builtin_add_overflow(calls_, rec.count, &calls_))
+      throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
+                      "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
+    records_.push_back(rec);
+  }
+
+  void note(const std::string& reason, bool kept, int64_t count, const std::string& example) {
+    auto it = issue_index_.find(reason);
+    if (it == issue_index_.end()) {
+      it = issue_index_.emplace(reason, report_.issues.size()).first;
+      ImportReport::Issue issue;
+      issue.reason = reason;
+      issue.kept = kept;
+      report_.issues.push_back(std::move(issue));
+    }
+    ImportReport::Issue& issue = report_.issues[it->second];
+    issue.count += count;
+    if (static_cast<int64_t>(issue.examples.size()) < options_.max_examples() &&
+        std::find(issue.examples.begin(), issue.examples.end(), example) == issue.examples.end())
+      issue.examples.push_back(example);
+  }
+
+  ImportResult finish() {
+    // Nesting, per thread: ops in start order, a parent before the children that share its start.
+    std::vector<uint32_t> order(records_.size());
+    for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+      const EventRec& x = records_[a];
+      const EventRec& y = records_[b];
+      if (x.thread != y.thread) return x.thread < y.thread;
+      if (x.ts != y.ts) return x.ts < y.ts;
+      if (x.end != y.end) return x.end > y.end;
+      return x.index < y.index;
+    });
+    std::vector<uint32_t> kept;
+    uint32_t thread = UINT32_MAX;
+    int64_t open_start = 0, open_end = 0;
+    bool open = false;
+    for (uint32_t k : order) {
+      const EventRec& r = records_[k];
+      const KeyInfo& info = infos_[r.key];
+      if (r.thread != thread) {
+        thread = r.thread;
+        open = false;
+      }
+      if (info.status == Status::Dropped) {
+        kept.push_back(k);
+        continue;
+      }
+      if (open && r.ts >= open_start && r.end <= open_end) {
+        report_.nested += r.count;
+        continue;
+      }
+      if (info.blocks) {
+        open = true;
+        open_start = r.ts;
+        open_end = r.end;
+      }
+      switch (info.status) {
+        case Status::Kept: kept.push_back(k); break;
+        case Status::Decomposed: report_.decomposed += r.count; break;
+        case Status::LeftOut:
+          report_.left_out += r.count;
+          note(info.reasons.front(), false, r.count, info.example);
+          break;
+        default: break;
+      }
+    }
+    // First-seen order: by start time over all threads, then file order.
+    std::sort(kept.begin(), kept.end(), [this](uint32_t a, uint32_t b) {
+      const EventRec& x = records_[a];
+      const EventRec& y = records_[b];
+      return x.ts != y.ts ? x.ts < y.ts : x.index < y.index;
+    });
+    std::vector<int64_t> totals(infos_.size(), 0);
+    std::vector<uint32_t> first_seen;
+    for (uint32_t k : kept) {
+      const EventRec& r = records_[k];
+      if (totals[r.key] == 0) first_seen.push_back(r.key);
+      totals[r.key] += r.count;
+      const KeyInfo& info = infos_[r.key];
+      if (info.status != Status::Kept) continue;
+      report_.kept += r.count;
+      if (!info.reasons.empty()) report_.incomplete += r.count;
+      for (const std::string& reason : info.reasons) note(reason, true, r.count, info.example);
+    }
+    ImportResult result;
+    for (uint32_t key : first_seen) {
+      KeyInfo& info = infos_[key];
+      if (info.status == Status::Dropped) {
+        result.trace.add_dropped(info.op, totals[key]);
+        continue;
+      }
+      OpInput in = info.input;
+      in.count = totals[key];
+      result.trace.add(info.op, std::move(in));
+    }
+    report_.format = "kineto";
+    report_.concrete_inputs = saw_concrete_ || report_.op_events == report_.transparent;
+    result.report = std::move(report_);
+    return result;
+  }
+
+  ImportOptions options_;
+  ImportReport report_;
+  od::parser sub_parser_;
+  std::string scratch_, name_scratch_;
+  std::string last_pid_, last_tid_;  // the previous op event's thread
+  uint32_t last_thread_ = 0;
+  std::unordered_map<std::string, bool> op_names_;
+  std::unordered_map<std::string, uint32_t> threads_;
+  std::unordered_map<std::string, uint32_t> keys_;
+  std::vector<KeyInfo> infos_;
+  std::vector<EventRec> records_;
+  std::unordered_map<std::string, size_t> issue_index_;
+  bool saw_concrete_ = false;
+  int64_t calls_ = 0;  // the op events' counts, summed
+};
+
+
+// Runs the importer over `data`, growing its capacity by simdjson's padding first (no copy when
+// the string has room, as read_file's and gunzip's results usually do).
+inline ImportResult import_text(std::string& data, const ImportOptions& options) {
+  if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
+  Importer importer(options);
+  return importer.run(data.data(), data.size(), data.capacity());
+}
+
+inline optrace::kineto::TraceFormat detect_text(std::string& data) {
+  using optrace::kineto::TraceFormat;
+  if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
+  od::parser parser;
+  od::document doc;
+  if (parser.iterate(data.data(), data.size(), data.capacity()).get(doc)) return TraceFormat::Unknown;
+  od::json_type t;
+  if (doc.type().get(t)) return TraceFormat::Unknown;
+  if (t == od::json_type::array) return TraceFormat::Kineto;
+  od::object root;
+  if (t != od::json_type::object || doc.get_object().get(root)) return TraceFormat::Unknown;
+  bool empty = true;
+  for (auto member : root) {
+    empty = false;
+    od::field f;
+    std::string_view key;
+    if (std::move(member).get(f) || f.unescaped_key().get(key)) return TraceFormat::Unknown;
+    if (key == "traceEvents") return TraceFormat::Kineto;
+    od::object entry;
+    if (f.value().get_object().get(entry)) continue;
+    for (auto inner : entry) {
+      od::field g;
+      std::string_view k;
+      if (std::move(inner).get(g) || g.unescaped_key().get(k)) return TraceFormat::Unknown;
+      if (k == "unique_inputs" || k == "total_calls") return TraceFormat::HfOpTrace;
+    }
+  }
+  return empty ? TraceFormat::HfOpTrace : TraceFormat::Unknown;
+}
+
+}  // namespace optrace::detail::kineto

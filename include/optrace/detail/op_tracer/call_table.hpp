@@ -1,0 +1,146 @@
+// optrace/detail/op_tracer/call_table.hpp: OpTracer's per-thread table of unique calls
+#pragma once
+// A recorded call is a flat vector of int64 tokens (recorder.hpp writes them). Each recording
+// thread counts equal encodings in its own CallTable, behind a SpinLock that only `trace()`
+// contends for.
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::op_tracer {
+
+// Hash of an encoding. Two independent multiply lanes: half the dependency chain of a one-lane hash.
+inline size_t hash_tokens(const int64_t* v, size_t n) noexcept {
+  uint64_t a = 0x9E3779B97F4A7C15ull ^ n, b = 0xC2B2AE3D27D4EB4Full;
+  size_t i = 0;
+  for (; i + 1 < n; i += 2) {
+    a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
+    b = (b ^ static_cast<uint64_t>(v[i + 1])) * 0xc4ceb9fe1a85ec53ull;
+  }
+  if (i < n) a = (a ^ static_cast<uint64_t>(v[i])) * 0xff51afd7ed558ccdull;
+  uint64_t h = a ^ ((b << 31) | (b >> 33));
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+struct SignatureHash {
+  size_t operator()(const std::vector<int64_t>& v) const noexcept { return hash_tokens(v.data(), v.size()); }
+};
+
+// The encoding of the call being recorded, in a buffer reused from call to call. A value asks
+// for the room it needs once (`extend`) and stores its tokens without a capacity check each:
+// vector::push_back's check and out-of-line growth cost as much as the rest of the encoding of
+// a small tensor.
+class KeyWriter {
+ public:
+  void clear() { size_ = 0; }
+  const int64_t* data() const { return tokens_.data(); }
+  size_t size() const { return size_; }
+  // Room for `n` more tokens, counted as written; valid until the next call.
+  int64_t* extend(size_t n) {
+    if (size_ + n > tokens_.size()) grow(size_ + n);
+    int64_t* p = tokens_.data() + size_;
+    size_ += n;
+    return p;
+  }
+  void put(int64_t token) { *extend(1) = token; }
+
+ private:
+  void grow(size_t needed) { tokens_.resize(std::max<size_t>({needed, 2 * tokens_.size(), 256})); }
+  std::vector<int64_t> tokens_;  // its size is the capacity; `size_` tokens are written
+  size_t size_ = 0;
+};
+
+struct Aggregate {
+  int64_t count = 0;
+  uint64_t first_seen = 0;
+  std::vector<std::optional<std::pair<int64_t, int64_t>>> ranges;  // extended: per positional argument
+};
+
+struct Dropped {
+  int64_t count = 0;
+  uint64_t first_seen = 0;
+};
+
+// One thread's unique calls. Their encodings lie end to end in `tokens_`; `slots_` is an
+// open-addressing table (power-of-two size, linear probing) of positions in `entries_`. A call
+// seen before costs one hash, one probe and a memcmp against the scratch encoding: no key copy,
+// no node to chase, no modulo by a prime (what std::unordered_map<std::vector<int64_t>> costs).
+class CallTable {
+ public:
+  struct Entry {
+    size_t hash;
+    size_t offset, length;  // of the encoding in tokens_
+    Aggregate agg;
+  };
+
+  static constexpr size_t kNone = SIZE_MAX;
+
+  // The position (in first-recorded order) of the entry whose encoding is `key[0..n)`, or kNone.
+  size_t find(const int64_t* key, size_t n, size_t hash) const {
+    if (slots_.empty()) return kNone;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = hash & mask;; i = (i + 1) & mask) {
+      uint32_t slot = slots_[i];
+      if (slot == 0) return kNone;
+      const Entry& e = entries_[slot - 1];
+      if (e.hash == hash && holds(slot - 1, key, n)) return slot - 1;
+    }
+  }
+  // Whether the entry at `position` is `key[0..n)`.
+  bool holds(size_t position, const int64_t* key, size_t n) const {
+    const Entry& e = entries_[position];
+    return e.length == n && std::memcmp(tokens_.data() + e.offset, key, n * sizeof(int64_t)) == 0;
+  }
+  // Adds `key[0..n)`, which `find` did not find; returns its position.
+  size_t insert(const int64_t* key, size_t n, size_t hash, Aggregate agg) {
+    if (2 * (entries_.size() + 1) > slots_.size()) rehash(std::max<size_t>(64, 2 * slots_.size()));
+    entries_.push_back(Entry{hash, tokens_.size(), n, std::move(agg)});
+    tokens_.insert(tokens_.end(), key, key + n);
+    place(hash, static_cast<uint32_t>(entries_.size()));
+    return entries_.size() - 1;
+  }
+  Entry& entry(size_t position) { return entries_[position]; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  std::vector<int64_t> key(const Entry& e) const {
+    return std::vector<int64_t>(tokens_.begin() + static_cast<ptrdiff_t>(e.offset),
+                                tokens_.begin() + static_cast<ptrdiff_t>(e.offset + e.length));
+  }
+
+ private:
+  void place(size_t hash, uint32_t slot) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = hash & mask;
+    while (slots_[i] != 0) i = (i + 1) & mask;
+    slots_[i] = slot;
+  }
+  void rehash(size_t size) {
+    slots_.assign(size, 0);
+    for (size_t k = 0; k < entries_.size(); ++k) place(entries_[k].hash, static_cast<uint32_t>(k + 1));
+  }
+
+  std::vector<int64_t> tokens_;
+  std::vector<Entry> entries_;  // first-recorded order
+  std::vector<uint32_t> slots_;  // 0: empty, else a position in entries_ plus one
+};
+
+// A spinlock: taken by one thread on each recorded call and, rarely, by `trace()`; unlocking is
+// a plain store, cheaper than std::mutex's on this hot path.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (flag_.exchange(true, std::memory_order_acquire))
+      while (flag_.load(std::memory_order_relaxed)) std::this_thread::yield();
+  }
+  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+}  // namespace optrace::detail::op_tracer

@@ -1,0 +1,410 @@
+// optrace/detail/op_tracer/recorder.hpp: OpTracer's RecordFunction callbacks and the encoding of calls
+#pragma once
+// How recording works, and why:
+// - One global RecordFunction callback pair (FUNCTION scope, inputs needed) while a tracer records.
+//   The callbacks are plain function pointers, so the active session is a global.
+// - Each thread aggregates into its own buffer (registered once per thread and session under a
+//   mutex); the hot path takes only that buffer's uncontended mutex, so `trace()` can read it.
+// - A call is encoded as a flat vector of int64 tokens (op, argument kinds, dtypes, sizes,
+//   values) into a reused scratch buffer; the thread's hash table counts equal encodings. Strings
+//   (names, dtype strings, Python type names) are made only when `trace()` decodes the keys
+//   (decoder.hpp).
+// - The reference tracer is a Python TorchDispatchMode: it sees ops below Autograd, that is after
+//   CompositeImplicitAutograd kernels decomposed them (`linear` -> `t`, `addmm`), and only the
+//   outermost ones (the mode is off while an op runs). RecordFunction fires at every
+//   `Dispatcher::call`, including inside kernels and for CompositeImplicitAutograd ops before
+//   they decompose. So, per thread, a stack says whether each open RecordFunction opened a
+//   nesting level: ops that decompose do not (their parts are the outermost ones), dispatcher ops
+//   do, ranges that are not dispatcher ops (string-named RECORD_FUNCTIONs) do not.
+// - Arguments are those Python's `__torch_dispatch__` receives in `args`
+//   (torch/csrc/autograd/python_variable.cpp, parseIValuesToPyArgsKwargs): non-keyword-only
+//   ones, trailing ones equal to their schema default dropped (compared with IValue's ==).
+
+#include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/op_tracer/call_table.hpp>
+#include <optrace/error.hpp>
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/record_function.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::op_tracer {
+
+// Tokens of the flat encoding of one call.
+enum Token : int64_t {
+  kTensor = 1,     // dtype, ndim, sizes...; extended: device type, index, contiguous, [strides...]
+  kNone,           //
+  kBool,           // value
+  kInt,            // value
+  kFloat,          // bits
+  kString,         // length, chars packed 8 per token
+  kDtype,          // ScalarType
+  kLayout,         // Layout
+  kMemoryFormat,   // MemoryFormat
+  kDevice,         // type, index
+  kComplex,        // real bits, imag bits
+  kList,           // n, items
+  kTensorList,     // n, items (kTensor or kNone)
+  kTuple,          // n, items
+  kGenerator,      //
+  kOther,          //
+  kKwarg,          // argument index, value (extended)
+};
+
+// One thread's aggregation for one session. `mutex` is taken by the recording thread on each
+// recorded call (uncontended) and by `trace()`.
+struct ThreadBuffer {
+  SpinLock mutex;
+  CallTable calls;
+  std::unordered_map<const OpInfo*, Dropped> dropped;
+};
+
+struct Settings {
+  std::vector<std::string> include_ops, exclude_ops;
+  bool all_levels = false;
+  std::vector<std::thread::id> threads;
+  int64_t max_unique_inputs = 0;
+  bool extended = false;
+  int64_t value_range_max_numel = 4096;
+};
+
+// One recording of an OpTracer (kept across its start/stop cycles until `clear`).
+struct Session {
+  Settings settings;
+  std::mutex mutex;  // guards `buffers`
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  std::atomic<uint64_t> seq{0};
+  std::atomic<int64_t> kept{0};
+
+  // Include/exclude filters see the name a call is recorded under.
+  bool selected(const OpInfo& info) const {
+    const OpInfo& op = info.as_recorded();
+    auto matches = [&](const std::vector<std::string>& names) {
+      for (const auto& n : names)
+        if (n == op.name || n == op.base) return true;
+      return false;
+    };
+    if (!settings.include_ops.empty() && !matches(settings.include_ops)) return false;
+    return !matches(settings.exclude_ops);
+  }
+};
+
+// The recording session, if any; its generation changes at every start and stop so threads
+// notice and re-register.
+inline std::mutex& active_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline std::shared_ptr<Session>& active_session() {
+  static std::shared_ptr<Session> s;
+  return s;
+}
+inline std::atomic<uint64_t>& active_generation() {
+  static std::atomic<uint64_t> g{1};
+  return g;
+}
+
+struct CacheSlot {
+  const char* key = nullptr;
+  const OpInfo* info = nullptr;
+  bool selected = false;
+  size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
+};
+
+struct ThreadState {
+  // Survives sessions: RecordFunctions opened under one session close after it.
+  std::vector<uint8_t> levels;
+  int64_t depth = 0;
+  // Per session.
+  uint64_t generation = 0;
+  std::shared_ptr<Session> session;
+  ThreadBuffer* buffer = nullptr;
+  bool thread_selected = false;
+  static constexpr size_t kCacheSize = 512;
+  CacheSlot cache[kCacheSize];
+  std::unordered_map<const char*, CacheSlot> overflow;
+  KeyWriter scratch;
+
+  // The current session, registering this thread with it first if needed; nullptr if none.
+  Session* current() {
+    uint64_t g = active_generation().load(std::memory_order_acquire);
+    if (g == generation) return session.get();
+    std::lock_guard<std::mutex> lock(active_mutex());
+    generation = active_generation().load(std::memory_order_relaxed);
+    session = active_session();
+    buffer = nullptr;
+    for (auto& c : cache) c = CacheSlot{};
+    overflow.clear();
+    if (session) {
+      const auto& ids = session->settings.threads;
+      thread_selected = ids.empty() || std::find(ids.begin(), ids.end(), std::this_thread::get_id()) != ids.end();
+      if (thread_selected) {
+        std::lock_guard<std::mutex> buffers_lock(session->mutex);
+        session->buffers.push_back(std::make_unique<ThreadBuffer>());
+        buffer = session->buffers.back().get();
+      }
+    }
+    return session.get();
+  }
+
+  // The op behind a RecordFunction; nullptr for ranges that are not dispatcher ops.
+  CacheSlot* lookup(const at::RecordFunction& fn) {
+    const char* key = fn.name();
+    CacheSlot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kCacheSize];
+    if (slot.key == key) return &slot;
+    auto it = overflow.find(key);
+    if (it != overflow.end()) return &it->second;
+    // Dispatcher ops are named by their schema's name string, which lives as long as the op, so
+    // its address identifies the op. String-named ranges are not cached (their address is reused).
+    auto name = fn.operator_name();
+    if (!name) return nullptr;
+    CacheSlot fresh{key, op_info(*name), false, CallTable::kNone};
+    fresh.selected = fresh.info != nullptr && session->selected(*fresh.info);
+    if (slot.key == nullptr) {
+      slot = fresh;
+      return &slot;
+    }
+    return &overflow.emplace(key, fresh).first->second;
+  }
+};
+
+inline ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+inline void push_double(KeyWriter& out, double d) {
+  if (std::isnan(d)) d = std::numeric_limits<double>::quiet_NaN();
+  int64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  out.put(bits);
+}
+
+// A tensor's dtype and sizes. Small, so that it inlines into record_call's loop over arguments.
+inline void encode_tensor_shape(KeyWriter& out, const at::Tensor& t) {
+  auto sizes = t.sizes();
+  const size_t ndim = sizes.size();
+  int64_t* p = out.extend(3 + ndim);
+  p[0] = kTensor;
+  p[1] = static_cast<int64_t>(t.scalar_type());
+  p[2] = static_cast<int64_t>(ndim);
+  for (size_t i = 0; i < ndim; ++i) p[3 + i] = sizes[i];
+}
+
+inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
+  encode_tensor_shape(out, t);
+  if (!extended) return;
+  out.put(static_cast<int64_t>(t.device().type()));
+  out.put(t.device().index());
+  bool strided = t.layout() == c10::kStrided;
+  bool contiguous = !strided || t.is_contiguous();
+  out.put(contiguous ? 1 : 0);
+  if (!contiguous) {
+    auto strides = t.strides();
+    int64_t* q = out.extend(strides.size());
+    for (size_t i = 0; i < strides.size(); ++i) q[i] = strides[i];
+  }
+}
+
+inline void encode_value(KeyWriter& out, const c10::IValue& v, ArgKind kind, bool extended) {
+  if (v.isNone()) { out.put(kNone); return; }
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) out.put(kNone);
+    else encode_tensor(out, t, extended);
+    return;
+  }
+  if ((kind == ArgKind::Dtype || kind == ArgKind::Layout || kind == ArgKind::MemoryFormat) && v.isInt()) {
+    out.put(kind == ArgKind::Dtype ? kDtype : kind == ArgKind::Layout ? kLayout : kMemoryFormat);
+    out.put(v.toInt());
+    return;
+  }
+  if (v.isBool()) { out.put(kBool); out.put(v.toBool()); return; }
+  if (v.isInt()) { out.put(kInt); out.put(v.toInt()); return; }
+  if (v.isDouble()) { out.put(kFloat); push_double(out, v.toDouble()); return; }
+  if (v.isSymInt()) { out.put(kInt); out.put(v.toSymInt().expect_int()); return; }
+  if (v.isString()) {
+    const std::string& s = v.toStringRef();
+    out.put(kString);
+    out.put(static_cast<int64_t>(s.size()));
+    for (size_t i = 0; i < s.size(); i += 8) {
+      int64_t packed = 0;
+      std::memcpy(&packed, s.data() + i, std::min<size_t>(8, s.size() - i));
+      out.put(packed);
+    }
+    return;
+  }
+  if (v.isDevice()) {
+    out.put(kDevice);
+    out.put(static_cast<int64_t>(v.toDevice().type()));
+    out.put(v.toDevice().index());
+    return;
+  }
+  if (v.isComplexDouble()) {
+    auto c = v.toComplexDouble();
+    out.put(kComplex);
+    push_double(out, c.real());
+    push_double(out, c.imag());
+    return;
+  }
+  if (v.isList()) {
+    auto items = v.toListRef();
+    bool any_tensor = false;
+    for (const auto& item : items) any_tensor = any_tensor || item.isTensor();
+    out.put(any_tensor ? kTensorList : kList);
+    out.put(static_cast<int64_t>(items.size()));
+    for (const auto& item : items) {
+      if (any_tensor && item.isTensor() && item.toTensor().defined()) encode_tensor(out, item.toTensor(), false);
+      else if (any_tensor) out.put(kNone);
+      else encode_value(out, item, kind, extended);
+    }
+    return;
+  }
+  if (v.isTuple()) {
+    const auto& items = v.toTupleRef().elements();
+    out.put(kTuple);
+    out.put(static_cast<int64_t>(items.size()));
+    for (const auto& item : items) encode_value(out, item, ArgKind::Other, extended);
+    return;
+  }
+  out.put(v.isGenerator() ? kGenerator : kOther);
+}
+
+inline bool is_default(const c10::Argument& a, const c10::IValue& v) {
+  if (!a.default_value().has_value()) return false;
+  return *a.default_value() == v;  // what PyTorch uses to drop arguments before calling Python
+}
+
+// [min, max] of a small integer tensor, computed with RecordFunction off (no re-entry).
+inline std::optional<std::pair<int64_t, int64_t>> value_range(const c10::IValue& v, int64_t max_numel) {
+  if (!v.isTensor()) return std::nullopt;
+  const at::Tensor& t = v.toTensor();
+  if (!t.defined() || !c10::isIntegralType(t.scalar_type(), /*includeBool=*/false) || t.numel() == 0 || t.numel() > max_numel)
+    return std::nullopt;
+  at::RecordFunctionGuard off(false);
+  c10::AutoGradMode no_grad(false);
+  auto flat = t.reshape({-1});
+  return std::make_pair(flat.min().item<int64_t>(), flat.max().item<int64_t>());
+}
+
+inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::ArrayRef<const c10::IValue> inputs) {
+  const OpInfo& op = *slot.info;
+  const auto& args = op.schema->arguments();
+  // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack:
+  // the op's arguments are its last ones.
+  if (inputs.size() > args.size()) inputs = inputs.slice(inputs.size() - args.size());
+  size_t n = std::min(inputs.size(), args.size());
+  size_t positional = std::min(op.positional, n);
+  if (op.recorded_as != nullptr) positional = std::min(positional, op.recorded_as->schema->arguments().size());
+  while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
+  const bool extended = s.settings.extended;
+  KeyWriter& key = ts.scratch;
+  key.clear();
+  int64_t* head = key.extend(2);
+  // The key names the op the call is recorded as: decoding and merging go by it.
+  head[0] = reinterpret_cast<intptr_t>(&op.as_recorded());
+  head[1] = static_cast<int64_t>(positional);
+  for (size_t i = 0; i < positional; ++i) {
+    const c10::IValue& v = inputs[i];
+    if (!extended && v.isTensor() && v.toTensor().defined()) encode_tensor_shape(key, v.toTensor());  // most arguments
+    else encode_value(key, v, op.args[i].kind, extended);
+  }
+  if (extended) {
+    for (size_t i = op.positional; i < n; ++i) {
+      if (is_default(args[i], inputs[i])) continue;
+      key.put(kKwarg);
+      key.put(static_cast<int64_t>(i));
+      encode_value(key, inputs[i], op.args[i].kind, true);
+    }
+  }
+  ThreadBuffer& buffer = *ts.buffer;
+  std::lock_guard<SpinLock> lock(buffer.mutex);
+  CallTable& calls = buffer.calls;
+  // The op's previous call first: an op called again with the same arguments (layer after layer,
+  // step after step) skips the hash and the probe.
+  size_t position = slot.last_call;
+  if (position == CallTable::kNone || !calls.holds(position, key.data(), key.size())) {
+    const size_t hash = hash_tokens(key.data(), key.size());
+    position = calls.find(key.data(), key.size(), hash);
+    if (position == CallTable::kNone) {
+      int64_t limit = s.settings.max_unique_inputs;
+      if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
+        s.kept.fetch_sub(1, std::memory_order_relaxed);
+        Dropped& d = buffer.dropped[&op.as_recorded()];
+        if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      Aggregate fresh;
+      fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+      position = calls.insert(key.data(), key.size(), hash, std::move(fresh));
+    }
+    slot.last_call = position;
+  }
+  Aggregate& agg = calls.entry(position).agg;
+  ++agg.count;
+  if (extended) {
+    if (agg.ranges.empty()) agg.ranges.resize(positional);
+    for (size_t i = 0; i < positional; ++i) {
+      auto r = value_range(inputs[i], s.settings.value_range_max_numel);
+      if (!r) continue;
+      auto& into = agg.ranges[i];
+      if (!into) into = r;
+      else into = std::make_pair(std::min(into->first, r->first), std::max(into->second, r->second));
+    }
+  }
+}
+
+inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  ThreadState& ts = thread_state();
+  Session* s = ts.current();
+  if (s == nullptr || !ts.thread_selected) {
+    ts.levels.push_back(0);
+    return nullptr;
+  }
+  const bool outermost = !s->settings.all_levels;
+  if (outermost && ts.depth > 0) {
+    ts.levels.push_back(0);
+    return nullptr;
+  }
+  CacheSlot* op = ts.lookup(fn);
+  if (op == nullptr || op->info == nullptr || (outermost && op->info->decomposes)) {
+    ts.levels.push_back(0);
+    return nullptr;
+  }
+  ts.levels.push_back(outermost ? 1 : 0);
+  if (outermost) ++ts.depth;
+  if (op->selected) {
+    try {
+      record_call(ts, *s, *op, fn.inputs());
+    } catch (...) {
+      // A value the encoder cannot read (a symbolic size, ...): the call goes unrecorded rather
+      // than failing the user's op.
+    }
+  }
+  return nullptr;
+}
+
+inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
+  ThreadState& ts = thread_state();
+  if (ts.levels.empty()) return;
+  if (ts.levels.back()) --ts.depth;
+  ts.levels.pop_back();
+}
+
+}  // namespace optrace::detail::op_tracer

@@ -1,0 +1,130 @@
+// optrace/kineto_types.hpp: the Kineto importer's and exporter's options, and what an import reports
+#pragma once
+// Apart from kineto.hpp (the functions) so that the machinery in detail/kineto/ can use them.
+
+#include <optrace/error.hpp>
+#include <optrace/op_trace.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace optrace {
+namespace kineto {
+
+/// Options of `kineto::load` / `kineto::parse`.
+class ImportOptions {
+ public:
+  /// Keep calls whose arguments the trace records only in part (older profilers without
+  /// "Concrete Inputs", values the profiler never writes: Device, str, long lists, tensor lists
+  /// of old profilers): unknown values are written as `null` and the report counts them. With
+  /// false, such calls are left out (and counted as not kept). Default: true.
+  ImportOptions& keep_incomplete(bool keep) {
+    keep_incomplete_ = keep;
+    return *this;
+  }
+  bool keep_incomplete() const { return keep_incomplete_; }
+
+  /// Record the strides of non-contiguous tensors ("Input Strides") as the trace's
+  /// `input_strides` (optrace's extended field; calls with other strides become other unique
+  /// inputs, as with OpTracerOptions::extended). Default: true.
+  ImportOptions& record_strides(bool record) {
+    record_strides_ = record;
+    return *this;
+  }
+  bool record_strides() const { return record_strides_; }
+
+  /// Examples kept per reason in the report. Default: 3.
+  ImportOptions& max_examples(int64_t n) {
+    OPTRACE_CHECK(n >= 0, ArgumentError, "max_examples must be >= 0, got ", n);
+    max_examples_ = n;
+    return *this;
+  }
+  int64_t max_examples() const { return max_examples_; }
+
+ private:
+  bool keep_incomplete_ = true;
+  bool record_strides_ = true;
+  int64_t max_examples_ = 3;
+};
+
+/// What an import kept, left out, and could not read. Counts are of events (calls), outermost
+/// ones unless said otherwise.
+struct ImportReport {
+  /// Why some calls were left out (`kept == false`) or kept with something missing.
+  struct Issue {
+    std::string reason;                 ///< e.g. "no overload matches the recorded arguments"
+    bool kept = false;                  ///< kept in the trace (with unknowns as null) or left out
+    int64_t count = 0;                  ///< calls
+    std::vector<std::string> examples;  ///< "/traceEvents/12: aten::foo (Input type [...])"
+  };
+
+  std::string format;        ///< "kineto" or "hf_op_trace" (kineto::load_any)
+  int64_t events = 0;        ///< entries of traceEvents
+  int64_t op_events = 0;     ///< cpu_op complete events
+  int64_t kept = 0;          ///< calls in the trace (its total_calls)
+  int64_t nested = 0;        ///< ops inside a kept op on their thread
+  int64_t decomposed = 0;    ///< outermost CompositeImplicitAutograd ops (their parts are kept)
+  int64_t transparent = 0;   ///< cpu_op events that are no dispatcher op (autograd nodes, ...)
+  int64_t left_out = 0;      ///< outermost ops not kept: see `issues`
+  int64_t incomplete = 0;    ///< kept calls with some argument unknown: see `issues`
+  bool concrete_inputs = true;  ///< false when no op event has "Concrete Inputs" (older profilers)
+  std::vector<Issue> issues;
+
+  /// The issue with `reason`, or nullptr.
+  const Issue* find(std::string_view reason) const {
+    for (const Issue& i : issues)
+      if (i.reason == reason) return &i;
+    return nullptr;
+  }
+
+  /// A few lines for people: counts, then one line per issue with its examples.
+  std::string to_string() const {
+    std::string out = "format: " + format + "\nevents: " + std::to_string(events) +
+                      ", op events: " + std::to_string(op_events) + "\nkept calls: " + std::to_string(kept) +
+                      " (incomplete: " + std::to_string(incomplete) + ")\nnot kept: nested " + std::to_string(nested) +
+                      ", decomposed " + std::to_string(decomposed) + ", not ops " + std::to_string(transparent) +
+                      ", left out " + std::to_string(left_out) + "\n";
+    if (!concrete_inputs && format == "kineto")
+      out += "note: the trace has no \"Concrete Inputs\" (profiler before PyTorch 2.0): scalar and list values are unknown\n";
+    for (const Issue& i : issues) {
+      out += (i.kept ? "kept, incomplete: " : "left out: ") + i.reason + ": " + std::to_string(i.count) + " calls\n";
+      for (const std::string& e : i.examples) out += "    e.g. " + e + "\n";
+    }
+    return out;
+  }
+};
+
+/// An imported trace and its report.
+struct ImportResult {
+  OpTrace trace;
+  ImportReport report;
+};
+
+/// Options of `kineto::save` / `kineto::to_json`.
+class ExportOptions {
+ public:
+  /// The events' "pid". Default: 0.
+  ExportOptions& pid(int64_t p) {
+    pid_ = p;
+    return *this;
+  }
+  int64_t pid() const { return pid_; }
+  /// The events' "tid". Default: 0.
+  ExportOptions& tid(int64_t t) {
+    tid_ = t;
+    return *this;
+  }
+  int64_t tid() const { return tid_; }
+
+ private:
+  int64_t pid_ = 0;
+  int64_t tid_ = 0;
+};
+
+/// What a trace file holds (`detect_format`).
+enum class TraceFormat { Kineto, HfOpTrace, Unknown };
+
+}  // namespace kineto
+}  // namespace optrace
