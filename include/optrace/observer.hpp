@@ -116,10 +116,7 @@ class InputObserver {
       }
     }
     setup.missing = options.missing_by_name();
-    for (const auto& [position, value] : options.missing_by_position()) {
-      const auto k = static_cast<size_t>(position);
-      setup.missing.emplace_back(k < setup.names.size() ? setup.names[k] : "#" + std::to_string(k), value);
-    }
+    setup.missing_by_position = options.missing_by_position();
     recorder_ = std::make_unique<detail::Recorder>(std::move(setup));
   }
 

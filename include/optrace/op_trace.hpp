@@ -80,7 +80,7 @@ class OpTrace {
   /// the trace's calls would add up to more than INT64_MAX.
   OpTrace& add(std::string_view name, OpInput input) {
     OPTRACE_CHECK(input.count >= 1, ArgumentError, "OpTrace::add: count must be at least 1, got ", input.count);
-    check_parallel(input, name);
+    check_parallel(input, "OpTrace::add", name);
     const int64_t calls = add_calls(name, input.count);
     Slot& slot = slot_for(name);
     OpEntry& entry = ops_[slot.op];
@@ -167,10 +167,10 @@ class OpTrace {
       trace.slots_.push_back(Slot{k, false, {}});
       for (const OpInput& in : e.unique_inputs) {
         OPTRACE_CHECK(in.count >= 1, ArgumentError, "OpTrace::from_entries('", e.name, "'): count must be at least 1, got ", in.count);
-        check_parallel(in, e.name);
-        trace.calls_ = trace.add_calls(e.name, in.count);
+        check_parallel(in, "OpTrace::from_entries", e.name);
+        trace.calls_ = trace.add_calls(e.name, in.count, "OpTrace::from_entries");
       }
-      trace.calls_ = trace.add_calls(e.name, e.dropped_calls);
+      trace.calls_ = trace.add_calls(e.name, e.dropped_calls, "OpTrace::from_entries");
     }
     return trace;
   }
@@ -207,10 +207,10 @@ class OpTrace {
 
   // The trace's calls after adding `n` to them; throws ArgumentError beyond INT64_MAX (a merge of
   // huge counts), so that no total (op or trace) can overflow.
-  int64_t add_calls(std::string_view name, int64_t n) const {
+  int64_t add_calls(std::string_view name, int64_t n, std::string_view caller = "OpTrace::add") const {
     int64_t calls;
-    OPTRACE_CHECK(!__builtin_add_overflow(calls_, n, &calls), ArgumentError, "OpTrace::add('", name, "'): the trace's calls would add up to more than ",
-                  INT64_MAX);
+    OPTRACE_CHECK(!__builtin_add_overflow(calls_, n, &calls), ArgumentError, caller, "('", name,
+                  "'): the trace's calls would add up to more than ", INT64_MAX);
     return calls;
   }
 
@@ -225,14 +225,15 @@ class OpTrace {
     }
   }
 
-  static void check_parallel(const OpInput& in, std::string_view name) {
+  // `caller` names the entry point in messages ("OpTrace::add").
+  static void check_parallel(const OpInput& in, std::string_view caller, std::string_view name) {
     size_t n = in.input_shapes.size();
-    OPTRACE_CHECK(in.input_dtypes.size() == n && in.non_tensor_inputs.size() == n, ArgumentError, "OpTrace::add('", name,
+    OPTRACE_CHECK(in.input_dtypes.size() == n && in.non_tensor_inputs.size() == n, ArgumentError, caller, "('", name,
                   "'): input_shapes, input_dtypes and non_tensor_inputs must have one entry per argument, got ", n, ", ",
                   in.input_dtypes.size(), " and ", in.non_tensor_inputs.size());
     auto ok = [n](size_t m) { return m == 0 || m == n; };
     OPTRACE_CHECK(ok(in.input_strides.size()) && ok(in.input_devices.size()) && ok(in.input_value_ranges.size()),
-                  ArgumentError, "OpTrace::add('", name, "'): input_strides, input_devices and input_value_ranges must be empty or have ", n,
+                  ArgumentError, caller, "('", name, "'): input_strides, input_devices and input_value_ranges must be empty or have ", n,
                   " entries");
   }
 

@@ -123,8 +123,9 @@ struct RecorderSetup {
   int64_t max_signatures = 10000;
   std::vector<std::string> names;  ///< the names positional arguments get
   /// Defaults of arguments a call may omit (TorchScript schemas), and value_if_missing values,
-  /// by argument key.
+  /// by argument name and by position (keyed by the name `names` gives it, else `#i`).
   std::vector<std::pair<std::string, c10::IValue>> defaults, missing;
+  std::vector<std::pair<int64_t, c10::IValue>> missing_by_position;
 };
 
 /// The model-independent part of InputObserver: the signature table, the store, the lock.
@@ -134,6 +135,8 @@ class Recorder {
       : store_n_calls_(setup.store_n_calls), max_signatures_(setup.max_signatures), names_(std::move(setup.names)) {
     for (const auto& [key, value] : setup.defaults) defaults_.emplace_back(key, to_value(value, true));
     for (const auto& [key, value] : setup.missing) missing_.emplace_back(key, to_value(value, true));
+    for (const auto& [position, value] : setup.missing_by_position)
+      missing_.emplace_back(positional_key(static_cast<size_t>(position)), to_value(value, true));
   }
 
   /// Counts a call whose encoding is in `scratch_encoding()`. Returns whether its signature was
