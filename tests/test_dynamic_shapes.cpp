@@ -42,7 +42,7 @@ TEST_CASE("dynamic shapes: a dim is dynamic when it took more than one value", "
   auto ds = observe({{{2, 8}, {2}}, {{3, 8}, {2}}, {{3, 8}, {2}}}).infer_dynamic_shapes();
   CHECK(ds["x"].dynamic_dims() == std::vector<int64_t>{0});
   CHECK(ds["y"].dynamic_dims().empty());
-  CHECK(ds.to_python() == "({0: Dim.DYNAMIC}, {})");
+  CHECK(ds.to_python() == "({0: Dim.AUTO}, {})");
   CHECK(ds["x"].dims[0].min == 2);
   CHECK(ds["x"].dims[0].max == 3);
   CHECK(ds["x"].dims[0].example == 2);
@@ -52,30 +52,54 @@ TEST_CASE("dynamic shapes: a dim is dynamic when it took more than one value", "
 
 TEST_CASE("dynamic shapes: forcing dim 0 dynamic", "[dynamic_shapes]") {
   Observer observer = observe({{{4, 8}, {4}}, {{4, 9}, {4}}});
-  CHECK(observer.infer_dynamic_shapes().to_python() == "({1: Dim.DYNAMIC}, {})");
+  CHECK(observer.infer_dynamic_shapes().to_python() == "({1: Dim.AUTO}, {})");
   CHECK(observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim0_dynamic({"y"})).to_python() ==
-        "({1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+        "({1: Dim.AUTO}, {0: Dim.AUTO})");
   CHECK(observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim0_dynamic_all()).to_python() ==
-        "({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+        "({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO})");
 }
 
-TEST_CASE("dynamic shapes: shared symbols only when asked", "[dynamic_shapes]") {
+TEST_CASE("dynamic shapes: shared symbols off in the hint styles and on in the named style", "[dynamic_shapes]") {
   Observer observer = observe({{{2, 5}, {2}}, {{3, 6}, {3}}, {{7, 6}, {7}}});
-  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO})");
   auto ds = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().shared_symbols());
-  CHECK(ds.to_python() == "({0: Dim('s0', min=2, max=7), 1: Dim.DYNAMIC}, {0: Dim('s0', min=2, max=7)})");
+  CHECK(ds.to_python() == "({0: Dim('s0', min=2, max=7), 1: Dim.AUTO}, {0: Dim('s0', min=2, max=7)})");
   CHECK(ds.to_json() ==
-        R"({"dynamic_shapes": [["s0", "_DimHint.DYNAMIC"], ["s0"]], "dims": {"s0": {"min": 2, "max": 7, "derived": []}}})");
+        R"({"dynamic_shapes": [["s0", "_DimHint.AUTO"], ["s0"]], "dims": {"s0": {"min": 2, "max": 7, "derived": []}}})");
   CHECK(ds["x"].dims[0].symbol == ds["y"].dims[0].symbol);
   CHECK(ds["x"].dims[1].symbol == "s1");
   CHECK_FALSE(ds["x"].dims[1].named);
+  CHECK(ds.with_style(optrace::DimStyle::hint_dynamic).to_json() ==
+        R"({"dynamic_shapes": [["s0", "_DimHint.DYNAMIC"], ["s0"]], "dims": {"s0": {"min": 2, "max": 7, "derived": []}}})");
+
+  auto named = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named));
+  CHECK(named.style() == optrace::DimStyle::named);
+  CHECK(named.to_python() == "({0: Dim('s0', min=2, max=7), 1: Dim('s1', min=5, max=6)}, {0: Dim('s0', min=2, max=7)})");
+  CHECK(named.to_json() ==
+        R"({"dynamic_shapes": [["s0", "s1"], ["s0"]], "dims": {"s0": {"min": 2, "max": 7, "derived": []}, )"
+        R"("s1": {"min": 5, "max": 6, "derived": []}}})");
+  auto separate = optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named).shared_symbols(false);
+  CHECK(observer.infer_dynamic_shapes(separate).to_python() ==
+        "({0: Dim('s0', min=2, max=7), 1: Dim('s1', min=5, max=6)}, {0: Dim('s2', min=2, max=7)})");
+}
+
+TEST_CASE("dynamic shapes: a named dim seen with one value has no upper bound", "[dynamic_shapes]") {
+  // torch.export's Dim needs max > min, and torch 2.6's loader an int max.
+  Observer observer = observe({{{4, 8}, {4}}, {{4, 9}, {4}}});
+  auto options = optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named).dim0_dynamic({"y"});
+  auto ds = observer.infer_dynamic_shapes(options);
+  CHECK(ds.to_python() == "({1: Dim('s0', min=8, max=9)}, {0: Dim('s1', min=4)})");
+  CHECK(ds.to_json() == R"({"dynamic_shapes": [[4, "s0"], ["s1"]], "dims": {"s0": {"min": 8, "max": 9, "derived": []}, )"
+                        R"("s1": {"min": 4, "max": 9223372036854775806, "derived": []}}})");
+  CHECK(ds.symbols()[1].max == 4);  // the observed range stays as observed
+  CHECK(ds.symbols()[1].export_range() == std::make_pair(int64_t{4}, optrace::kUnboundedDim));
 }
 
 TEST_CASE("dynamic shapes: derived dims need three distinct values", "[dynamic_shapes]") {
   auto derived = optrace::DynamicShapesOptions().derived_dims();
   SECTION("two distinct values are not enough") {
     Observer observer = observe({{{2}, {5}}, {{3}, {7}}, {{3}, {7}}});
-    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
   }
   SECTION("y = 2*x + 1 from three values") {
     Observer observer = observe({{{2}, {5}}, {{3}, {7}}, {{6}, {13}}});
@@ -97,22 +121,37 @@ TEST_CASE("dynamic shapes: derived dims need three distinct values", "[dynamic_s
     CHECK(observer.infer_dynamic_shapes(derived).to_json() ==
           R"({"dynamic_shapes": [["s0 + 1"], ["s0"]], "dims": {"s0": {"min": 3, "max": 8, "derived": ["s0 + 1"]}}})");
     observer(torch::zeros({10}), torch::zeros({2}));
-    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
   }
   SECTION("equal dims are shared symbols, not derived ones") {
     Observer observer = observe({{{2}, {2}}, {{3}, {3}}, {{4}, {4}}});
-    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+    CHECK(observer.infer_dynamic_shapes(derived).to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
   }
 }
 
-TEST_CASE("dynamic shapes: warnings for 0 and 1 examples and empty dims", "[dynamic_shapes]") {
-  Observer observer = observe({{{1, 0}, {3}}, {{4, 0}, {3}}});
-  auto ds = observer.infer_dynamic_shapes();
-  REQUIRE(ds.warnings().size() == 2);
-  CHECK(ds.warnings()[0] ==
-        "argument 'x' dim 0 is dynamic but its example value is 1: torch.export specializes dims of size 0 and 1; "
-        "pick an example >= 2 (InferArgumentsOptions().export_safe())");
-  CHECK(ds.warnings()[1] == "argument 'x' dim 1 is 0 in every call");
+TEST_CASE("dynamic shapes: the example is export-safe when a stored call allows and warned otherwise", "[dynamic_shapes]") {
+  SECTION("a stored call with every dynamic dim >= 2 is the example") {
+    Observer observer = observe({{{1, 0}, {3}}, {{4, 0}, {3}}});
+    auto ds = observer.infer_dynamic_shapes();
+    CHECK(ds["x"].dims[0].example == 4);
+    CHECK(observer.infer_arguments().describe() == "(float32[4, 0], float32[3])");
+    REQUIRE(ds.warnings().size() == 1);
+    CHECK(ds.warnings()[0] == "argument 'x' dim 1 is 0 in every call");
+  }
+  SECTION("none: the warning names the dim and says what torch.export does, by style") {
+    Observer observer(pass_through, optrace::ObserverOptions().arg_names({"x", "y"}).store_n_calls(2));
+    for (int64_t n : {1, 0, 5}) observer(torch::zeros({n}), torch::zeros({3}));
+    auto ds = observer.infer_dynamic_shapes();
+    CHECK(ds["x"].dims[0].example == 1);
+    REQUIRE(ds.warnings().size() == 1);
+    CHECK(ds.warnings()[0] ==
+          "argument 'x' dim 0 is dynamic but its example value is 1 (no stored call has every dynamic dim >= 2): "
+          "torch.export treats sizes 0 and 1 as constants, so it specializes it to 1 (torch 2.6: silently) and the "
+          "program rejects every other size; store a call where it is >= 2 (ObserverOptions().store_n_calls)");
+    auto named = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named));
+    REQUIRE(named.warnings().size() == 1);
+    CHECK_THAT(named.warnings()[0], OPTRACE_CONTAINS("so it fails on this named dim (\"Constraints violated\")"));
+  }
 }
 
 TEST_CASE("dynamic shapes: keyword calls give a dict and nested names", "[dynamic_shapes]") {
@@ -124,16 +163,23 @@ TEST_CASE("dynamic shapes: keyword calls give a dict and nested names", "[dynami
     observer.call({}, {{"inputs", d}});
   }
   auto ds = observer.infer_dynamic_shapes();
-  CHECK(ds.to_python() == R"({'inputs': {'a\'b': {0: Dim.DYNAMIC}}})");
-  CHECK(ds.to_json() == R"({"dynamic_shapes": {"inputs": {"a'b": ["_DimHint.DYNAMIC"]}}, "dims": {}})");
+  CHECK(ds.to_python() == R"({'inputs': {'a\'b': {0: Dim.AUTO}}})");
+  CHECK(ds.to_json() == R"({"dynamic_shapes": {"inputs": {"a'b": ["_DimHint.AUTO"]}}, "dims": {}})");
 }
 
-TEST_CASE("dynamic shapes: the JSON passes torch's loader rules", "[dynamic_shapes][python]") {
+TEST_CASE("dynamic shapes: torch's loader reads the JSON", "[dynamic_shapes][python]") {
+  // The real _load_dynamic_shapes where torch has it (trixie: 2.6), torch 2.6's rules otherwise.
   if (!python_has_sympy()) OPTRACE_SKIP("python3 with sympy not installed");
   Observer observer = observe({{{2, 5}, {5}}, {{3, 6}, {7}}, {{6, 9}, {13}}});
   auto ds = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().derived_dims().shared_symbols());
   // x dim 1 = x dim 0 + 3 and y = 2 * x dim 0 + 1: both derived from one symbol.
   CHECK(run_python_check(ds.to_json()) == "s0*1+0\ns0*1+3\ns0*2+1\n");
-  CHECK(run_python_check(observe({{{2, 5}, {5}}, {{3, 5}, {5}}}).infer_dynamic_shapes().to_json()) ==
-        "_DimHint.DYNAMIC\n5\n5\n");
+  Observer two = observe({{{2, 5}, {5}}, {{3, 5}, {5}}});
+  CHECK(run_python_check(two.infer_dynamic_shapes().to_json()) == "_DimHint.AUTO\n5\n5\n");
+  auto named = two.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named).dim0_dynamic({"y"}));
+  CHECK(run_python_check(named.to_json()) == "s0*1+0\n5\ns1*1+0\n");
+  // The check is live: torch 2.6 refuses _DimHint.DYNAMIC, and a symbol missing from dims.
+  CHECK_THAT(run_python_check(two.infer_dynamic_shapes().with_style(optrace::DimStyle::hint_dynamic).to_json()),
+             OPTRACE_CONTAINS("refused:"));
+  CHECK_THAT(run_python_check(R"({"dynamic_shapes": [["s0"]], "dims": {}})"), OPTRACE_CONTAINS("refused:"));
 }

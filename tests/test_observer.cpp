@@ -1,4 +1,5 @@
 // Tests for optrace/observer.hpp: module kinds, argument kinds, storage, alignment, errors, threads.
+#include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 
 #include <torch/torch.h>
@@ -57,9 +58,9 @@ TEST_CASE("observer: seed scenario 1 positional arguments", "[observer]") {
   CHECK(observer.num_calls() == 3);
   auto ds = observer.infer_dynamic_shapes();
   CHECK_FALSE(ds.keyed());
-  CHECK(ds.to_python() == "({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC, 1: Dim.DYNAMIC})");
+  CHECK(ds.to_python() == "({0: Dim.AUTO, 1: Dim.AUTO}, {0: Dim.AUTO, 1: Dim.AUTO})");
   CHECK(ds.to_json() ==
-        R"({"dynamic_shapes": [["_DimHint.DYNAMIC", "_DimHint.DYNAMIC"], ["_DimHint.DYNAMIC", "_DimHint.DYNAMIC"]], "dims": {}})");
+        R"({"dynamic_shapes": [["_DimHint.AUTO", "_DimHint.AUTO"], ["_DimHint.AUTO", "_DimHint.AUTO"]], "dims": {}})");
   CHECK(ds.warnings().empty());
   auto args = observer.infer_arguments();
   REQUIRE(args.args.size() == 2);
@@ -84,8 +85,8 @@ TEST_CASE("observer: seed scenario 2 keyword arguments of a TorchScript module",
   }
   auto ds = observer.infer_dynamic_shapes();
   CHECK(ds.keyed());
-  CHECK(ds.to_python() == "{'x': {0: Dim.DYNAMIC}, 'labels': {0: Dim.DYNAMIC}}");
-  CHECK(ds.to_json() == R"({"dynamic_shapes": {"x": ["_DimHint.DYNAMIC", 8], "labels": ["_DimHint.DYNAMIC"]}, "dims": {}})");
+  CHECK(ds.to_python() == "{'x': {0: Dim.AUTO}, 'labels': {0: Dim.AUTO}}");
+  CHECK(ds.to_json() == R"({"dynamic_shapes": {"x": ["_DimHint.AUTO", 8], "labels": ["_DimHint.AUTO"]}, "dims": {}})");
   auto args = observer.infer_arguments();
   CHECK(args.args.empty());
   CHECK(args.describe() == "dict(x: float32[2, 8], labels: int64[2])");
@@ -101,15 +102,19 @@ TEST_CASE("observer: seed scenario 3 optional mask with value_if_missing", "[obs
     observer.call({}, {{"x", torch::randn({4, seq})}, {"mask", torch::ones({4, seq})}});
     CHECK(observer.num_obs() == 3);
     auto ds = observer.infer_dynamic_shapes();
-    CHECK(ds.to_python() == "{'x': {0: Dim.DYNAMIC}, 'mask': {0: Dim.DYNAMIC}}");
-    CHECK(observer.infer_arguments().describe() == "dict(x: float32[2, 10], mask: float32[0, 10])");
-    // The example of mask's dim 0 is 0: torch.export would specialize it; the user is told.
-    REQUIRE(ds.warnings().size() == 1);
-    CHECK(ds.warnings()[0] ==
-          "argument 'mask' dim 0 is dynamic but its example value is 0: torch.export specializes dims of size 0 and 1; "
-          "pick an example >= 2 (InferArgumentsOptions().export_safe())");
-    auto safe = observer.infer_arguments(optrace::InferArgumentsOptions().export_safe());
-    CHECK(safe.describe() == "dict(x: float32[3, 10], mask: float32[3, 10])");
+    CHECK(ds.to_python() == "{'x': {0: Dim.AUTO}, 'mask': {0: Dim.AUTO}}");
+    // The example is the first export-safe call: the stand-in's dim 0 (0) would be specialized.
+    CHECK(observer.infer_arguments().describe() == "dict(x: float32[3, 10], mask: float32[3, 10])");
+    CHECK(ds.warnings().empty());
+    CHECK(observer.infer_arguments(0).describe() == "dict(x: float32[2, 10], mask: float32[0, 10])");
+    // The stand-in counts in mask's range but does not break its equality with x.
+    auto named = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named));
+    CHECK(named.to_python() == "{'x': {0: Dim('s0', min=0, max=4)}, 'mask': {0: Dim('s0', min=0, max=4)}}");
+    // The observation file says which signature had the stand-in; a loaded file agrees.
+    CHECK_THAT(observer.to_json(0), OPTRACE_CONTAINS(R"("stand_ins": ["mask"])"));
+    auto loaded = optrace::Observations::from_json(observer.to_json());
+    CHECK(loaded.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named)).to_python() ==
+          named.to_python());
   }
   SECTION("C++ module with c10::optional by position") {
     optrace::InputObserver<Masked> observer(
@@ -117,8 +122,8 @@ TEST_CASE("observer: seed scenario 3 optional mask with value_if_missing", "[obs
     observer(torch::randn({2, seq}), c10::optional<torch::Tensor>());
     observer(torch::randn({3, seq}), c10::optional<torch::Tensor>(torch::ones({3, seq})));
     observer(torch::randn({4, seq}), c10::optional<torch::Tensor>(torch::ones({4, seq})));
-    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
-    CHECK(observer.infer_arguments().describe() == "(float32[2, 10], float32[0, 10])");
+    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
+    CHECK(observer.infer_arguments().describe() == "(float32[3, 10], float32[3, 10])");
   }
   SECTION("C++ module with arg_names and value_if_missing by position") {
     // The position names the argument it stands for ("mask"), also when the names come later
@@ -127,15 +132,15 @@ TEST_CASE("observer: seed scenario 3 optional mask with value_if_missing", "[obs
         Masked{}, optrace::ObserverOptions().value_if_missing(1, torch::ones({0, seq})).arg_names({"x", "mask"}));
     observer(torch::randn({2, seq}), c10::optional<torch::Tensor>());
     observer(torch::randn({3, seq}), c10::optional<torch::Tensor>(torch::ones({3, seq})));
-    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
-    CHECK(observer.infer_arguments().describe() == "(float32[2, 10], float32[0, 10])");
+    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
+    CHECK(observer.infer_arguments().describe() == "(float32[3, 10], float32[3, 10])");
   }
   SECTION("without value_if_missing the first complete call is chosen") {
     optrace::InputObserver<Masked> observer(Masked{}, optrace::ObserverOptions().arg_names({"x", "mask"}));
     observer(torch::randn({2, seq}), c10::optional<torch::Tensor>());
     observer(torch::randn({3, seq}), c10::optional<torch::Tensor>(torch::ones({3, seq})));
     observer(torch::randn({4, seq}), c10::optional<torch::Tensor>(torch::ones({4, seq})));
-    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})");
+    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
     CHECK(observer.infer_arguments().describe() == "(float32[3, 10], float32[3, 10])");
     // By index, the missing mask becomes an empty tensor shaped like the others, dynamic dim 0.
     auto first = observer.infer_arguments(0);
@@ -167,7 +172,7 @@ TEST_CASE("observer: any callable and recorded outputs", "[observer]") {
   CHECK(optrace::describe(outputs[0]) == "(float32[2, 2], float32[])");
   CHECK(outputs[0].items[0].data.sum().item<double>() == 12.0);
   // Scalars keep their values; dynamism seen after the store filled up still counts.
-  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, None)");
+  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, None)");
   auto args = observer.infer_arguments();
   CHECK(args.args[1].toInt() == 3);
 }
@@ -203,8 +208,8 @@ TEST_CASE("observer: nested structures and a user struct", "[observer]") {
   }
   auto ds = observer.infer_dynamic_shapes();
   CHECK(ds.to_python() ==
-        "({'input_ids': {1: Dim.DYNAMIC}, 'attention_mask': {1: Dim.DYNAMIC}, 'num_beams': None}, "
-        "[{2: Dim.DYNAMIC}, {2: Dim.DYNAMIC}], {'pos': {0: Dim.DYNAMIC}}, ({}, None))");
+        "({'input_ids': {1: Dim.AUTO}, 'attention_mask': {1: Dim.AUTO}, 'num_beams': None}, "
+        "[{2: Dim.AUTO}, {2: Dim.AUTO}], {'pos': {0: Dim.AUTO}}, ({}, None))");
   CHECK(ds["batch"].items[0].dynamic_dims() == std::vector<int64_t>{1});
   auto args = observer.infer_arguments();
   CHECK(args.describe() ==
@@ -228,7 +233,7 @@ TEST_CASE("observer: IValue trees", "[observer]") {
     c10::List<at::Tensor> list({torch::ones({n, 2}), torch::ones({1})});
     observer(c10::IValue(c10::ivalue::Tuple::create({c10::IValue(list), c10::IValue(dict), c10::IValue(), c10::IValue("s")})));
   }
-  CHECK(observer.infer_dynamic_shapes().to_python() == "(([{0: Dim.DYNAMIC}, {}], {'k': {0: Dim.DYNAMIC}}, None, None),)");
+  CHECK(observer.infer_dynamic_shapes().to_python() == "(([{0: Dim.AUTO}, {}], {'k': {0: Dim.AUTO}}, None, None),)");
   auto args = observer.infer_arguments();
   CHECK(args.describe() == "(([float32[2, 2], float32[1]], dict(k: float32[2]), None, 's'),)");
   CHECK(args.args[0].toTupleRef().elements()[0].isTensorList());
@@ -324,7 +329,7 @@ TEST_CASE("observer: TorchScript positional calls take names and defaults from t
   auto ds = observer.infer_dynamic_shapes();
   CHECK_FALSE(ds.keyed());
   CHECK(ds.names() == std::vector<std::string>{"x", "mask"});
-  CHECK(ds.to_python() == "({0: Dim.DYNAMIC}, {})");
+  CHECK(ds.to_python() == "({0: Dim.AUTO}, {})");
   // Only one call had a mask, so its dim 0 was seen with one value: static.
   CHECK(observer.infer_arguments().describe() == "(float32[4, 3], float32[4, 3])");
 }

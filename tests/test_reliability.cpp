@@ -203,7 +203,7 @@ TEST_CASE("reliability: 8 threads x 100000 calls through one InputObserver give 
     total += count;
   }
   CHECK(total == int64_t{kThreads} * kCalls);
-  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.DYNAMIC}, None)");
+  CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, None)");
 }
 
 TEST_CASE("reliability: 8 threads x 100000 calls past max_signatures give exact counts", "[reliability][stress]") {

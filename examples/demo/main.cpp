@@ -44,9 +44,11 @@ int run(const std::string& out_dir) {
   optrace::DynamicShapes shapes = observer.infer_dynamic_shapes();
   std::cout << "\ndynamic_shapes = " << shapes.to_python() << "\n";
   for (const auto& warning : shapes.warnings()) std::cout << "warning: " << warning << "\n";
-  // input_ids and attention_mask always agree on batch and sequence: one symbol each.
-  std::cout << "with shared symbols: "
-            << observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().shared_symbols()).to_python() << "\n";
+  // The named style: observed ranges, and torch.export fails rather than specialize. input_ids
+  // and attention_mask always agree on batch and sequence: one symbol each.
+  std::cout << "named: "
+            << observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named)).to_python()
+            << "\n";
   optrace::Arguments args = observer.infer_arguments();
   std::cout << "export arguments: " << args.describe() << "\n";
 
@@ -55,7 +57,8 @@ int run(const std::string& out_dir) {
   shapes.save(spec_path);
   const std::string obs_path = out_dir + "/observations.json";
   observer.save(obs_path);
-  std::cout << "wrote " << spec_path << " and " << obs_path << "\n";
+  std::cout << "wrote " << spec_path << " and " << obs_path
+            << " (export from them: python3 examples/python/export_from_observations.py " << obs_path << ")\n";
 
   // 4. Elsewhere: reload the file and rebuild export arguments on the best device there is.
   const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);

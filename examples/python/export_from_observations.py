@@ -1,17 +1,125 @@
-"""Export a model with torch.export from an optrace observation file (torch >= 2.3).
+"""Export a model with torch.export from the files an optrace InputObserver wrote (torch >= 2.6).
 
-    python3 export_from_observations.py observations.json
+    python3 export_from_observations.py observations.json [dynamic_shapes.json]
 
-The file carries, per input, its shape, dtype and strides (torch.export TensorMeta) and torch's
-DynamicShapesSpec. This rebuilds example arguments (no user data was ever stored) and hands both
-to torch.export.export. Replace `Model` with your own module.
+The observation file holds, per input, its shape, dtype and strides (torch.export TensorMeta),
+the inputs' treespec (`in_spec`), torch's DynamicShapesSpec and every distinct call signature
+(`history`). This rebuilds example arguments from them (no user data was ever stored), loads the
+spec with torch's own loader, hands both to torch.export.export, and runs the exported program
+on every observed call signature. Replace `Model` with your own module; the functions are the
+part to reuse:
+
+    doc = read(path)
+    args, kwargs = example_inputs(doc)          # tensors of the recorded shapes, dtypes, strides
+    shapes = dynamic_shapes(doc)                # torch's _load_dynamic_shapes on the file's spec
+    program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=shapes)
+    for args, kwargs, count in observed_inputs(doc): program.module()(*args, **kwargs)
 """
 import json
 import sys
 
 import torch
 
-from load_observations import load
+from load_observations import rebuild
+
+# _load_dynamic_shapes with from_dict=True, and torch.export reading its output: torch 2.6.
+MIN_TORCH = (2, 6)
+
+
+def require_torch():
+    """Exits with a message (not a traceback) when this torch cannot export from the file."""
+    version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    if version < MIN_TORCH or not hasattr(torch, "export"):
+        sys.exit("export_from_observations.py needs torch >= %d.%d (torch.export and "
+                 "torch._export.serde.dynamic_shapes._load_dynamic_shapes); this is torch %s"
+                 % (MIN_TORCH + (torch.__version__,)))
+
+
+def read(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def fill(t, generator=None):
+    """Values for a rebuilt tensor: small non-negative integers (valid indices and labels), ones
+    for bool, normal floats; the recorded strides are kept."""
+    if t.dtype == torch.bool:
+        return t.fill_(True)
+    if t.is_floating_point() or t.is_complex():
+        return t.copy_(torch.randn(t.shape, dtype=t.dtype, generator=generator))
+    return t.copy_(torch.randint(0, 2, t.shape, dtype=t.dtype, generator=generator))
+
+
+def scalar(value):
+    """A non-tensor leaf as the file writes it: null, {"int": n}, {"float": x}, {"bool": b}, {"str": s}."""
+    if value is None:
+        return None
+    (kind, x), = value.items()
+    if kind in ("int", "float", "bool", "str"):
+        return x
+    raise ValueError("not a scalar leaf: %r" % (value,))
+
+
+def example_inputs(doc, device="cpu"):
+    """(args, kwargs) of the file's example call, rebuilt through its in_spec."""
+    from torch.utils._pytree import tree_unflatten, treespec_loads
+
+    leaves = []
+    for entry in doc["inputs"]:
+        meta = entry["meta"]
+        leaves.append(fill(rebuild(meta, device)) if meta is not None else scalar(entry["value"]))
+    args, kwargs = tree_unflatten(leaves, treespec_loads(doc["in_spec"]))
+    return tuple(args), dict(kwargs)
+
+
+def dynamic_shapes(doc_or_spec):
+    """torch's own loader on the file's `dynamic_shapes` (or a dynamic_shapes.json's content)."""
+    from torch._export.serde.dynamic_shapes import _load_dynamic_shapes
+
+    spec = doc_or_spec.get("dynamic_shapes", doc_or_spec) if "format" in doc_or_spec else doc_or_spec
+    shapes = _load_dynamic_shapes(spec, from_dict=True)
+    return tuple(shapes) if isinstance(shapes, list) else shapes
+
+
+def value(v, device="cpu"):
+    """A history value (`{"tensor": TensorMeta}`, `{"list": [...]}`, ...) as Python objects."""
+    if v is None:
+        return None
+    (kind, x), = [(k, w) for k, w in v.items() if k != "fields"]
+    if kind == "tensor":
+        return fill(rebuild(x, device))
+    if kind in ("list", "tuple"):
+        items = [value(i, device) for i in x]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict":
+        return {k: value(i, device) for k, i in x.items()}
+    if kind == "struct":
+        return {k: value(i, device) for k, i in v["fields"].items()}
+    return x
+
+
+def observed_inputs(doc, device="cpu"):
+    """Yields (args, kwargs, count, skip_reason) for every distinct observed call signature.
+    skip_reason is None, or why the exported program cannot take the call as recorded: an
+    argument value_if_missing stood in for, or one the call lacks."""
+    names = doc["arg_names"]
+    # The arguments the program takes tensors for: a call without one (None, or not passed)
+    # took another path through the model than the export did.
+    tensor_arguments = [n for n in names if any(e["argument"] == n and e["meta"] for e in doc["inputs"])]
+    for row in doc["history"]:
+        call = row["call"]["dict"]
+        stand_ins = row.get("stand_ins", [])
+        lacking = [n for n in tensor_arguments if call.get(n) is None]
+        reason = None
+        if stand_ins:
+            reason = "value_if_missing stood in for %s" % ", ".join(stand_ins)
+        elif lacking:
+            reason = "lacks %s" % ", ".join(lacking)
+        values = {n: value(call[n], device) for n in names if n in call}
+        if doc["keyed"]:
+            yield (), values, row["count"], reason
+        else:
+            yield tuple(values.get(n) for n in names), {}, row["count"], reason
 
 
 class Model(torch.nn.Module):
@@ -29,23 +137,22 @@ class Model(torch.nn.Module):
         return self.head(x)
 
 
-def main(path):
-    from torch._export.serde.dynamic_shapes import _load_dynamic_shapes
-
-    doc, tensors = load(path)
-    args = []
-    for name in doc["arg_names"]:
-        t, meta = tensors[name]
-        # Token ids must be valid indices: fill integer inputs with small values.
-        args.append(torch.randint(0, 2, t.shape, dtype=t.dtype) if not t.is_floating_point() else torch.randn(t.shape))
-    dynamic_shapes = _load_dynamic_shapes(doc["dynamic_shapes"], from_dict=True)
-    if doc["keyed"]:
-        kwargs = dict(zip(doc["arg_names"], args))
-        program = torch.export.export(Model(), (), kwargs=kwargs, dynamic_shapes=dynamic_shapes)
-    else:
-        program = torch.export.export(Model(), tuple(args), dynamic_shapes=tuple(dynamic_shapes))
+def main(path, spec_path=None):
+    require_torch()
+    doc = read(path)
+    args, kwargs = example_inputs(doc)
+    shapes = dynamic_shapes(read(spec_path) if spec_path else doc)
+    program = torch.export.export(Model(), args, kwargs=kwargs, dynamic_shapes=shapes)
     print(program)
+    for args, kwargs, count, reason in observed_inputs(doc):
+        if reason:
+            print("skipped a signature (%d calls): %s" % (count, reason))
+            continue
+        program.module()(*args, **kwargs)
+    print("the exported program ran every observed call signature it can take")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    main(*sys.argv[1:])

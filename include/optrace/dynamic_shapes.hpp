@@ -7,13 +7,45 @@
 #include <optrace/value.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace optrace {
 
-/// How `infer_dynamic_shapes` decides. Defaults: only dims seen with more than one value are
-/// dynamic, each on its own.
+/// How a dynamic dim is written for torch.export (`to_python`, `to_json`). What each does at
+/// export time, measured with torch 2.6's `_load_dynamic_shapes` and `torch.export.export` (the
+/// README's "Exporting from observations" has the figures):
+enum class DimStyle {
+  /// `Dim.AUTO` / `"_DimHint.AUTO"` for every dim not tied to another (tied dims, shared or
+  /// derived, are named). Loads on torch 2.6 and later. torch keeps the dim dynamic, finds the
+  /// equalities between dims itself and accepts the size guards a model needs (resnet18's
+  /// height and width); it specializes silently a dim the model forces, or whose example is 0
+  /// or 1 (the example is export-safe whenever a stored call allows, and warnings() names the
+  /// dims otherwise). Its ranges are its own: min 2 (sizes 0 and 1 run but are not promised),
+  /// no max. The default.
+  hint_auto,
+  /// Every dynamic dim a named symbol with its observed range: `Dim('s0', min=1, max=8)`,
+  /// `"s0"` with `dims: {"s0": {"min": 1, "max": 8, "derived": []}}`. Loads on torch 2.6 and
+  /// later; the exported program's ranges are the observed ones; torch.export fails ("Constraints
+  /// violated") rather than specialize a dim or accept a guard that some size in the range
+  /// breaks (resnet18's height and width fail so), and needs every equality between dims
+  /// spelled out (shared_symbols, on by default in this style).
+  named,
+  /// `Dim.DYNAMIC` / `"_DimHint.DYNAMIC"` for every dim not tied to another. torch 2.6's loader
+  /// refuses it; later loaders read it (PyTorch's current source). In Python (`to_python`)
+  /// torch 2.6 takes Dim.DYNAMIC and exports as with Dim.AUTO.
+  hint_dynamic,
+};
+
+/// The largest `max` written for a named symbol: torch.export's Dim needs max > min, and
+/// torch 2.6's loader needs an int (it refuses its own `None`). A symbol seen with one value
+/// only (made dynamic by `dim0_dynamic`) gets [value, kUnboundedDim].
+inline constexpr int64_t kUnboundedDim = INT64_MAX - 1;
+
+/// How `infer_dynamic_shapes` decides and writes. Defaults: only dims seen with more than one
+/// value are dynamic, each written `Dim.AUTO` (DimStyle::hint_auto).
 struct DynamicShapesOptions {
   /// Also mark dim 0 of every tensor under these top-level arguments dynamic (a batch dim that
   /// happened not to vary). Names as the arguments are keyed; `#0`, `#1`, ... for unnamed
@@ -27,8 +59,12 @@ struct DynamicShapesOptions {
     dim0_dynamic_all_ = on;
     return *this;
   }
-  /// Give one symbol to dynamic dims whose values were equal in every call. Default: false,
-  /// because a coincidence (batch == heads) would over-constrain the export.
+  /// Give one symbol to dynamic dims whose values were equal in every call (values that
+  /// value_if_missing stood in for do not count). Shared dims are written by name with their
+  /// observed range. Default: on in the named style, where torch.export needs the equalities a
+  /// model ties (`x + y`, an attention mask) spelled out or fails; off in the hint styles, where
+  /// torch finds them itself and a coincidence (batch == heads in every call) would tie dims
+  /// in the exported program for nothing.
   DynamicShapesOptions& shared_symbols(bool on = true) {
     shared_symbols_ = on;
     return *this;
@@ -39,17 +75,24 @@ struct DynamicShapesOptions {
     derived_dims_ = on;
     return *this;
   }
+  /// How dynamic dims are written (DimStyle). Default: DimStyle::hint_auto.
+  DynamicShapesOptions& dim_style(DimStyle style) {
+    dim_style_ = style;
+    return *this;
+  }
 
   const std::vector<std::string>& dim0_dynamic() const { return dim0_dynamic_; }
   bool dim0_dynamic_all() const { return dim0_dynamic_all_; }
-  bool shared_symbols() const { return shared_symbols_; }
+  bool shared_symbols() const { return shared_symbols_.value_or(dim_style_ == DimStyle::named); }
   bool derived_dims() const { return derived_dims_; }
+  DimStyle dim_style() const { return dim_style_; }
 
  private:
   std::vector<std::string> dim0_dynamic_;
   bool dim0_dynamic_all_ = false;
-  bool shared_symbols_ = false;
+  std::optional<bool> shared_symbols_;  // unset: by style
   bool derived_dims_ = false;
+  DimStyle dim_style_ = DimStyle::hint_auto;
 };
 
 /// One dim of one tensor input.
@@ -61,8 +104,8 @@ struct DimSpec {
   /// Dynamic dims: the symbol (`s0`, `s1`, ...) for this dim, or for its root when derived.
   /// Every dynamic dim has one (the observation file writes them as SymInt expressions).
   std::string symbol;
-  /// Printed by name rather than as Dim.DYNAMIC: shares its symbol with another dim, or takes
-  /// part in a derived relation.
+  /// Tied to another dim: shares its symbol, or takes part in a derived relation. Tied dims
+  /// are written by name in every DimStyle.
   bool named = false;
   int64_t coeff = 1;   ///< derived: value = coeff * symbol + offset
   int64_t offset = 0;  ///< derived: see coeff
@@ -94,30 +137,38 @@ struct ShapeNode {
   }
 };
 
-/// A symbol and its observed range (torch.export's RangeConstraint).
+/// A symbol and its observed range.
 struct SymbolRange {
   std::string name;
   int64_t min = 0;
   int64_t max = 0;
   std::vector<std::string> derived;  ///< expressions derived from it (`2*s0 + 1`)
+
+  /// The range written for torch.export (its Dim needs max > min): the observed one, or
+  /// [min, kUnboundedDim] for a symbol seen with one value only.
+  std::pair<int64_t, int64_t> export_range() const { return {min, max > min ? max : kUnboundedDim}; }
 };
 
 /// What `infer_dynamic_shapes()` returns: per argument, which dims are dynamic.
 ///
-/// Example:
+/// Example (x: [batch, 16], y: [batch], batch from 2 to 8):
 ///   auto ds = observer.infer_dynamic_shapes();
-///   ds.to_python();  // ({0: Dim.DYNAMIC, 1: Dim.DYNAMIC}, {0: Dim.DYNAMIC})
-///   ds.to_json();    // {"dynamic_shapes": [["_DimHint.DYNAMIC", ...], ...], "dims": {}}
+///   ds.to_python();  // ({0: Dim.AUTO}, {0: Dim.AUTO})
+///   ds.to_json();    // {"dynamic_shapes": [["_DimHint.AUTO", 16], ["_DimHint.AUTO"]], "dims": {}}
+///   ds.with_style(optrace::DimStyle::named).to_python();  // (tied only with shared_symbols)
+///                    // ({0: Dim('s0', min=2, max=8)}, {0: Dim('s1', min=2, max=8)})
 class DynamicShapes {
  public:
   DynamicShapes() = default;
   DynamicShapes(bool keyed, std::vector<std::string> names, std::vector<ShapeNode> arguments,
-                std::vector<SymbolRange> symbols, std::vector<std::string> warnings)
+                std::vector<SymbolRange> symbols, std::vector<std::string> warnings,
+                DimStyle style = DimStyle::hint_auto)
       : keyed_(keyed),
         names_(std::move(names)),
         arguments_(std::move(arguments)),
         symbols_(std::move(symbols)),
-        warnings_(std::move(warnings)) {}
+        warnings_(std::move(warnings)),
+        style_(style) {}
 
   /// True when the spec is keyed by argument name (calls used keyword arguments), false when
   /// it is a tuple in positional order.
@@ -139,12 +190,23 @@ class DynamicShapes {
   /// Every symbol of every dynamic dim, with its observed range (named or not).
   const std::vector<SymbolRange>& symbols() const { return symbols_; }
   /// What a user should know before exporting: dynamic dims whose example value is 0 or 1
-  /// (torch.export specializes them), dims that were 0 in every call, dropped history.
+  /// (no stored call has them >= 2; torch.export fails or specializes them, by DimStyle), dims
+  /// that were 0 in every call, dropped history.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// How dynamic dims are written (DynamicShapesOptions::dim_style).
+  DimStyle style() const { return style_; }
+  /// The same dims, written in another style (symbols stay as inferred: infer with
+  /// `DynamicShapesOptions().dim_style(s)` to get the style's shared_symbols default).
+  DynamicShapes with_style(DimStyle style) const {
+    DynamicShapes out = *this;
+    out.style_ = style;
+    return out;
+  }
 
   /// A Python expression to paste as `dynamic_shapes=` (with `from torch.export import Dim`):
-  /// dynamic dims are `Dim.DYNAMIC`, named ones `Dim('s0', min=2, max=7)` (derived:
-  /// `Dim('s0', min=2, max=7)*2 + 1`), a static tensor `{}`, a non-tensor `None`.
+  /// named dims `Dim('s0', min=2, max=7)` (derived: `Dim('s0', min=2, max=7)*2 + 1`), or by
+  /// style `Dim.AUTO` / `Dim.DYNAMIC` for dims tied to no other; a static tensor `{}`, a
+  /// non-tensor `None`.
   std::string to_python() const {
     std::string out;
     out += keyed_ ? "{" : "(";
@@ -159,9 +221,11 @@ class DynamicShapes {
   }
 
   /// torch's DynamicShapesSpec as JSON (`torch._export.serde.dynamic_shapes._load_dynamic_shapes(
-  /// json.loads(s), from_dict=True)` reads it): per tensor a list with an int per static dim
-  /// and a string per dynamic one (`_DimHint.DYNAMIC`, a symbol, or a derived expression);
-  /// `dims` maps each named symbol to its integer `min`, `max` and `derived` expressions.
+  /// json.loads(s), from_dict=True)` reads it, on torch 2.6 and later unless the style is
+  /// hint_dynamic): per tensor a list with an int per static dim and a string per dynamic one
+  /// (a symbol, a derived expression, or by style `_DimHint.AUTO` / `_DimHint.DYNAMIC`); `dims`
+  /// maps each symbol written to its integer `min`, `max` (SymbolRange::export_range) and
+  /// `derived` expressions.
   std::string to_json(int indent = 0) const {
     json::Writer w(indent);
     write_json(w);
@@ -184,7 +248,8 @@ class DynamicShapes {
     w.key("dims").begin_object();
     for (const SymbolRange& s : symbols_) {
       if (!is_named(s.name)) continue;
-      w.key(s.name).begin_object().key("min").value(s.min).key("max").value(s.max).key("derived").begin_array();
+      auto [lo, hi] = s.export_range();
+      w.key(s.name).begin_object().key("min").value(lo).key("max").value(hi).key("derived").begin_array();
       for (const std::string& d : s.derived) w.value(d);
       w.end_array().end_object();
     }
@@ -205,9 +270,15 @@ class DynamicShapes {
       if (s.name == name) return &s;
     return nullptr;
   }
+  /// Written by name: tied to another dim, or every dynamic dim in the named style.
+  bool by_name(const DimSpec& d) const { return d.dynamic && (d.named || style_ == DimStyle::named); }
+  const char* hint(bool python) const {
+    if (style_ == DimStyle::hint_auto) return python ? "Dim.AUTO" : "_DimHint.AUTO";
+    return python ? "Dim.DYNAMIC" : "_DimHint.DYNAMIC";
+  }
   bool is_named(const std::string& name) const {
     bool named = false;
-    for_each_dim([&](const DimSpec& d) { named = named || (d.named && d.symbol == name); });
+    for_each_dim([&](const DimSpec& d) { named = named || (by_name(d) && d.symbol == name); });
     return named;
   }
   template <class F>
@@ -233,13 +304,16 @@ class DynamicShapes {
           if (!first) out += ", ";
           first = false;
           out += std::to_string(k) + ": ";
-          if (!d.named) {
-            out += "Dim.DYNAMIC";
+          if (!by_name(d)) {
+            out += hint(true);
             continue;
           }
           const SymbolRange* s = symbol(d.symbol);
           out += "Dim(" + python_string(d.symbol);
-          if (s) out += ", min=" + std::to_string(s->min) + ", max=" + std::to_string(s->max);
+          if (s) {
+            out += ", min=" + std::to_string(s->min);
+            if (s->max > s->min) out += ", max=" + std::to_string(s->max);  // else unbounded
+          }
           out += ")";
           if (d.coeff != 1) out += "*" + std::to_string(d.coeff);
           if (d.offset > 0) out += " + " + std::to_string(d.offset);
@@ -279,7 +353,7 @@ class DynamicShapes {
         w.begin_array();
         for (const DimSpec& d : n.dims) {
           if (!d.dynamic) w.value(d.example);
-          else if (!d.named) w.value("_DimHint.DYNAMIC");
+          else if (!by_name(d)) w.value(hint(false));
           else w.value(d.expr());
         }
         w.end_array();
@@ -309,6 +383,7 @@ class DynamicShapes {
   std::vector<ShapeNode> arguments_;
   std::vector<SymbolRange> symbols_;
   std::vector<std::string> warnings_;
+  DimStyle style_ = DimStyle::hint_auto;
 };
 
 }  // namespace optrace

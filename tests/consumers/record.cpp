@@ -13,7 +13,7 @@ int main() {
 
   const std::string got = observer.infer_dynamic_shapes().to_python();
   std::printf("%lld calls stored, dynamic shapes %s\n", static_cast<long long>(observer.num_obs()), got.c_str());
-  const std::string expected = "({0: Dim.DYNAMIC}, {0: Dim.DYNAMIC})";
+  const std::string expected = "({0: Dim.AUTO}, {0: Dim.AUTO})";
   if (observer.num_obs() != 2 || got != expected) {
     std::fprintf(stderr, "expected 2 calls stored and %s\n", expected.c_str());
     return 1;

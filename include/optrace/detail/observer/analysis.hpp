@@ -154,6 +154,7 @@ struct Leaf {
   std::string where;           // "argument 'x'" for messages
   const Value* node;           // in the template
   std::vector<const Value*> per_signature;  // nullptr where absent or None
+  std::vector<bool> stand_in;               // per signature: a value_if_missing value
   const Value* overflow_min = nullptr;
   const Value* overflow_max = nullptr;
 };
@@ -257,7 +258,11 @@ class Analysis {
         const Value* v = follow(call, full);
         return v && v->is_tensor() ? v : nullptr;
       };
-      for (const Value& sig : calls_.signatures) leaf.per_signature.push_back(present(sig));
+      for (size_t s = 0; s < calls_.signatures.size(); ++s) {
+        leaf.per_signature.push_back(present(calls_.signatures[s]));
+        const auto* filled = s < calls_.stand_ins.size() ? &calls_.stand_ins[s] : nullptr;
+        leaf.stand_in.push_back(filled && std::find(filled->begin(), filled->end(), keys_[argument]) != filled->end());
+      }
       if (calls_.overflow_min) {
         leaf.overflow_min = present(*calls_.overflow_min);
         leaf.overflow_max = present(*calls_.overflow_max);
@@ -318,7 +323,24 @@ inline DimFacts dim_facts(const Analysis& a, const DynamicShapesOptions& options
   return f;
 }
 
-/// The stored call `infer_arguments` starts from (see InferArgumentsOptions).
+/// The dynamic dims of `call` below 2 (torch.export specializes sizes 0 and 1): (leaf, dim).
+inline std::vector<std::pair<size_t, size_t>> unsafe_dims(const Analysis& a, const DimFacts& facts, const Value& call) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t l = 0; l < a.leaves().size(); ++l) {
+    const Leaf& leaf = a.leaves()[l];
+    std::vector<PathStep> full = leaf.path;
+    full.insert(full.begin(), PathStep{0, a.keys()[leaf.argument]});
+    const Value* v = follow(call, full);
+    if (!v || !v->is_tensor()) continue;
+    for (size_t d = 0; d < facts.dynamic[l].size(); ++d)
+      if (facts.dynamic[l][d] && v->spec.sizes[d] < 2) out.emplace_back(l, d);
+  }
+  return out;
+}
+
+/// The stored call `infer_arguments` starts from (see InferArgumentsOptions): by default the
+/// first one that has every argument and every dynamic dim >= 2 (export-safe); failing that,
+/// the complete one with the fewest dynamic dims below 2, then the one with most tensors.
 inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const InferArgumentsOptions& options,
                                  const std::vector<Value>& stored) {
   OPTRACE_CHECK(!stored.empty(), ArgumentError, "no calls were stored (store_n_calls is 0)");
@@ -338,26 +360,22 @@ inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const
     }
     return true;
   };
-  auto safe = [&](const Value& call) {
-    for (size_t l = 0; l < a.leaves().size(); ++l) {
-      const Leaf& leaf = a.leaves()[l];
-      std::vector<PathStep> full = leaf.path;
-      full.insert(full.begin(), PathStep{0, a.keys()[leaf.argument]});
-      const Value* v = follow(call, full);
-      for (size_t d = 0; d < facts.dynamic[l].size(); ++d)
-        if (facts.dynamic[l][d] && v->spec.sizes[d] < 2) return false;
-    }
-    return true;
-  };
-  for (size_t c = 0; c < stored.size(); ++c)
-    if (complete(stored[c]) && (!options.export_safe() || safe(stored[c]))) return c;
-  OPTRACE_CHECK(!options.export_safe(), ShapeError,
+  std::optional<size_t> best;
+  size_t best_unsafe = SIZE_MAX;
+  for (size_t c = 0; c < stored.size(); ++c) {
+    if (!complete(stored[c])) continue;
+    size_t unsafe = unsafe_dims(a, facts, stored[c]).size();
+    if (unsafe < best_unsafe) best = c, best_unsafe = unsafe;
+    if (unsafe == 0) break;
+  }
+  OPTRACE_CHECK(!options.export_safe() || best_unsafe == 0, ShapeError,
                 "no stored call has every dynamic dim >= 2 (export_safe); store more calls (store_n_calls) or pick one "
                 "with call_index");
-  size_t best = 0;
+  if (best) return *best;
+  size_t most = 0;
   for (size_t c = 1; c < stored.size(); ++c)
-    if (stored[c].num_tensors() > stored[best].num_tensors()) best = c;
-  return best;
+    if (stored[c].num_tensors() > stored[most].num_tensors()) most = c;
+  return most;
 }
 
 /// Builds the export arguments from a stored call, filling what it lacks: a missing tensor
@@ -405,13 +423,14 @@ inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value
   return fill(a.tmpl(), &call);
 }
 
-/// Dim sequences across signatures, compared where both are present.
+/// Dim sequences across signatures, compared where both are present and passed by the caller
+/// (a value_if_missing stand-in says nothing about how the model ties its dims).
 inline bool same_sequence(const Leaf& la, size_t da, const Leaf& lb, size_t db) {
   std::set<int64_t> distinct;
   for (size_t s = 0; s < la.per_signature.size(); ++s) {
     const Value* x = la.per_signature[s];
     const Value* y = lb.per_signature[s];
-    if (!x || !y) continue;
+    if (!x || !y || la.stand_in[s] || lb.stand_in[s]) continue;
     if (x->spec.sizes[da] != y->spec.sizes[db]) return false;
     distinct.insert(x->spec.sizes[da]);
   }
@@ -428,7 +447,7 @@ inline std::optional<std::pair<int64_t, int64_t>> linear_relation(const Leaf& lx
   for (size_t s = 0; s < lx.per_signature.size(); ++s) {
     const Value* x = lx.per_signature[s];
     const Value* y = ly.per_signature[s];
-    if (!x || !y) continue;
+    if (!x || !y || lx.stand_in[s] || ly.stand_in[s]) continue;
     auto [it, inserted] = points.emplace(x->spec.sizes[dx], y->spec.sizes[dy]);
     if (!inserted && it->second != y->spec.sizes[dy]) return std::nullopt;
   }
@@ -453,9 +472,13 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
   Analysis a(calls);
   DimFacts facts = dim_facts(a, options);
   std::optional<Value> example;
-  // Only the example's sizes are needed: synthesized inputs go to the meta device.
-  if (!calls.stored.empty())
-    example = complete_call(a, facts, calls.stored[choose_stored_call(a, facts, {}, calls.stored)], c10::Device(c10::kMeta));
+  // The example is infer_arguments()' default choice (made on the dims that varied: a dim
+  // made dynamic by dim0_dynamic has one value in every call). Only its sizes are needed:
+  // synthesized inputs go to the meta device.
+  if (!calls.stored.empty()) {
+    DimFacts varied = dim_facts(a, {});
+    example = complete_call(a, varied, calls.stored[choose_stored_call(a, varied, {}, calls.stored)], c10::Device(c10::kMeta));
+  }
 
   // Equivalence classes of dynamic dims: (leaf, dim) pairs.
   struct Member { size_t leaf, dim; };
@@ -560,9 +583,13 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
         spec.max = facts.max[l][d];
         spec.example = ex && ex->is_tensor() ? ex->spec.sizes[d] : t.spec.sizes[d];
         if (spec.dynamic && spec.example <= 1)
-          warnings.push_back(concat(leaves[l].where, " dim ", d, " is dynamic but its example value is ", spec.example,
-                                    ": torch.export specializes dims of size 0 and 1; pick an example >= 2 "
-                                    "(InferArgumentsOptions().export_safe())"));
+          warnings.push_back(concat(
+              leaves[l].where, " dim ", d, " is dynamic but its example value is ", spec.example,
+              " (no stored call has every dynamic dim >= 2): torch.export treats sizes 0 and 1 as constants, so it ",
+              options.dim_style() == DimStyle::named || spec.named
+                  ? std::string("fails on this named dim (\"Constraints violated\")")
+                  : concat("specializes it to ", spec.example, " (torch 2.6: silently) and the program rejects every other size"),
+              "; store a call where it is >= 2 (ObserverOptions().store_n_calls)"));
         if (spec.max == 0)
           warnings.push_back(concat(leaves[l].where, " dim ", d, " is 0 in every call"));
         n.dims.push_back(std::move(spec));
@@ -588,7 +615,8 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
     warnings.push_back(concat(calls.dropped_signatures,
                               " distinct call signatures beyond max_signatures were kept only as per-dim ranges; "
                               "shared and derived dims were found from the others"));
-  return DynamicShapes(calls.keyed, a.keys(), std::move(arguments), std::move(symbols), std::move(warnings));
+  return DynamicShapes(calls.keyed, a.keys(), std::move(arguments), std::move(symbols), std::move(warnings),
+                       options.dim_style());
 }
 
 /// The export arguments as a Dict Value keyed by argument (tensors without data where the

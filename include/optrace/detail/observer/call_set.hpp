@@ -20,6 +20,9 @@ struct CallSet {
   std::vector<std::string> preferred_order;  ///< argument names in signature order, if known
   std::vector<Value> signatures;             ///< distinct calls, specs only, first-seen order
   std::vector<int64_t> counts;               ///< calls per signature
+  /// Per signature (may be shorter: none), the arguments a value_if_missing value stood in
+  /// for. Their sizes count in ranges, not in the equalities that tie dims to one symbol.
+  std::vector<std::vector<std::string>> stand_ins;
   std::vector<Value> stored;                 ///< the stored calls, with tensor data
   /// Calls beyond the signature bound: element-wise min and max of their dims (same structure).
   std::optional<Value> overflow_min, overflow_max;

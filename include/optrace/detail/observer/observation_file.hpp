@@ -32,7 +32,7 @@ namespace optrace::detail {
 // The file's format version. A reader accepts any minor version of its major version (newer
 // minors only add fields) and refuses a newer major version.
 inline constexpr int64_t kObservationsMajor = 1;
-inline constexpr int64_t kObservationsMinor = 0;
+inline constexpr int64_t kObservationsMinor = 1;  // 1.1: history rows' "stand_ins"
 
 // ---- writing ----------------------------------------------------------------------------------
 
@@ -217,8 +217,12 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
   w.end_array();
 
   w.key("range_constraints").begin_object();
-  for (const SymbolRange& s : shapes.symbols())
-    w.key(s.name).begin_object().key("min_val").value(s.min).key("max_val").value(s.max).end_object();
+  // The ranges the file's dynamic_shapes give torch.export (named symbols): what the exported
+  // program's range_constraints say.
+  for (const SymbolRange& s : shapes.symbols()) {
+    auto [lo, hi] = s.export_range();
+    w.key(s.name).begin_object().key("min_val").value(lo).key("max_val").value(hi).end_object();
+  }
   w.end_object();
   w.key("dynamic_shapes");
   if (analysis) shapes.write_json(w);
@@ -234,6 +238,11 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
   for (size_t k = 0; k < calls.signatures.size(); ++k) {
     w.begin_object().key("count").value(calls.counts[k]).key("call");
     write_value(w, calls.signatures[k]);
+    if (k < calls.stand_ins.size() && !calls.stand_ins[k].empty()) {
+      w.key("stand_ins").begin_array();
+      for (const std::string& name : calls.stand_ins[k]) w.value(name);
+      w.end_array();
+    }
     w.end_object();
   }
   w.end_array();
@@ -423,6 +432,14 @@ inline CallSet read_observations(std::string_view text) {
     if (count.as_int() < 1) count.fail("expected a count >= 1");
     out.counts.push_back(count.as_int());
     out.signatures.push_back(read_call(row["call"]));
+    std::vector<std::string> stand_ins;
+    json::Node names = row;
+    if (row.find("stand_ins", names))
+      for (json::Node name : names.array()) {
+        stand_ins.emplace_back(name.as_string());
+        if (!out.signatures.back().find(stand_ins.back())) name.fail("expected an argument of this call");
+      }
+    out.stand_ins.push_back(std::move(stand_ins));
   }
   for (json::Node row : root["stored"].array()) out.stored.push_back(read_call(row));
   json::Node overflow = root["overflow"];

@@ -128,6 +128,12 @@ struct RecorderSetup {
   std::vector<std::pair<int64_t, c10::IValue>> missing_by_position;
 };
 
+/// A call as the analysis sees it, and the arguments value_if_missing stood in for.
+struct NormalizedCall {
+  Value call;
+  std::vector<std::string> stand_ins;
+};
+
 /// The model-independent part of InputObserver: the signature table, the store, the lock.
 class Recorder {
  public:
@@ -162,7 +168,8 @@ class Recorder {
 
   /// Adds the signature of a call that `count` did not know (it may have been added by another
   /// thread meanwhile), and/or the stored call for `slot`.
-  void add(uint64_t hash, bool known, const Value& call, int64_t slot, bool keyed) {
+  void add(uint64_t hash, bool known, NormalizedCall normalized, int64_t slot, bool keyed) {
+    const Value& call = normalized.call;
     Value signature = strip_data(call);
     const std::vector<int64_t>& enc = scratch_encoding();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -179,7 +186,7 @@ class Recorder {
       if (!found) {
         if (static_cast<int64_t>(entries_.size()) < max_signatures_) {
           index_.emplace(hash, entries_.size());
-          entries_.push_back({enc, std::move(signature)});
+          entries_.push_back({enc, std::move(signature), std::move(normalized.stand_ins)});
           counts_.push_back(1);
         } else {
           ++dropped_;
@@ -202,25 +209,29 @@ class Recorder {
   }
 
   /// The call as the analysis sees it: a Dict of argument keys, with defaults and
-  /// value_if_missing filled in.
-  Value normalize(std::vector<Value> positional, std::vector<std::pair<std::string, Value>> keywords,
-                  bool keep_data) const {
-    Value call;
+  /// value_if_missing filled in (those named in `stand_ins`).
+  NormalizedCall normalize(std::vector<Value> positional, std::vector<std::pair<std::string, Value>> keywords,
+                           bool keep_data) const {
+    NormalizedCall out;
+    Value& call = out.call;
     call.kind = Value::Kind::Dict;
     auto put = [&](const std::string& key, Value v) {
       for (size_t k = 0; k < call.keys.size(); ++k)
         if (call.keys[k] == key) {
-          if (call.items[k].is_none()) call.items[k] = std::move(v);
-          return;
+          if (!call.items[k].is_none()) return false;
+          call.items[k] = std::move(v);
+          return true;
         }
       call.keys.push_back(key);
       call.items.push_back(std::move(v));
+      return true;
     };
     for (size_t i = 0; i < positional.size(); ++i) put(positional_key(i), std::move(positional[i]));
     for (auto& [name, v] : keywords) put(name, std::move(v));
     for (const auto& [name, v] : defaults_) put(name, keep_data ? v : strip_data(v));
-    for (const auto& [key, v] : missing_) put(key, keep_data ? v : strip_data(v));
-    return call;
+    for (const auto& [key, v] : missing_)
+      if (put(key, keep_data ? v : strip_data(v)) && !v.is_none()) out.stand_ins.push_back(key);
+    return out;
   }
 
   std::string positional_key(size_t i) const { return i < names_.size() ? names_[i] : "#" + std::to_string(i); }
@@ -230,7 +241,10 @@ class Recorder {
     CallSet s;
     s.keyed = keyed_;
     s.preferred_order = names_;
-    for (const auto& e : entries_) s.signatures.push_back(e.signature);
+    for (const auto& e : entries_) {
+      s.signatures.push_back(e.signature);
+      s.stand_ins.push_back(e.stand_ins);
+    }
     s.counts = counts_;
     for (const Value& v : stored_)
       if (v.kind == Value::Kind::Dict) s.stored.push_back(v);
@@ -262,6 +276,7 @@ class Recorder {
   struct Entry {
     std::vector<int64_t> encoding;
     Value signature;
+    std::vector<std::string> stand_ins;
   };
 
   const int64_t store_n_calls_, max_signatures_;
