@@ -93,14 +93,31 @@ def scenarios():
                           {"mask": torch.ones(0, 10)}),
         "tokens": (TokenModel, [((), dict(input_ids=ids(b, s), attention_mask=torch.ones(b, s, dtype=torch.int64)))
                                 for b, s in ((1, 7), (2, 5), (3, 9), (4, 5), (1, 12))], {}),
-        "resnet18": (resnet18, [((r(b, 3, hw, hw),), {}) for b, hw in ((1, 224), (2, 224), (4, 224), (2, 160), (4, 160))], {}),
+        "resnet18": (resnet18, images(), {}),
     }
 
 
-def resnet18():
-    import torchvision
+def torchvision_model(name):
+    def make():
+        import torchvision
 
-    return torchvision.models.resnet18(weights=None)
+        return getattr(torchvision.models, name)(weights=None)
+    return make
+
+
+resnet18 = torchvision_model("resnet18")
+
+
+def images():
+    return [((torch.randn(b, 3, hw, hw),), {}) for b, hw in ((1, 224), (2, 224), (4, 224), (2, 160), (4, 160))]
+
+
+def scenario(name):
+    """A named scenario, or `torchvision:NAME`: any torchvision classifier on resnet18's calls
+    (for checks beyond the tests; the named style's outcome is then reported, not asserted)."""
+    if name.startswith("torchvision:"):
+        return torchvision_model(name.split(":", 1)[1]), images(), {}
+    return scenarios()[name]
 
 
 # ---- checks ----------------------------------------------------------------------------------
@@ -201,13 +218,13 @@ def main(name, tool, work):
     import export_from_observations as efo
 
     torch.manual_seed(0)
-    factory, calls, missing = scenarios()[name]
+    factory, calls, missing = scenario(name)
     try:
         model = factory().eval()
     except ImportError as e:
         print("SKIPPED: %s" % e)
         return SKIP
-    os.makedirs(work, exist_ok=True)
+    os.makedirs(work, exist_ok=True)  # (a scenario name may hold ':'; the folder is the caller's)
     scripted = os.path.join(work, "model.pt")
     torch.jit.script(model).save(scripted)
     saved = os.path.join(work, "calls.pt")
@@ -261,8 +278,8 @@ def check_style(name, style, model, doc, spec, args, kwargs, ours):
         program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=shapes)
     except Exception as e:
         message = "%s: %s" % (type(e).__name__, str(e).splitlines()[0])
-        if style == "named" and NAMED_FAILS.get(name, "\0") in message:
-            return "named: torch.export refuses as documented (%s)" % message
+        if style == "named" and (NAMED_FAILS.get(name, "\0") in message or name.startswith("torchvision:")):
+            return "named: torch.export refuses (%s)" % message
         fail("torch.export.export (%s style): %s" % (style, message))
     export_s = time.time() - started
     if style == "named" and name in NAMED_FAILS:
