@@ -50,16 +50,6 @@ def fill(t, generator=None):
     return t.copy_(torch.randint(0, 2, t.shape, dtype=t.dtype, generator=generator))
 
 
-def scalar(value):
-    """A non-tensor leaf as the file writes it: null, {"int": n}, {"float": x}, {"bool": b}, {"str": s}."""
-    if value is None:
-        return None
-    (kind, x), = value.items()
-    if kind in ("int", "float", "bool", "str"):
-        return x
-    raise ValueError("not a scalar leaf: %r" % (value,))
-
-
 def example_inputs(doc, device="cpu"):
     """(args, kwargs) of the file's example call, rebuilt through its in_spec."""
     from torch.utils._pytree import tree_unflatten, treespec_loads
@@ -67,7 +57,7 @@ def example_inputs(doc, device="cpu"):
     leaves = []
     for entry in doc["inputs"]:
         meta = entry["meta"]
-        leaves.append(fill(rebuild(meta, device)) if meta is not None else scalar(entry["value"]))
+        leaves.append(fill(rebuild(meta, device)) if meta is not None else value(entry["value"], device))
     args, kwargs = tree_unflatten(leaves, treespec_loads(doc["in_spec"]))
     return tuple(args), dict(kwargs)
 
@@ -82,7 +72,8 @@ def dynamic_shapes(doc_or_spec):
 
 
 def value(v, device="cpu"):
-    """A history value (`{"tensor": TensorMeta}`, `{"list": [...]}`, ...) as Python objects."""
+    """A value as the file writes it (history calls, scalar inputs): null, `{"int": n}`,
+    `{"tensor": TensorMeta}`, `{"list": [...]}`, ... as Python objects."""
     if v is None:
         return None
     (kind, x), = [(k, w) for k, w in v.items() if k != "fields"]

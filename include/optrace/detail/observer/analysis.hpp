@@ -37,6 +37,14 @@ inline const Value* follow(const Value& root, const std::vector<PathStep>& path)
   return v;
 }
 
+/// The tensor at `path` below argument `key` of a call (a Dict keyed by argument), or nullptr
+/// where the call has none there.
+inline const Value* tensor_at(const Value& call, const std::string& key, const std::vector<PathStep>& path) {
+  const Value* top = call.find(key);
+  const Value* v = top ? follow(*top, path) : nullptr;
+  return v && v->is_tensor() ? v : nullptr;
+}
+
 inline std::string display_key(const std::string& key) {
   return key.size() > 1 && key[0] == '#' ? "#" + key.substr(1) : key;
 }
@@ -252,12 +260,7 @@ class Analysis {
       leaf.path = path;
       leaf.where = display_path(keys_[argument], path, kinds);
       leaf.node = &node;
-      std::vector<PathStep> full = path;
-      full.insert(full.begin(), PathStep{0, keys_[argument]});
-      auto present = [&](const Value& call) -> const Value* {
-        const Value* v = follow(call, full);
-        return v && v->is_tensor() ? v : nullptr;
-      };
+      auto present = [&](const Value& call) { return tensor_at(call, keys_[argument], path); };
       for (size_t s = 0; s < calls_.signatures.size(); ++s) {
         leaf.per_signature.push_back(present(calls_.signatures[s]));
         const auto* filled = s < calls_.stand_ins.size() ? &calls_.stand_ins[s] : nullptr;
@@ -323,19 +326,16 @@ inline DimFacts dim_facts(const Analysis& a, const DynamicShapesOptions& options
   return f;
 }
 
-/// The dynamic dims of `call` below 2 (torch.export specializes sizes 0 and 1): (leaf, dim).
-inline std::vector<std::pair<size_t, size_t>> unsafe_dims(const Analysis& a, const DimFacts& facts, const Value& call) {
-  std::vector<std::pair<size_t, size_t>> out;
+/// How many dynamic dims of `call` are below 2 (torch.export specializes sizes 0 and 1).
+inline size_t count_unsafe_dims(const Analysis& a, const DimFacts& facts, const Value& call) {
+  size_t n = 0;
   for (size_t l = 0; l < a.leaves().size(); ++l) {
     const Leaf& leaf = a.leaves()[l];
-    std::vector<PathStep> full = leaf.path;
-    full.insert(full.begin(), PathStep{0, a.keys()[leaf.argument]});
-    const Value* v = follow(call, full);
-    if (!v || !v->is_tensor()) continue;
-    for (size_t d = 0; d < facts.dynamic[l].size(); ++d)
-      if (facts.dynamic[l][d] && v->spec.sizes[d] < 2) out.emplace_back(l, d);
+    const Value* v = tensor_at(call, a.keys()[leaf.argument], leaf.path);
+    if (!v) continue;
+    for (size_t d = 0; d < facts.dynamic[l].size(); ++d) n += facts.dynamic[l][d] && v->spec.sizes[d] < 2;
   }
-  return out;
+  return n;
 }
 
 /// The stored call `infer_arguments` starts from (see InferArgumentsOptions): by default the
@@ -352,19 +352,15 @@ inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const
   auto complete = [&](const Value& call) {
     for (const std::string& k : a.keys())
       if (!call.find(k)) return false;
-    for (const Leaf& leaf : a.leaves()) {
-      std::vector<PathStep> full = leaf.path;
-      full.insert(full.begin(), PathStep{0, a.keys()[leaf.argument]});
-      const Value* v = follow(call, full);
-      if (!v || !v->is_tensor()) return false;
-    }
+    for (const Leaf& leaf : a.leaves())
+      if (!tensor_at(call, a.keys()[leaf.argument], leaf.path)) return false;
     return true;
   };
   std::optional<size_t> best;
   size_t best_unsafe = SIZE_MAX;
   for (size_t c = 0; c < stored.size(); ++c) {
     if (!complete(stored[c])) continue;
-    size_t unsafe = unsafe_dims(a, facts, stored[c]).size();
+    size_t unsafe = count_unsafe_dims(a, facts, stored[c]);
     if (unsafe < best_unsafe) best = c, best_unsafe = unsafe;
     if (unsafe == 0) break;
   }
