@@ -25,11 +25,12 @@ start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CXX:+-DCMAKE_CXX_COMPILER="$CXX"} \
   -DCMAKE_CXX_FLAGS="$flags -Wno-maybe-uninitialized" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   -DOPTRACE_BUILD_TESTS=ON -DOPTRACE_BUILD_EXAMPLES=ON -DOPTRACE_BUILD_BENCHMARKS=OFF -DOPTRACE_INSTALL=OFF
-# The test programs (test_layers reads headers as text, cheap to build), the CLI and the demo, not
+# The test programs (test_layers reads headers as text, cheap to build), the CLI, the demo and
+# trace_scripted (the parity tests run it on real models), not
 # test_headers (one translation unit per public header that only checks that it compiles on its
 # own: nothing runs there that a sanitizer could check).
 targets=$(sed -n 's/^optrace_add_test(\([a-z_]*\).*/\1/p' tests/CMakeLists.txt)
-cmake --build "$build" --parallel "$jobs" --target $targets test_layers optrace_cli demo
+cmake --build "$build" --parallel "$jobs" --target $targets test_layers optrace_cli demo trace_scripted
 built=$(date +%s)
 echo "== sanitize.sh: built in $(( built - start )) s"
 status=0

@@ -78,7 +78,8 @@ const OpInput& only_input(const OpTrace& t, std::string_view op_name) {
 }  // namespace
 
 TEST_CASE("kineto: a training step recorded by torch.profiler", "[kineto]") {
-  auto r = kineto::load(optrace_test::data_path("kineto/rocm_minitoy_train.pt.trace.json.gz"));
+  auto r = kineto::load(optrace_test::data_path("kineto/rocm_minitoy_train.pt.trace.json.gz"),
+                        kineto::ImportOptions().record_strides(true));
   const OpTrace& t = r.trace;
   SECTION("CompositeImplicitAutograd ops are replaced by their parts") {
     CHECK(t.find("linear.default") == nullptr);
@@ -88,9 +89,13 @@ TEST_CASE("kineto: a training step recorded by torch.profiler", "[kineto]") {
     CHECK(addmm.input_shapes == std::vector<optrace::OptionalShape>{std::vector<int64_t>{128}, std::vector<int64_t>{5, 128},
                                                                      std::vector<int64_t>{128, 128}});
     CHECK(addmm.input_dtypes == std::vector<std::string>(3, "torch.float32"));
-    // The transposed weight is not contiguous: its strides are kept.
+    // The transposed weight is not contiguous: its strides are kept when asked (not by default,
+    // as OpTracer and the reference write none).
     REQUIRE(addmm.input_strides.size() == 3);
     CHECK(addmm.input_strides[2] == std::vector<int64_t>{1, 128});
+    const auto plain = kineto::load(optrace_test::data_path("kineto/rocm_minitoy_train.pt.trace.json.gz"));
+    CHECK(only_input(plain.trace, "addmm.default").input_strides.empty());
+    CHECK(plain.trace.to_json().find("input_strides") == std::string::npos);
   }
   SECTION("ops inside a kept op are not kept; autograd nodes are transparent") {
     CHECK(t.find("transpose.int") == nullptr);
@@ -287,19 +292,57 @@ TEST_CASE("kineto: argument kinds and overload resolution", "[kineto]") {
   }
 }
 
-TEST_CASE("kineto: reshape's _reshape_alias is imported as OpTracer records it", "[kineto]") {
+TEST_CASE("kineto: calls inside composites are imported as the reference sees them", "[kineto]") {
+  const std::string alias_args =
+      in("[[2, 3, 4], [], []]", R"(["float", "ScalarList", "ScalarList"])", R"(["", "[6, 4]", "[4, 1]"])");
+  const std::string add_args = in("[[2, 3, 4, 5], [5], []]", R"(["float", "float", "Scalar"])", R"(["", "", "1"])");
   auto r = kineto::parse(trace_of({
-      op("aten::_reshape_alias", 0, 1,
-         in("[[2, 3, 4], [], []]", R"(["float", "ScalarList", "ScalarList"])", R"(["", "[6, 4]", "[4, 1]"])")),
+      // reshape's kernel calls _reshape_alias; the reference sees view (libtorch 2.x).
+      op("aten::reshape", 0, 10, in("[[2, 3, 4], []]", R"(["float", "ScalarList"])", R"(["", "[6, 4]"])")),
+      op("aten::_reshape_alias", 1, 1, alias_args),
+      // called directly (no reshape around it): itself.
+      op("aten::_reshape_alias", 20, 1, alias_args),
+      // linear on a 4-D input: matmul, then add_ of the bias; the reference sees add.
+      op("aten::linear", 30, 10, in("[[2, 3, 4, 8], [5, 8], [5]]", R"(["float", "float", "float"])", R"(["", "", ""])")),
+      op("aten::matmul", 31, 3, in("[[2, 3, 4, 8], [8, 5]]", R"(["float", "float"])", R"(["", ""])")),
+      op("aten::add_", 35, 1, add_args),
+      // a program's own add_: itself.
+      op("aten::add_", 50, 1, add_args),
   }));
-  if (optrace::detail::kReshapeAliasRecordedAsView) {
-    CHECK(r.trace.find("_reshape_alias.default") == nullptr);
+  INFO(r.trace.to_json());
+  if (optrace::detail::kTorch2Branches) {
     const OpInput& view = only_input(r.trace, "view.default");
     CHECK(view.input_shapes.size() == 2);  // self, size: the stride is dropped
     CHECK(view.non_tensor_inputs[1] == OpValue::list({OpValue::integer(6), OpValue::integer(4)}));
+    CHECK(only_input(r.trace, "_reshape_alias.default").count == 1);
   } else {
-    CHECK(only_input(r.trace, "_reshape_alias.default").input_shapes.size() == 3);
+    CHECK(only_input(r.trace, "_reshape_alias.default").count == 2);
   }
+  const OpInput& add = only_input(r.trace, "add.Tensor");
+  CHECK(add.count == 1);
+  CHECK(add.input_shapes.size() == 2);  // alpha = 1 is the default: dropped, as for add_
+  CHECK(only_input(r.trace, "add_.Tensor").count == 1);
+  CHECK(r.report.kept == 4);
+}
+
+TEST_CASE("kineto: a Python number the profiler saw as a 0-dim tensor", "[kineto]") {
+  // x / 2.8 from Python: div.Tensor with a wrapped 0-dim double, value not recorded.
+  auto r = kineto::parse(trace_of({
+      op("aten::div", 0, 1, in("[[2, 3], []]", R"(["float", "double"])", R"(["", ""])")),
+      op("aten::add", 2, 1, in("[[2, 3], [], []]", R"(["float", "long", "Scalar"])", R"(["", "", "1"])")),
+      op("aten::mul", 4, 1, in("[[], [2, 3]]", R"(["double", "float"])", R"(["", ""])")),  // self: a tensor
+  }));
+  const OpInput& div = only_input(r.trace, "div.Tensor");
+  CHECK(div.input_dtypes == std::vector<std::string>{"torch.float32", "<class 'float'>"});
+  CHECK(div.input_shapes[1] == std::nullopt);
+  CHECK(div.non_tensor_inputs[1].is_none());
+  const OpInput& add = only_input(r.trace, "add.Tensor");
+  CHECK(add.input_dtypes == std::vector<std::string>{"torch.float32", "<class 'int'>"});
+  CHECK(only_input(r.trace, "mul.Tensor").input_dtypes == std::vector<std::string>{"torch.float64", "torch.float32"});
+  CHECK(r.report.incomplete == 2);
+  const auto* issue = r.report.find("Python number (a 0-dim torch.float64 tensor to the profiler): value not recorded");
+  REQUIRE(issue != nullptr);
+  CHECK(issue->count == 1);
 }
 
 TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
@@ -416,7 +459,8 @@ TEST_CASE("kineto: export reads back to the same trace", "[kineto]") {
   auto doc = optrace::json::Document::parse(json);  // valid JSON
   CHECK(doc->root()["displayTimeUnit"].as_string() == "ms");
   CHECK(doc->root()["traceEvents"].size() == 13);  // process name, 11 inputs, dropped calls
-  auto back = kineto::parse(json);
+  const auto with_strides = kineto::ImportOptions().record_strides(true);  // t has some
+  auto back = kineto::parse(json, with_strides);
   CHECK(back.report.left_out == 0);
   CHECK(back.report.incomplete == 0);
   CHECK(back.trace.to_json() == t.to_json());
@@ -424,5 +468,6 @@ TEST_CASE("kineto: export reads back to the same trace", "[kineto]") {
 
   std::string path = optrace_test::temp_path("kineto_export.pt.trace.json");
   kineto::save(t, path, kineto::ExportOptions().pid(3).tid(4));
-  CHECK(kineto::load(path).trace == t);
+  CHECK(kineto::load(path, with_strides).trace == t);
+  CHECK(kineto::load(path).trace.to_json().find("input_strides") == std::string::npos);  // by default, none
 }

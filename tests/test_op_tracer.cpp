@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "optrace_catch.hpp"
@@ -87,15 +88,24 @@ std::vector<std::vector<c10::IValue>> make_calls(const std::string& inputs_json)
 }
 
 // Runs `source`'s forward over the calls under no_grad, unoptimized graph executor, traced.
+// `backward`: as dispatch_tracer.py --backward: floating inputs require grad and every call is
+// followed by forward(...).sum().backward(), traced too.
 optrace::OpTrace trace_script(const std::string& source, const std::string& inputs_json,
-                              const optrace::OpTracerOptions& options = {}) {
+                              const optrace::OpTracerOptions& options = {}, bool backward = false) {
   auto cu = torch::jit::compile(source);
   auto calls = make_calls(inputs_json);
   torch::jit::setGraphExecutorOptimize(false);
-  torch::NoGradGuard no_grad;
+  std::optional<torch::NoGradGuard> no_grad;
+  if (!backward) no_grad.emplace();
+  for (auto& args : calls)
+    for (auto& a : args)
+      if (backward && a.isTensor() && a.toTensor().is_floating_point()) a.toTensor().requires_grad_(true);
   optrace::OpTracer tracer(options);
   tracer.start();
-  for (auto& args : calls) cu->get_function("forward")(args);
+  for (auto& args : calls) {
+    c10::IValue out = cu->get_function("forward")(args);
+    if (backward) out.toTensor().sum().backward();
+  }
   tracer.stop();
   torch::jit::setGraphExecutorOptimize(true);
   return tracer.trace();
@@ -107,14 +117,19 @@ bool python_torch_available() {
 }
 
 // Runs tests/python/dispatch_tracer.py over the same source and inputs; "" if python3-torch is absent.
-std::string python_trace(const std::string& name, const std::string& source, const std::string& inputs_json) {
+// `backward`: see trace_script; detach.default is left out there: how many AccumulateGrad runs
+// depends on reference counts, which the Python tracer's own references raise (it records two
+// where a C++ program runs one).
+std::string python_trace(const std::string& name, const std::string& source, const std::string& inputs_json,
+                         bool backward = false) {
   std::string src = optrace_test::temp_path(name + ".ts");
   std::string in = optrace_test::temp_path(name + ".inputs.json");
   std::string out = optrace_test::temp_path(name + ".py_trace.json");
   optrace::detail::write_file_atomic(src, source);
   optrace::detail::write_file_atomic(in, inputs_json);
   std::string script = std::string(OPTRACE_TEST_DATA) + "/../python/dispatch_tracer.py";
-  std::string cmd = std::string(OPTRACE_PYTHON) + " " + script + " " + src + " " + in + " " + out;
+  std::string cmd = std::string(OPTRACE_PYTHON) + " " + script + " " + src + " " + in + " " + out +
+                    (backward ? " --backward --exclude detach.default" : "");
   REQUIRE(std::system(cmd.c_str()) == 0);
   return optrace::detail::read_file(out);
 }
@@ -173,6 +188,87 @@ def forward(x: Tensor, idx: Tensor):
          [{"shape": [4, 4], "dtype": "torch.float32"}, {"shape": [3], "dtype": "torch.int64"}]])"},
 };
 
+// One model per context rule (dispatcher.hpp): it takes the composite kernel's branch, so a C++
+// program runs `plain` where the reference tracer records `recorded`.
+struct RuleModel {
+  const char* name;
+  const char* plain;     // what the C++ branch runs
+  const char* recorded;  // what the reference records (== plain: an argument differs)
+  bool since_2_0;        // the branch exists from libtorch 2.0
+  bool backward;         // the branch is in a backward helper: run forward(...).sum().backward()
+  const char* source;
+  const char* inputs;
+};
+
+#define OPTRACE_F32(...) "{\"shape\": [" #__VA_ARGS__ "], \"dtype\": \"torch.float32\"}"
+#define OPTRACE_I64(...) "{\"shape\": [" #__VA_ARGS__ "], \"dtype\": \"torch.int64\"}"
+
+const RuleModel kRuleModels[] = {
+    {"linear_4d", "add_.Tensor", "add.Tensor", false, false, R"(
+def forward(x: Tensor, w: Tensor, b: Tensor):
+    return torch.linear(x.transpose(1, 2), w, b)
+)", "[[" OPTRACE_F32(2, 3, 4, 8) "," OPTRACE_F32(5, 8) "," OPTRACE_F32(5) "]]"},
+    {"reshape_strided", "_reshape_alias.default", "view.default", true, false, R"(
+def forward(x: Tensor):
+    return x.transpose(0, 1).reshape([3, 2, 2, 2])
+)", "[[" OPTRACE_F32(2, 3, 4) "]]"},
+    {"sdpa_math", "add_.Tensor", "add.Tensor", true, false, R"(
+def forward(q: Tensor, k: Tensor, v: Tensor, mask: Tensor):
+    return torch.scaled_dot_product_attention(q, k, v, mask)
+)", "[[" OPTRACE_F32(2, 4, 8) "," OPTRACE_F32(2, 4, 8) "," OPTRACE_F32(2, 4, 8) "," OPTRACE_F32(4, 4) "]]"},
+    {"matrix_rank", "sum.IntList_out", "sum.dim_IntList", true, false, R"(
+def forward(x: Tensor):
+    return torch.linalg_matrix_rank(x)
+)", "[[" OPTRACE_F32(4, 4) "]]"},
+    {"eigvalsh", "_linalg_eigh.default", "_linalg_eigh.default", false, false, R"(
+def forward(x: Tensor):
+    return torch.linalg_eigvalsh(x + x.t())
+)", "[[" OPTRACE_F32(4, 4) "]]"},
+    {"svdvals", "_linalg_svd.default", "_linalg_svd.default", false, false, R"(
+def forward(x: Tensor):
+    return torch.linalg_svdvals(x)
+)", "[[" OPTRACE_F32(4, 3) "]]"},
+    {"eigvals", "_linalg_eigvals.default", "linalg_eig.default", true, false, R"(
+def forward(x: Tensor):
+    return torch.view_as_real(torch.linalg_eigvals(x))
+)", "[[" OPTRACE_F32(4, 4) "]]"},
+    {"index_select_backward", "index_add_.default", "index_add.default", false, true, R"(
+def forward(x: Tensor, idx: Tensor):
+    return torch.index_select(x, 0, idx)
+)", "[[" OPTRACE_F32(3, 4) "," OPTRACE_I64(2) "]]"},
+    {"gather_backward", "scatter_add_.default", "scatter_add.default", false, true, R"(
+def forward(x: Tensor, idx: Tensor):
+    return torch.gather(x, 1, idx.unsqueeze(0).expand([3, 2]))
+)", "[[" OPTRACE_F32(3, 4) "," OPTRACE_I64(2) "]]"},
+    {"cummax_backward", "scatter_add_.default", "scatter_add.default", false, true, R"(
+def forward(x: Tensor):
+    v, i = torch.cummax(x, 1)
+    return v
+)", "[[" OPTRACE_F32(3, 4) "]]"},
+    {"masked_select_backward", "masked_scatter_.default", "masked_scatter.default", false, true, R"(
+def forward(x: Tensor):
+    return torch.masked_select(x, x == x)
+)", "[[" OPTRACE_F32(3, 4) "]]"},
+    {"trace_backward", "index_fill_.int_Tensor", "index_fill.int_Tensor", false, true, R"(
+def forward(x: Tensor):
+    return torch.trace(x)
+)", "[[" OPTRACE_F32(4, 4) "]]"},
+    {"max_dim_backward", "scatter_.src", "scatter.src", false, true, R"(
+def forward(x: Tensor):
+    v, i = torch.max(x, 1)
+    w, j = torch.topk(x, 2)
+    return v.sum() + w.sum()
+)", "[[" OPTRACE_F32(3, 4) "]]"},
+    {"grad_accumulation", "add_.Tensor", "add.Tensor", true, true, R"(
+def forward(x: Tensor):
+    return x.sin() + x.cos()
+)", "[[" OPTRACE_F32(3, 4) "]]"},
+    {"index_backward", "_index_put_impl_.default", "index_put.default", false, true, R"(
+def forward(x: Tensor, idx: Tensor):
+    return x[idx]
+)", "[[" OPTRACE_F32(3, 4) "," OPTRACE_I64(2) "]]"},
+};
+
 }  // namespace
 
 TEST_CASE("op tracer: the peer mlp gives the reference trace", "[op_tracer]") {
@@ -200,6 +296,34 @@ TEST_CASE("op tracer: models of our own match the Python dispatch-mode tracer", 
     optrace::OpTrace trace = trace_script(m.source, m.inputs);
     check_same_json(trace.to_json(), python_trace(m.name, m.source, m.inputs));
   }
+}
+
+TEST_CASE("op tracer: each subclass-branch rule matches the Python tracer on a model that takes it", "[op_tracer][python]") {
+  for (const RuleModel& m : kRuleModels) {
+    if (m.since_2_0 && !optrace::detail::kTorch2Branches) continue;  // no such branch in this libtorch
+    INFO("model " << m.name << " (" << m.plain << " -> " << m.recorded << ")");
+    const auto options = m.backward ? optrace::OpTracerOptions().exclude_ops({"detach"}) : optrace::OpTracerOptions();
+    optrace::OpTrace trace = trace_script(m.source, m.inputs, options, m.backward);
+    INFO(trace.to_json());
+    // The model takes the branch: what the rule records is there, and the C++ op is not.
+    CHECK(trace.find(m.recorded) != nullptr);
+    if (std::string(m.plain) != m.recorded) CHECK(trace.find(m.plain) == nullptr);
+    // Everything recorded without the rules' context (all_levels) still shows the C++ branch.
+    optrace::OpTrace raw = trace_script(m.source, m.inputs, optrace::OpTracerOptions().all_levels(true), m.backward);
+    CHECK(raw.find(m.plain) != nullptr);
+    if (!python_torch_available()) continue;
+    check_same_json(trace.to_json(), python_trace(m.name, m.source, m.inputs, m.backward));
+  }
+  // Outside the composites and the autograd engine, the same ops are the program's own.
+  optrace::OpTracer own;
+  at::Tensor x = torch::ones({2, 2}), y = torch::ones({2, 2});
+  own.start();
+  x.add_(y);
+  x.reshape({4});
+  own.stop();
+  CHECK(own.trace().find("add_.Tensor") != nullptr);
+  CHECK(own.trace().find("add.Tensor") == nullptr);
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed: compared without the reference");
 }
 
 TEST_CASE("op tracer: what the models record without Python", "[op_tracer]") {
@@ -251,7 +375,7 @@ TEST_CASE("op tracer: reshape is recorded as the reference tracer of the same li
   tracer.stop();
   optrace::OpTrace trace = tracer.trace();
   INFO(trace.to_json());
-  if (optrace::detail::kReshapeAliasRecordedAsView) {
+  if (optrace::detail::kTorch2Branches) {
     CHECK(trace.find("_reshape_alias.default") == nullptr);
     const optrace::OpEntry* view = trace.find("view.default");
     REQUIRE(view != nullptr);
@@ -423,6 +547,71 @@ TEST_CASE("op tracer: bounded unique inputs count what they drop", "[op_tracer]"
   CHECK(trace.total_calls("neg.default") == 11);
   std::string js = trace.to_json();
   CHECK(optrace::OpTrace::from_json(js).dropped_calls() == trace.dropped_calls());
+  const std::vector<optrace::DroppedCalls> dropped = tracer.dropped();
+  int64_t sum = 0;
+  for (const optrace::DroppedCalls& d : dropped) {
+    CHECK(d.calls == d.over_budget);
+    CHECK(d.unreadable.empty());
+    sum += d.calls;
+  }
+  CHECK(sum == trace.dropped_calls());
+}
+
+TEST_CASE("op tracer: calls on nested tensors are counted with the reason not lost", "[op_tracer]") {
+  torch::NoGradGuard no_grad;
+  at::Tensor dense = torch::randn({2, 3, 4});
+  at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kBool).reshape({2, 3});
+  optrace::OpTracer tracer;
+  tracer.start();
+  at::Tensor nested = at::_nested_tensor_from_mask(dense, mask, false);  // dense inputs: recorded
+  at::Tensor padded = nested.to_padded_tensor(0.0);                       // a nested input
+  tracer.stop();
+  CHECK(padded.size(1) == 2);
+  optrace::OpTrace trace = tracer.trace();
+  INFO(trace.to_json());
+  REQUIRE(trace.find("_nested_tensor_from_mask.default") != nullptr);
+  const optrace::OpEntry* to_padded = trace.find("to_padded_tensor.default");
+  REQUIRE(to_padded != nullptr);  // counted: in total_calls, as a dropped call
+  CHECK(to_padded->total_calls() == 1);
+  CHECK(to_padded->dropped_calls == 1);
+  const std::vector<optrace::DroppedCalls> dropped = tracer.dropped();
+  REQUIRE(dropped.size() == 1);
+  CHECK(dropped[0].op == "to_padded_tensor.default");
+  CHECK(dropped[0].calls == 1);
+  CHECK(dropped[0].over_budget == 0);
+  CHECK_THAT(dropped[0].unreadable, OPTRACE_CONTAINS("sizes"));  // NestedTensorImpl has no sizes()
+  CHECK(dropped[0].unreadable.find('\n') == std::string::npos);
+}
+
+TEST_CASE("op tracer: a wrapped number is recorded as the Python number it was", "[op_tracer]") {
+  // Python's `x / 2.5` reaches the dispatcher as div.Tensor(x, <0-dim double, wrapped>); the
+  // reference tracer's __torch_dispatch__ gets the float back (and a C++ program can build the
+  // same call).
+  torch::NoGradGuard no_grad;
+  at::Tensor x = torch::randn({2, 3});
+  at::Tensor half = at::scalar_tensor(2.5, at::kDouble);
+  half.unsafeGetTensorImpl()->set_wrapped_number(true);
+  at::Tensor three = at::scalar_tensor(3, at::kLong);
+  three.unsafeGetTensorImpl()->set_wrapped_number(true);
+  at::Tensor plain = at::scalar_tensor(2.5, at::kDouble);  // a real 0-dim tensor stays one
+  for (bool extended : {false, true}) {
+    optrace::OpTracer tracer(optrace::OpTracerOptions().extended(extended));
+    tracer.start();
+    at::div(x, half);
+    at::add(x, three);
+    at::mul(x, plain);
+    tracer.stop();
+    optrace::OpTrace trace = tracer.trace();
+    INFO(trace.to_json());
+    const optrace::OpInput& div = trace.find("div.Tensor")->unique_inputs[0];
+    CHECK(div.input_dtypes == std::vector<std::string>{"torch.float32", "<class 'float'>"});
+    CHECK(div.non_tensor_inputs[1] == optrace::OpValue::floating(2.5));
+    const optrace::OpInput& add = trace.find("add.Tensor")->unique_inputs[0];
+    CHECK(add.input_dtypes == std::vector<std::string>{"torch.float32", "<class 'int'>"});
+    CHECK(add.non_tensor_inputs[1] == optrace::OpValue::integer(3));
+    CHECK(trace.find("mul.Tensor")->unique_inputs[0].input_dtypes ==
+          std::vector<std::string>{"torch.float32", "torch.float64"});
+  }
 }
 
 TEST_CASE("op tracer: misuse errors", "[op_tracer]") {

@@ -264,6 +264,57 @@ TEST_CASE("replay: a failing op is reported and the replay goes on", "[replay]")
   }
 }
 
+TEST_CASE("replay: values the trace never recorded are skipped not failed", "[replay]") {
+  // What a profiler leaves: a list without its value (view's size before PyTorch 2.1), a Python
+  // number seen as a 0-dim tensor.
+  OpTrace trace = trace_of({
+      {"view.default", {input_json("view.default", "[[2, 3], null]", R"(["torch.float32", "<class 'list'>"])", "[null, null]")}},
+      {"div.Tensor", {input_json("div.Tensor", "[[2, 3], null]", R"(["torch.float32", "<class 'float'>"])", "[null, null]")}},
+      {"clamp.default", {input_json("clamp.default", "[[2, 3], null, null]",
+                                    R"(["torch.float32", "<class 'NoneType'>", "<class 'float'>"])", "[null, null, 1.5]")}},
+  });
+  ReplayReport report = optrace::replay(trace, cpu(ReplayMode::check));
+  const ReplayResult view = result_of(report, "view.default");
+  CHECK(view.status == ReplayStatus::skipped);
+  CHECK(view.message == "not replayable: argument 1 'size' (SymInt[]): the trace has <class 'list'> without its value "
+                        "(the profiler did not record it)");
+  CHECK(result_of(report, "div.Tensor").status == ReplayStatus::skipped);
+  CHECK(result_of(report, "clamp.default").status == ReplayStatus::ok);  // a None that is None
+  CHECK(report.all_ok());  // gaps are not failures
+}
+
+TEST_CASE("replay: check tolerance follows the output's magnitude", "[replay]") {
+  // float32 mm with a 3072-long reduction: outputs around 55, rounding errors up to ~5e-4, far
+  // beyond a plain 1e-4 but within 1e-4 of the output's RMS (compare.hpp).
+  OpTrace trace = one("mm.default", "[[2, 3072], [3072, 768]]", R"(["torch.float32", "torch.float32"])", "[null, null]");
+  for (uint64_t seed : {0, 1, 2, 3, 4}) {
+    ReplayReport report = optrace::replay(trace, cpu(ReplayMode::check).seed(seed));
+    INFO("seed " << seed << ": " << report.results[0].message);
+    CHECK(report.results[0].status == ReplayStatus::ok);
+  }
+  // An explicit atol is absolute: the same rounding is then a mismatch, and says so.
+  ReplayReport absolute = optrace::replay(trace, cpu(ReplayMode::check).atol(1e-6).rtol(0));
+  CHECK(absolute.results[0].status == ReplayStatus::mismatch);
+  CHECK_THAT(absolute.results[0].message, OPTRACE_CONTAINS("beyond atol 1e-06 + rtol 0"));
+  // A wrong result is still found: outputs that differ by a fraction of their RMS.
+  at::Tensor ref = at::randn({2, 768}, at::kDouble) * 55;
+  at::Tensor wrong = (ref + ref.abs().mean() * 0.01).to(at::kFloat);
+  optrace::detail::Comparison c;
+  optrace::detail::compare_tensors(wrong, ref, "output 0", c);
+  CHECK_FALSE(c.ok);
+  CHECK_THAT(c.message, OPTRACE_CONTAINS("(0.0001 * rms "));
+}
+
+TEST_CASE("replay: a nested output runs and is not compared", "[replay]") {
+  // nn.TransformerEncoder's fast path makes nested tensors from a padding mask.
+  OpTrace trace = one("_nested_tensor_from_mask.default", "[[2, 3, 4], [2, 3], null]",
+                      R"(["torch.float32", "torch.bool", "<class 'bool'>"])", "[null, null, false]");
+  ReplayReport report = optrace::replay(trace, cpu(ReplayMode::check));
+  INFO(report.results[0].message);
+  CHECK(report.results[0].status == ReplayStatus::skipped);
+  CHECK(report.results[0].message == "ran; not compared: output 0 is a nested tensor");
+}
+
 TEST_CASE("replay: in-place and out ops get fresh inputs", "[replay]") {
   const std::string two_f32 = R"(["torch.float32", "torch.float32"])";
   OpTrace trace = trace_of({

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optrace/error.hpp>
+#include <optrace/kineto_types.hpp>
 #include <optrace/replay.hpp>
 
 #include <climits>
@@ -31,12 +32,12 @@ struct CommandInfo {
 };
 
 inline const CommandInfo kCommands[] = {
-    {Command::summary, "summary", "optrace summary TRACE",
+    {Command::summary, "summary", "optrace summary TRACE [--strides]",
      "  Lists the trace's ops with their unique inputs and calls, and the totals.\n"},
     {Command::replay, "replay",
      "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT]\n"
      "                     [--warmup N] [--repeats N] [--flush-cache] [--atol X] [--rtol X] [--seed N]\n"
-     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--no-progress]",
+     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--no-progress] [--strides]",
      "  Materializes every unique input and runs it through the dispatcher; prints a table.\n"
      "  --device      where to run (default: cuda when available, else cpu; meta: shapes only)\n"
      "  --check       compare with the CPU in float64 (dtype-aware tolerances, or --atol/--rtol)\n"
@@ -46,8 +47,8 @@ inline const CommandInfo kCommands[] = {
      "  --ops/--exclude  op names (addmm.default) or names without overload (addmm), comma-separated\n"
      "  --max-inputs  at most N unique inputs per op, the most frequent first\n"
      "  Exit status 1 when an input fails or mismatches.\n"},
-    {Command::merge, "merge", "optrace merge A B ... -o OUT", "  Adds the traces' counts together into one trace.\n"},
-    {Command::convert, "convert", "optrace convert TRACE -o OUT [--to hf|kineto] [--quiet]",
+    {Command::merge, "merge", "optrace merge A B ... -o OUT [--strides]", "  Adds the traces' counts together into one trace.\n"},
+    {Command::convert, "convert", "optrace convert TRACE -o OUT [--to hf|kineto] [--quiet] [--strides]",
      "  Writes the trace as an hf op trace, or as a Kineto trace when OUT ends in .pt.trace.json or\n"
      "  with --to kineto; prints the Kineto import report (not with --quiet) to stderr.\n"},
 };
@@ -73,6 +74,8 @@ struct Invocation {
   // convert
   std::string to;  // "hf" or "kineto"
   bool quiet = false;
+  // every command: how Kineto traces are read (--strides: keep non-contiguous strides)
+  optrace::kineto::ImportOptions import;
 };
 
 namespace detail {
@@ -120,8 +123,12 @@ inline std::vector<std::string> split_commas(const std::string& s) {
 }
 
 inline void parse_summary(const Args& args, Invocation& inv) {
-  if (args.size() != 1 || args[0].rfind("-", 0) == 0) throw UsageError("summary takes one trace file");
-  inv.inputs = args;
+  for (const std::string& a : args) {
+    if (a == "--strides") inv.import.record_strides(true);
+    else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for summary");
+    else inv.inputs.push_back(a);
+  }
+  if (inv.inputs.size() != 1) throw UsageError("summary takes one trace file");
 }
 
 inline void parse_replay(const Args& args, Invocation& inv) {
@@ -164,6 +171,8 @@ inline void parse_replay(const Args& args, Invocation& inv) {
       options.max_inputs_per_op(int_of(a, value_of(args, i), 0));
     } else if (a == "--no-progress") {
       options.progress(false);
+    } else if (a == "--strides") {
+      inv.import.record_strides(true);
     } else if (a.rfind("-", 0) == 0) {
       throw UsageError("unknown option '" + a + "' for replay");
     } else if (inv.inputs.empty()) {
@@ -180,6 +189,7 @@ inline void parse_replay(const Args& args, Invocation& inv) {
 inline void parse_merge(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
+    else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for merge");
     else inv.inputs.push_back(args[i]);
   }
@@ -192,6 +202,7 @@ inline void parse_convert(const Args& args, Invocation& inv) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
     else if (args[i] == "--to") inv.to = value_of(args, i);
     else if (args[i] == "--quiet") inv.quiet = true;
+    else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (inv.inputs.empty() && args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
     else throw UsageError("convert: unexpected argument '" + args[i] + "'");
   }

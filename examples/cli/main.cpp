@@ -6,7 +6,8 @@
 //   optrace convert TRACE -o OUT [--to hf|kineto] [--quiet]
 //   optrace --help
 //
-// TRACE is an hf op trace (hf_op_trace.json) or a Kineto trace (*.pt.trace.json, .json.gz).
+// TRACE is an hf op trace (hf_op_trace.json) or a Kineto trace (*.pt.trace.json, .json.gz);
+// --strides keeps a Kineto trace's strides of non-contiguous tensors.
 //
 // Exit status: 0 success; 1 a replay found errors or mismatches; 2 bad usage or bad input (one
 // line on stderr naming the file and, for JSON, the path inside it).
@@ -34,21 +35,23 @@ struct FileError : std::runtime_error {
 };
 
 // The trace at `path`, an hf op trace or a Kineto trace, with the import report.
-optrace::kineto::ImportResult load_any(const std::string& path) {
+optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
   try {
-    return optrace::kineto::load_any(path);
+    return optrace::kineto::load_any(path, options);
   } catch (const optrace::Error& e) {
     throw FileError(path, e.what_without_prefix());
   }
 }
 
-optrace::OpTrace load_trace(const std::string& path) { return load_any(path).trace; }
+optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::ImportOptions& options) {
+  return load_file(path, options).trace;
+}
 
 // ---------------------------------------------------------------------------------------------
 
 int summary(const Invocation& inv) {
   const std::string& path = inv.inputs[0];
-  const optrace::kineto::ImportResult imported = load_any(path);
+  const optrace::kineto::ImportResult imported = load_file(path, inv.import);
   const optrace::OpTrace& trace = imported.trace;
   size_t width = 2;
   for (const auto& e : trace.ops()) width = std::max(width, e.name.size());
@@ -67,7 +70,7 @@ int summary(const Invocation& inv) {
 }
 
 int replay(const Invocation& inv) {
-  const optrace::OpTrace trace = load_trace(inv.inputs[0]);
+  const optrace::OpTrace trace = load_trace(inv.inputs[0], inv.import);
   const optrace::ReplayReport report = optrace::replay(trace, inv.replay);
   report.print_table(std::cout);
   std::cout.flush();
@@ -86,7 +89,7 @@ int replay(const Invocation& inv) {
 
 int merge(const Invocation& inv) {
   optrace::OpTrace merged;
-  for (const std::string& path : inv.inputs) merged.merge(load_trace(path));
+  for (const std::string& path : inv.inputs) merged.merge(load_trace(path, inv.import));
   try {
     merged.save(inv.output);
   } catch (const optrace::Error& e) {
@@ -98,7 +101,7 @@ int merge(const Invocation& inv) {
 }
 
 int convert(const Invocation& inv) {
-  const optrace::kineto::ImportResult r = load_any(inv.inputs[0]);
+  const optrace::kineto::ImportResult r = load_file(inv.inputs[0], inv.import);
   try {
     if (inv.to == "kineto") optrace::kineto::save(r.trace, inv.output);
     else r.trace.save(inv.output);
@@ -117,7 +120,9 @@ void print_help(std::ostream& out) {
   out << "optrace: read, replay, merge and convert op traces\n\nusage:\n";
   for (const CommandInfo& c : kCommands) out << "  " << c.usage << "\n";
   out << "  optrace --help | optrace COMMAND --help\n\n"
-         "TRACE is an hf op trace (hf_op_trace.json) or a Kineto trace (*.pt.trace.json, .json.gz).\n\n";
+         "TRACE is an hf op trace (hf_op_trace.json) or a Kineto trace (*.pt.trace.json, .json.gz).\n"
+         "--strides: keep the strides of a Kineto trace's non-contiguous tensors (input_strides);\n"
+         "by default an import holds what OpTracer writes by default.\n\n";
   for (const CommandInfo& c : kCommands) out << c.name << ":\n" << c.help << "\n";
   out << "exit status: 0 success; 1 replay found errors or mismatches; 2 bad usage or bad input\n";
 }

@@ -28,7 +28,8 @@ class ImportOptions {
 
   /// Record the strides of non-contiguous tensors ("Input Strides") as the trace's
   /// `input_strides` (optrace's extended field; calls with other strides become other unique
-  /// inputs, as with OpTracerOptions::extended). Default: true.
+  /// inputs, as with OpTracerOptions::extended). Default: false, so that an import equals what
+  /// OpTracer and the reference tracer write by default.
   ImportOptions& record_strides(bool record) {
     record_strides_ = record;
     return *this;
@@ -45,7 +46,7 @@ class ImportOptions {
 
  private:
   bool keep_incomplete_ = true;
-  bool record_strides_ = true;
+  bool record_strides_ = false;
   int64_t max_examples_ = 3;
 };
 

@@ -34,7 +34,7 @@ struct OpTracerOptions {
   TORCH_ARG(std::vector<std::thread::id>, threads) = {};
   /// Keep at most this many unique inputs (summed over ops and recording threads); calls that
   /// would add one more are counted as dropped (`OpEntry::dropped_calls`, part of
-  /// `total_calls`). 0 (the default): no bound.
+  /// `total_calls`; `OpTracer::dropped()` says why). 0 (the default): no bound.
   TORCH_ARG(int64_t, max_unique_inputs) = 0;
   /// Also record what the plain schema loses, in extra keys of each unique input: keyword-only
   /// arguments not at their default (`kwargs`), devices (`input_devices`), strides of
@@ -44,6 +44,18 @@ struct OpTracerOptions {
   /// In extended mode, integer tensors of at most this many elements get a value range (read
   /// with one min and one max per call: a device sync on GPU). Default 4096.
   TORCH_ARG(int64_t, value_range_max_numel) = 4096;
+};
+
+/// Calls of one op that an OpTracer counted (in the trace's `total_calls`) but did not keep as
+/// unique inputs, and why.
+struct DroppedCalls {
+  std::string op;            ///< as recorded: "add.Tensor"
+  int64_t calls = 0;         ///< all dropped calls of the op
+  int64_t over_budget = 0;   ///< of `calls`: beyond `max_unique_inputs`
+  /// The rest had an argument the hf schema cannot hold, e.g. a nested tensor
+  /// (`_transformer_encoder_layer_fwd` on nn.TransformerEncoder's fast path): the first such
+  /// call's error, empty when none.
+  std::string unreadable;
 };
 
 /// Records every aten op the program dispatches while started, on every thread (or chosen
@@ -103,7 +115,7 @@ class OpTracer {
     detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
     handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::op_tracer::on_start, &detail::op_tracer::on_end)
                                         .needsInputs(true)
-                                        .scopes({at::RecordScope::FUNCTION}));
+                                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   }
 
   /// Stops recording. Does nothing if not recording. Ops running on other threads at that
@@ -123,6 +135,17 @@ class OpTracer {
   /// What was recorded so far, all threads merged: ops in first-seen order, each op's unique
   /// inputs in first-seen order (written by count). May be called while recording.
   OpTrace trace() const { return session_ ? detail::op_tracer::collect(*session_) : OpTrace(); }
+
+  /// The calls counted but not kept as unique inputs (`OpEntry::dropped_calls`), per op in
+  /// first-seen order, with why: over `max_unique_inputs`, or an argument that the schema cannot
+  /// hold (nested tensors). Empty when every call was kept.
+  std::vector<DroppedCalls> dropped() const {
+    std::vector<DroppedCalls> out;
+    if (!session_) return out;
+    for (const auto& [op, d] : detail::op_tracer::collect_dropped(*session_))
+      out.push_back(DroppedCalls{op->name, d.count, d.over_budget, d.unreadable});
+    return out;
+  }
 
   /// Forgets what was recorded. Throws Error while recording.
   void clear() {

@@ -112,10 +112,13 @@ class ReplayOptions {
   }
   int64_t flush_bytes() const { return flush_bytes_; }
 
-  /// Absolute tolerance of the check, for every floating output. Default: by the output's
-  /// dtype: float64 1e-7, float32 1e-4, float16 1e-3, bfloat16 1e-2, float8 0.1; integer and
-  /// bool outputs are compared exactly. An element passes when
+  /// Absolute tolerance of the check, for every floating output. An element passes when
   /// |out - ref| <= atol + rtol * |ref|; NaN matches NaN, an infinity the same infinity.
+  /// Default: by the output's dtype (float64 1e-7, float32 1e-4, float16 1e-3, bfloat16 1e-2,
+  /// float8 0.1) times max(1, RMS of the reference output's finite values), since the rounding
+  /// error of reductions grows with their terms' magnitude and length, not with each result
+  /// element (detail/replay/compare.hpp says why and what was measured). A value set here is used
+  /// as is. Integer and bool outputs are compared exactly.
   /// Throws `optrace::ArgumentError` for a negative or NaN tolerance.
   ReplayOptions& atol(double atol) {
     OPTRACE_CHECK(atol >= 0, ArgumentError, "ReplayOptions::atol: need >= 0, got ", atol);

@@ -1,12 +1,16 @@
 """optrace's reference: a Python TorchDispatchMode op tracer writing the hf op-trace schema.
 
-Usage: dispatch_tracer.py SOURCE.ts INPUTS.json OUT.json
+Usage: dispatch_tracer.py SOURCE.ts INPUTS.json OUT.json [--backward] [--exclude OP,OP]
 
-SOURCE.ts is TorchScript source defining `forward(...)` (compiled with torch.jit.CompilationUnit);
+SOURCE.ts is TorchScript source defining `forward(...)` (compiled with torch.jit.CompilationUnit,
+resolving `torch.X` as C++'s torch::jit::compile does);
 INPUTS.json lists the calls, each a list of positional inputs {"shape": [...], "dtype": "torch.float32"}
 (float inputs: randn; integer inputs: arange(n) % 7 + 1, reshaped; bool inputs: arange(n) % 2 == 0).
 Runs every call under torch.no_grad() with the graph executor's optimizations off, recording
 every op the dispatch mode sees, and writes the aggregated trace with json.dump(indent=1).
+With --backward, floating inputs require grad and each call is followed by
+`forward(...).sum().backward()`, recorded too (a training step's ops). --exclude leaves ops
+out by name ("detach.default"), as OpTracerOptions::exclude_ops does.
 
 The rules (what optrace's OpTracer reproduces):
 - the op name is OpOverload.__name__ ("addmm.default");
@@ -19,6 +23,7 @@ The rules (what optrace's OpTracer reproduces):
 """
 import json
 import sys
+import types
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -57,13 +62,16 @@ def describe(args):
 
 
 class Tracer(TorchDispatchMode):
-    def __init__(self):
+    def __init__(self, exclude=()):
         super().__init__()
+        self.exclude = set(exclude)
         self.ops = {}  # name -> {key: [record, count]} (dicts keep first-seen order)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        shapes, dtypes, values, lists = describe(args)
         name = func.__name__
+        if name in self.exclude:
+            return func(*args, **(kwargs or {}))
+        shapes, dtypes, values, lists = describe(args)
         # repr() tells 1 from 1.0 from True, as the schema's type strings do
         key = repr((shapes, dtypes, values, lists))
         entry = self.ops.setdefault(name, {})
@@ -98,18 +106,45 @@ def make_input(spec):
     return (torch.arange(n) % 7 + 1).to(dtype).reshape(shape)
 
 
+def compile_as_cpp(source):
+    """TorchScript source compiled as C++'s torch::jit::compile reads it: there `torch.X` names
+    every aten op (torch.linear, torch.linalg_svdvals), where Python's torch module has some only
+    under torch._C._nn / torch._C._linalg."""
+    shim = types.ModuleType("torch")
+    shim.__dict__.update({k: getattr(torch, k) for k in dir(torch) if not k.startswith("__")})
+    for namespace in (torch._C._nn, torch._C._linalg):
+        for k in dir(namespace):
+            if not k.startswith("_") and not hasattr(shim, k):
+                setattr(shim, k, getattr(namespace, k))
+    cu = torch.jit.CompilationUnit()
+    cu.define(source, rcb=lambda name: shim if name == "torch" else None)
+    return cu
+
+
 def main():
     source_path, inputs_path, out_path = sys.argv[1:4]
+    options = sys.argv[4:]
+    backward = "--backward" in options
+    exclude = options[options.index("--exclude") + 1].split(",") if "--exclude" in options else []
     with open(source_path) as f:
-        cu = torch.jit.CompilationUnit(f.read())
+        cu = compile_as_cpp(f.read())
     with open(inputs_path) as f:
         calls = [[make_input(s) for s in call] for call in json.load(f)]
     torch._C._set_graph_executor_optimize(False)
-    tracer = Tracer()
-    with torch.no_grad():
+    tracer = Tracer(exclude)
+    if backward:
+        for call in calls:
+            for x in call:
+                if x.dtype.is_floating_point:
+                    x.requires_grad_(True)
         with tracer:
             for call in calls:
-                cu.forward(*call)
+                cu.forward(*call).sum().backward()
+    else:
+        with torch.no_grad():
+            with tracer:
+                for call in calls:
+                    cu.forward(*call)
     with open(out_path, "w") as f:
         json.dump(tracer.result(), f, indent=1)
 

@@ -87,13 +87,11 @@ inline bool is_wide_unsigned(c10::ScalarType dtype) {
 
 namespace optrace::detail {
 
-// reshape's CompositeImplicitAutograd kernel calls `_reshape_alias(self, size, stride)` on plain
-// tensors and `view(self, size)` on tensor-subclass-like ones; from libtorch 2.0 a Python
-// dispatch mode makes every tensor subclass-like, so the reference Python tracer records
-// `view.default(self, size)` for what a C++ program runs as `_reshape_alias`. OpTracer and the
-// Kineto importer record it the way the reference does (same size, the stride is implied by the
-// input): see reference_op_for in dispatcher.hpp.
-inline constexpr bool kReshapeAliasRecordedAsView = OPTRACE_TORCH_VERSION >= 20000;
+// Composite kernels that branch on isTensorSubclassLike only from libtorch 2.0 (reshape's
+// `_reshape_alias` / `view`, the attention math's `add_` / `add`, ...): the context rules marked
+// since_2_0 in dispatcher.hpp. Read in the sources of 1.13 and 2.6; 2.0 is where the Python
+// dispatch mode started to make every tensor subclass-like for reshape.
+inline constexpr bool kTorch2Branches = OPTRACE_TORCH_VERSION >= 20000;
 
 // Device-side timing with libtorch's device-generic events: `c10::Event::elapsedTime` and
 // `synchronize` exist for CUDA from libtorch 2.4 (generic events, pytorch#125757); 2.5 is

@@ -6,7 +6,7 @@
 //   namespace, `default` for the empty overload), and back to a dispatcher name;
 // - the decomposition rule: ops whose CompositeImplicitAutograd kernel runs are never seen by the
 //   reference tracer (a TorchDispatchMode sees their parts: `linear` is `t` + `addmm`);
-// - the reference tracer's renamings (`reference_op_for`);
+// - the reference tracer's view of composite kernels' subclass branches (`context_rules`);
 // - which arguments are positional (the ones before the first keyword-only one);
 // - each argument's type in Python's words (`<class 'int'>`).
 // Facts are worked out once per operator (`op_info`) and kept: operators live as long as the
@@ -164,17 +164,52 @@ inline bool decomposes(const c10::OperatorHandle& h) {
          !h.hasKernelForDispatchKey(K::CPU) && !h.hasKernelForDispatchKey(K::CompositeExplicitAutograd);
 }
 
-/// The op the reference tracer records in place of `name` when it differs; a call is then
-/// recorded as that op, with as many leading arguments as its schema has. nullopt for every
-/// other op. The rules (see compat.hpp for why each holds):
-/// - `_reshape_alias(self, size, stride)` is `view(self, size)` on libtorch >= 2.0.
-inline std::optional<c10::OperatorName> reference_op_for(const c10::OperatorName& name) {
-  if (kReshapeAliasRecordedAsView && name.name == "aten::_reshape_alias" && name.overload_name.empty())
-    return c10::OperatorName("aten::view", "");
-  return std::nullopt;
-}
+/// Where the reference tracer sees a different call than a C++ program runs. CompositeImplicit-
+/// Autograd kernels (and the backward helpers that are such ops) branch on
+/// `at::isTensorSubclassLike`, which is true for every tensor while a Python dispatch mode is
+/// active: under the reference tracer they take their functional branch, in C++ the in-place or
+/// out= one. Each rule names the composites open around the call, the op the C++ branch runs
+/// directly in them and what the other branch runs instead: another op taking the same leading
+/// arguments, and/or one bool argument with another value. Every call site of those predicates
+/// in PyTorch 1.13 and 2.6 was read; the README ("What OpTracer records") lists them all, with
+/// the branches no rule can express (another sequence of ops) and the test of each rule.
+struct ContextRule {
+  /// The decomposing ops open around the call, outermost first, by name without overload; the
+  /// last one's kernel makes the call. Empty: none open (a backward formula's direct call).
+  std::vector<std::string> within;
+  const char* op;            ///< what a C++ program runs: "add_.Tensor"
+  const char* recorded;      ///< what the reference records: "add.Tensor" (may be `op`)
+  int set_arg = -1;          ///< an argument of `op` the reference gets with another value, or -1
+  bool set_to = false;       ///< that value
+  bool since_2_0 = false;    ///< the branch exists from libtorch 2.0 (not in 1.13)
+  /// Made by the autograd engine itself, between backward nodes (`within` empty): adding up the
+  /// gradients that several uses of a tensor give it.
+  bool engine = false;
+};
 
-// ---- per-operator facts ----
+inline const std::vector<ContextRule>& context_rules() {
+  static const auto* rules = new std::vector<ContextRule>{
+      // Forward (inference).
+      {{"linear"}, "add_.Tensor", "add.Tensor"},  // output.add_(bias) after matmul
+      {{"reshape"}, "_reshape_alias.default", "view.default", -1, false, true},  // view(self, size)
+      {{"_scaled_dot_product_attention_math"}, "add_.Tensor", "add.Tensor", -1, false, true},  // + attn_mask
+      {{"linalg_matrix_rank"}, "sum.IntList_out", "sum.dim_IntList", -1, false, true},  // sum(S > tol, -1)
+      {{"linalg_eigvalsh"}, "_linalg_eigh.default", "_linalg_eigh.default", 2, true},    // compute_v
+      {{"linalg_svdvals"}, "_linalg_svd.default", "_linalg_svd.default", 2, true},       // compute_uv
+      {{"linalg_eigvals"}, "_linalg_eigvals.default", "linalg_eig.default", -1, false, true},
+      // Backward (loss.backward()): the helpers derivatives.yaml calls.
+      {{"index_select_backward"}, "index_add_.default", "index_add.default"},
+      {{"gather_backward"}, "scatter_add_.default", "scatter_add.default"},
+      {{"cummaxmin_backward"}, "scatter_add_.default", "scatter_add.default"},
+      {{"masked_select_backward"}, "masked_scatter_.default", "masked_scatter.default"},
+      {{"trace_backward"}, "index_fill_.int_Tensor", "index_fill.int_Tensor"},
+      {{"value_selecting_reduction_backward"}, "scatter_.src", "scatter.src"},
+      {{}, "_index_put_impl_.default", "index_put.default"},  // index_backward (x[idx])
+      // The engine's InputBuffer::add: old.add_(new), or old + new (2.x).
+      {{}, "add_.Tensor", "add.Tensor", -1, false, true, true},
+  };
+  return *rules;
+}
 
 /// What optrace knows about one dispatcher op. Made once per op by `op_info`, never freed.
 struct OpInfo {
@@ -185,11 +220,29 @@ struct OpInfo {
   bool decomposes = false;
   size_t positional = 0;      ///< arguments before the first keyword-only one
   std::vector<ArgType> args;  ///< one per schema argument
-  /// The op the reference tracer records this one as (reference_op_for), or nullptr.
-  const OpInfo* recorded_as = nullptr;
+  /// The context rules for calls of this op (rarely more than one).
+  struct Rule {
+    std::vector<std::string> within;
+    const OpInfo* recorded = nullptr;
+    int set_arg = -1;
+    bool set_to = false;
+    bool engine = false;
+  };
+  std::vector<Rule> rules;
 
-  /// The op calls are recorded under: `recorded_as`, or this one.
-  const OpInfo& as_recorded() const { return recorded_as != nullptr ? *recorded_as : *this; }
+  /// The rule for a call made with `composites` open (outermost first), or nullptr.
+  /// `between_nodes`: made by the autograd engine outside any backward node (engine rules).
+  const Rule* rule_within(const std::vector<const OpInfo*>& composites, bool between_nodes) const {
+    for (const Rule& r : rules) {
+      if (r.engine && !between_nodes) continue;
+      if (r.within.empty() ? !composites.empty() : composites.size() < r.within.size()) continue;
+      const size_t skip = composites.size() - r.within.size();
+      bool match = true;
+      for (size_t i = 0; i < r.within.size() && match; ++i) match = composites[skip + i]->base == r.within[i];
+      if (match) return &r;
+    }
+    return nullptr;
+  }
 
   explicit OpInfo(c10::OperatorHandle h) : handle(std::move(h)) {}
 };
@@ -199,8 +252,17 @@ struct OpInfo {
 inline const OpInfo* op_info(const c10::OperatorName& name) {
   static std::mutex mutex;
   static auto* infos = new std::unordered_map<std::string, std::unique_ptr<OpInfo>>();  // used at exit: never freed
-  const OpInfo* recorded_as = nullptr;
-  if (auto reference = reference_op_for(name)) recorded_as = op_info(*reference);  // before taking the lock
+  // The rules' ops before taking the lock (no rule records an op that has rules of its own).
+  std::vector<OpInfo::Rule> rules;
+  std::string display;
+  for (const ContextRule& rule : context_rules()) {
+    if (rule.since_2_0 && !kTorch2Branches) continue;
+    if (display.empty()) display = display_name(name.name, name.overload_name);
+    if (display != rule.op) continue;
+    const OpInfo* recorded = std::string_view(rule.recorded) == rule.op ? nullptr : op_info(dispatcher_name(rule.recorded));
+    if (recorded == nullptr && std::string_view(rule.recorded) != rule.op) continue;  // not in this libtorch
+    rules.push_back(OpInfo::Rule{rule.within, recorded, rule.set_arg, rule.set_to, rule.engine});
+  }
   std::string key = name.name + "." + name.overload_name;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = infos->find(key);
@@ -217,7 +279,9 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   info->positional = args.size();
   while (info->positional > 0 && args[info->positional - 1].kwarg_only()) --info->positional;
   for (const auto& a : args) info->args.push_back(arg_type(a));
-  info->recorded_as = recorded_as;
+  info->rules = std::move(rules);
+  for (OpInfo::Rule& r : info->rules)
+    if (r.recorded == nullptr) r.recorded = info.get();
   return infos->emplace(key, std::move(info)).first->second.get();
 }
 

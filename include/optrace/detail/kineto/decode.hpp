@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -107,6 +108,14 @@ struct KeyInfo {
   OpInput input;
   std::vector<std::string> reasons;  // Kept: what is missing; LeftOut: why (one)
   std::string example;
+  const OpInfo* decomposed = nullptr;  // Decomposed: the op (a context of context rules)
+  // Kept ops with context rules: what decode_within needs to read the call again under one.
+  struct Rebuild {
+    const OpInfo* best;
+    std::vector<RecArg> args;
+    std::vector<std::string> reasons;
+  };
+  std::shared_ptr<const Rebuild> rebuild;
 };
 
 inline std::string shorten(std::string_view s, size_t n = 160) {
@@ -204,11 +213,29 @@ inline OpValue scalar_value(const Scalar& s, ArgKind w, std::string& dtype, bool
   }
 }
 
-// Converts `r` for argument type `t`; adds to `missing` what the trace does not hold.
-inline Converted convert(const RecArg& r, const ArgType& t, const std::string& list_dtype_guess, bool record_strides,
-                         std::vector<std::string>& missing) {
+// Whether a recorded tensor is a wrapped Python number: `x / 2.8` reaches the profiler as
+// div.Tensor(x, <0-dim float64 tensor>) with no value, where a TorchDispatchMode (and OpTracer)
+// sees the Python float. The pattern: a 0-dim float64 / int64 / bool tensor given for a plain
+// `Tensor` parameter after the first (Python's binary operators wrap their right operand). A
+// real 0-dim tensor of those dtypes there reads the same, and is taken as a number too.
+inline bool is_wrapped_number(const RecArg& r, const ArgType& t, size_t position) {
+  return position > 0 && r.kind == RecArg::Kind::Tensor && r.shape.empty() && t.kind == ArgKind::Tensor &&
+         !t.optional && (r.dtype == "torch.float64" || r.dtype == "torch.int64" || r.dtype == "torch.bool");
+}
+
+// Converts `r` for argument type `t` (argument `position`); adds to `missing` what the trace does
+// not hold.
+inline Converted convert(const RecArg& r, const ArgType& t, size_t position, const std::string& list_dtype_guess,
+                         bool record_strides, std::vector<std::string>& missing) {
   Converted c;
   bool unknown = false;
+  if (is_wrapped_number(r, t, position)) {
+    c.dtype = python_type_name(r.dtype == "torch.float64" ? ArgKind::Float
+                               : r.dtype == "torch.int64" ? ArgKind::Int
+                                                          : ArgKind::Bool);
+    missing.push_back("Python number (a 0-dim " + r.dtype + " tensor to the profiler): value not recorded");
+    return c;
+  }
   switch (r.kind) {
     case RecArg::Kind::Tensor:
       c.shape = r.shape;
@@ -364,6 +391,56 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
   return "";
 }
 
+// Fills `info` (status Kept, or LeftOut when incomplete calls are not kept) with the call of
+// `best` with `args` as Python's __torch_dispatch__ gets it: positional arguments, trailing
+// defaults dropped; under a context `rule`, as the op and argument value the reference sees.
+inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> args, const OpInfo::Rule* rule,
+                       const ImportOptions& options) {
+  const OpInfo& recorded = rule != nullptr ? *rule->recorded : best;
+  info.op = recorded.name;
+  if (rule != nullptr && rule->set_arg >= 0 && static_cast<size_t>(rule->set_arg) < args.size()) {
+    RecArg& a = args[static_cast<size_t>(rule->set_arg)];
+    a.kind = RecArg::Kind::Scalar;
+    a.scalar = Scalar{};
+    a.scalar.kind = Scalar::Kind::Bool;
+    a.scalar.bool_value = rule->set_to;
+  }
+  const auto& params = best.schema->arguments();
+  size_t positional = std::min(best.positional, args.size());
+  while (positional > 0 && equals_default(args[positional - 1], params[positional - 1])) --positional;
+  positional = std::min(positional, recorded.schema->arguments().size());
+  std::string guess = "torch.float32";
+  for (const RecArg& r : args)
+    if (r.kind == RecArg::Kind::Tensor) {
+      guess = r.dtype;
+      break;
+    }
+  OpInput& in = info.input;
+  bool any_strides = false;
+  std::vector<std::string> missing;
+  for (size_t k = 0; k < positional; ++k) {
+    Converted c = convert(args[k], best.args[k], k, guess, options.record_strides(), missing);
+    if (c.list) c.value = in.add_tensor_list(std::move(*c.list));
+    in.input_shapes.push_back(std::move(c.shape));
+    in.input_dtypes.push_back(std::move(c.dtype));
+    in.non_tensor_inputs.push_back(std::move(c.value));
+    any_strides = any_strides || c.strides.has_value();
+    in.input_strides.push_back(std::move(c.strides));
+  }
+  if (!any_strides) in.input_strides.clear();
+  for (std::string& m : missing)
+    if (std::find(info.reasons.begin(), info.reasons.end(), m) == info.reasons.end()) info.reasons.push_back(std::move(m));
+  info.status = Status::Kept;
+  if (!options.keep_incomplete()) {
+    for (const std::string& r : info.reasons)
+      if (r.rfind("ambiguous", 0) != 0) {
+        info.status = Status::LeftOut;
+        info.reasons = {"incomplete: " + r};
+        return;
+      }
+  }
+}
+
 inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::string& args_path,
                       const ImportOptions& options) {
   KeyInfo info;
@@ -455,6 +532,7 @@ inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::st
   if (best->decomposes) {
     info.status = Status::Decomposed;
     info.blocks = false;
+    info.decomposed = best;
     return info;
   }
   if (!tied.empty()) {
@@ -464,41 +542,18 @@ inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::st
     info.example += " took " + best->name + " over" + names.substr(1);
   }
 
-  // The arguments as Python's __torch_dispatch__ gets them: positional ones, trailing defaults dropped.
-  const auto& params = best->schema->arguments();
-  size_t positional = std::min(best->positional, args.size());
-  while (positional > 0 && equals_default(args[positional - 1], params[positional - 1])) --positional;
-  if (const OpInfo* as = best->recorded_as) {
-    // As OpTracer records it: as the op the reference tracer sees, with its leading arguments.
-    info.op = as->name;
-    positional = std::min(positional, as->schema->arguments().size());
-  }
-  std::string guess = "torch.float32";
-  for (const RecArg& r : args)
-    if (r.kind == RecArg::Kind::Tensor) {
-      guess = r.dtype;
-      break;
-    }
-  OpInput& in = info.input;
-  bool any_strides = false;
-  std::vector<std::string> missing;
-  for (size_t k = 0; k < positional; ++k) {
-    Converted c = convert(args[k], best->args[k], guess, options.record_strides(), missing);
-    if (c.list) c.value = in.add_tensor_list(std::move(*c.list));
-    in.input_shapes.push_back(std::move(c.shape));
-    in.input_dtypes.push_back(std::move(c.dtype));
-    in.non_tensor_inputs.push_back(std::move(c.value));
-    any_strides = any_strides || c.strides.has_value();
-    in.input_strides.push_back(std::move(c.strides));
-  }
-  if (!any_strides) in.input_strides.clear();
-  for (std::string& m : missing)
-    if (std::find(info.reasons.begin(), info.reasons.end(), m) == info.reasons.end()) info.reasons.push_back(std::move(m));
-  info.status = Status::Kept;
-  if (!options.keep_incomplete()) {
-    for (const std::string& r : info.reasons)
-      if (r.rfind("ambiguous", 0) != 0) return left_out("incomplete: " + r);
-  }
+  if (!best->rules.empty()) info.rebuild = std::make_shared<KeyInfo::Rebuild>(KeyInfo::Rebuild{best, args, info.reasons});
+  fill_input(info, *best, std::move(args), nullptr, options);
+  return info;
+}
+
+// The same call as the reference sees it under `rule` (the composites open around the event
+// matched it): the rule's op and argument value.
+inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, const ImportOptions& options) {
+  KeyInfo info;
+  info.example = plain.example;
+  info.reasons = plain.rebuild->reasons;
+  fill_input(info, *plain.rebuild->best, plain.rebuild->args, &rule, options);
   return info;
 }
 

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -349,14 +350,23 @@ class Importer {
     uint32_t thread = UINT32_MAX;
     int64_t open_start = 0, open_end = 0;
     bool open = false;
+    // Decomposed ops open around the current event, outermost first: the context of the
+    // reference tracer's context rules (dispatcher.hpp), as OpTracer keeps it.
+    struct Open {
+      int64_t start, end;
+      const OpInfo* op;
+    };
+    std::vector<Open> composites;
+    std::vector<const OpInfo*> context;
+    std::map<std::pair<uint32_t, const void*>, uint32_t> within_keys;  // (key, rule) -> key
     for (uint32_t k : order) {
-      const EventRec& r = records_[k];
-      const KeyInfo& info = infos_[r.key];
+      EventRec& r = records_[k];
       if (r.thread != thread) {
         thread = r.thread;
         open = false;
+        composites.clear();
       }
-      if (info.status == Status::Dropped) {
+      if (infos_[r.key].status == Status::Dropped) {
         kept.push_back(k);
         continue;
       }
@@ -364,6 +374,24 @@ class Importer {
         report_.nested += r.count;
         continue;
       }
+      while (!composites.empty() && !(r.ts >= composites.back().start && r.end <= composites.back().end))
+        composites.pop_back();
+      if (infos_[r.key].rebuild != nullptr) {
+        context.clear();
+        for (const Open& o : composites) context.push_back(o.op);
+        // The trace does not tell the engine's own calls from a backward formula's: engine rules
+        // are not applied.
+        if (const OpInfo::Rule* rule = infos_[r.key].rebuild->best->rule_within(context, false)) {
+          auto [it, fresh] = within_keys.emplace(std::make_pair(r.key, static_cast<const void*>(rule)), 0);
+          if (fresh) {
+            it->second = static_cast<uint32_t>(infos_.size());
+            KeyInfo within = decode_within(infos_[r.key], *rule, options_);
+            infos_.push_back(std::move(within));
+          }
+          r.key = it->second;
+        }
+      }
+      const KeyInfo& info = infos_[r.key];
       if (info.blocks) {
         open = true;
         open_start = r.ts;
@@ -371,7 +399,10 @@ class Importer {
       }
       switch (info.status) {
         case Status::Kept: kept.push_back(k); break;
-        case Status::Decomposed: report_.decomposed += r.count; break;
+        case Status::Decomposed:
+          report_.decomposed += r.count;
+          composites.push_back(Open{r.ts, r.end, info.decomposed});
+          break;
         case Status::LeftOut:
           report_.left_out += r.count;
           note(info.reasons.front(), false, r.count, info.example);

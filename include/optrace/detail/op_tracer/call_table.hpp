@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 #include <utility>
+#include <string>
 #include <vector>
 
 namespace optrace::detail::op_tracer {
@@ -62,9 +63,13 @@ struct Aggregate {
   std::vector<std::optional<std::pair<int64_t, int64_t>>> ranges;  // extended: per positional argument
 };
 
+// Calls of one op counted but not kept as unique inputs: over the session's max_unique_inputs, or
+// with an argument the encoder cannot read (a nested tensor: its sizes() throws).
 struct Dropped {
   int64_t count = 0;
   uint64_t first_seen = 0;
+  int64_t over_budget = 0;  // of count
+  std::string unreadable;   // the first unreadable call's error, if any
 };
 
 // One thread's unique calls. Their encodings lie end to end in `tokens_`; `slots_` is an

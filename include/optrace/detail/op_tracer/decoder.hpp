@@ -202,6 +202,34 @@ inline OpInput decode_call(const std::vector<int64_t>& key, const OpInfo& op, co
   return in;
 }
 
+// Adds one thread's dropped calls into `into`.
+inline void merge_dropped(const ThreadBuffer& buffer, std::unordered_map<const OpInfo*, Dropped>& into) {
+  for (const auto& [op, d] : buffer.dropped) {
+    auto [it, fresh] = into.emplace(op, d);
+    if (fresh) continue;
+    Dropped& to = it->second;
+    to.count += d.count;
+    to.over_budget += d.over_budget;
+    if (to.unreadable.empty()) to.unreadable = d.unreadable;
+    to.first_seen = std::min(to.first_seen, d.first_seen);
+  }
+}
+
+// Every op's dropped calls, all threads merged, in first-seen order.
+inline std::vector<std::pair<const OpInfo*, Dropped>> collect_dropped(Session& s) {
+  std::unordered_map<const OpInfo*, Dropped> dropped;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (auto& buffer : s.buffers) {
+      std::lock_guard<SpinLock> buffer_lock(buffer->mutex);
+      merge_dropped(*buffer, dropped);
+    }
+  }
+  std::vector<std::pair<const OpInfo*, Dropped>> out(dropped.begin(), dropped.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.first_seen < b.second.first_seen; });
+  return out;
+}
+
 // Merges every thread's buffer of `s` into an OpTrace: ops and inputs in first-seen order.
 inline OpTrace collect(Session& s) {
   struct Item {
@@ -231,12 +259,7 @@ inline OpTrace collect(Session& s) {
                 : *agg.ranges[i];
         }
       }
-      for (const auto& [op, d] : buffer->dropped) {
-        auto [it, fresh] = dropped.emplace(op, d);
-        if (fresh) continue;
-        it->second.count += d.count;
-        it->second.first_seen = std::min(it->second.first_seen, d.first_seen);
-      }
+      merge_dropped(*buffer, dropped);
     }
   }
   std::vector<Item> items;

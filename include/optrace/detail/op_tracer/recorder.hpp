@@ -13,9 +13,13 @@
 //   CompositeImplicitAutograd kernels decomposed them (`linear` -> `t`, `addmm`), and only the
 //   outermost ones (the mode is off while an op runs). RecordFunction fires at every
 //   `Dispatcher::call`, including inside kernels and for CompositeImplicitAutograd ops before
-//   they decompose. So, per thread, a stack says whether each open RecordFunction opened a
-//   nesting level: ops that decompose do not (their parts are the outermost ones), dispatcher ops
-//   do, ranges that are not dispatcher ops (string-named RECORD_FUNCTIONs) do not.
+//   they decompose. So, per thread, a stack says what each open RecordFunction opened: a nesting
+//   level (dispatcher ops), a composite (ops that decompose: their parts are the outermost ones,
+//   and the open composites are the context of the reference's context rules, dispatcher.hpp),
+//   an autograd node (BACKWARD_FUNCTION ranges: context for the engine's rule), or nothing
+//   (string-named RECORD_FUNCTIONs).
+// - Wrapped numbers (0-dim tensors made from a scalar) are recorded as the scalar; calls whose
+//   arguments cannot be encoded (nested tensors) are counted as dropped, with the reason.
 // - Arguments are those Python's `__torch_dispatch__` receives in `args`
 //   (torch/csrc/autograd/python_variable.cpp, parseIValuesToPyArgsKwargs): non-keyword-only
 //   ones, trailing ones equal to their schema default dropped (compared with IValue's ==).
@@ -28,6 +32,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
 #include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/graph_task.h>
 
 #include <algorithm>
 #include <atomic>
@@ -93,8 +98,7 @@ struct Session {
   std::atomic<int64_t> kept{0};
 
   // Include/exclude filters see the name a call is recorded under.
-  bool selected(const OpInfo& info) const {
-    const OpInfo& op = info.as_recorded();
+  bool selected(const OpInfo& op) const {
     auto matches = [&](const std::vector<std::string>& names) {
       for (const auto& n : names)
         if (n == op.name || n == op.base) return true;
@@ -127,10 +131,17 @@ struct CacheSlot {
   size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
 };
 
+// What each open RecordFunction did on entry, undone when it ends.
+enum Level : uint8_t { kNoLevel = 0, kNested = 1, kComposite = 2, kBackwardNode = 3 };
+
 struct ThreadState {
   // Survives sessions: RecordFunctions opened under one session close after it.
   std::vector<uint8_t> levels;
   int64_t depth = 0;
+  // The decomposing ops open at the outermost level, innermost last: the context of the
+  // reference tracer's context rules (dispatcher.hpp).
+  std::vector<const OpInfo*> composites;
+  int64_t backward_nodes = 0;  // autograd nodes running (BACKWARD_FUNCTION ranges)
   // Per session.
   uint64_t generation = 0;
   std::shared_ptr<Session> session;
@@ -207,6 +218,27 @@ inline void encode_tensor_shape(KeyWriter& out, const at::Tensor& t) {
   for (size_t i = 0; i < ndim; ++i) p[3 + i] = sizes[i];
 }
 
+// A wrapped number (a Python or C++ scalar that an operator's binding turned into a 0-dim CPU
+// tensor: `x / 2.5` -> div.Tensor) as the scalar it was: __torch_dispatch__ hands Python the
+// number, so the reference tracer records `<class 'float'>` 2.5. Read from the data pointer: no
+// dispatch. False (nothing written) for a tensor that is not one.
+inline bool encode_wrapped_number(KeyWriter& out, const at::Tensor& t) {
+  if (!t.unsafeGetTensorImpl()->is_wrapped_number() || !t.device().is_cpu()) return false;
+  switch (t.scalar_type()) {
+    case c10::ScalarType::Double: out.put(kFloat); push_double(out, *t.data_ptr<double>()); return true;
+    case c10::ScalarType::Long: out.put(kInt); out.put(*t.data_ptr<int64_t>()); return true;
+    case c10::ScalarType::Bool: out.put(kBool); out.put(*t.data_ptr<bool>() ? 1 : 0); return true;
+    case c10::ScalarType::ComplexDouble: {
+      const auto c = *t.data_ptr<c10::complex<double>>();
+      out.put(kComplex);
+      push_double(out, c.real());
+      push_double(out, c.imag());
+      return true;
+    }
+    default: return false;
+  }
+}
+
 inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
   encode_tensor_shape(out, t);
   if (!extended) return;
@@ -227,7 +259,7 @@ inline void encode_value(KeyWriter& out, const c10::IValue& v, ArgKind kind, boo
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) out.put(kNone);
-    else encode_tensor(out, t, extended);
+    else if (!encode_wrapped_number(out, t)) encode_tensor(out, t, extended);
     return;
   }
   if ((kind == ArgKind::Dtype || kind == ArgKind::Layout || kind == ArgKind::MemoryFormat) && v.isInt()) {
@@ -303,27 +335,39 @@ inline std::optional<std::pair<int64_t, int64_t>> value_range(const c10::IValue&
   return std::make_pair(flat.min().item<int64_t>(), flat.max().item<int64_t>());
 }
 
-inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::ArrayRef<const c10::IValue> inputs) {
+// Records one call of `slot`'s op, as the reference sees it under `rule` (a context rule that
+// matched, or nullptr).
+inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpInfo::Rule* rule,
+                        c10::ArrayRef<const c10::IValue> inputs) {
   const OpInfo& op = *slot.info;
+  const OpInfo& recorded = rule != nullptr ? *rule->recorded : op;
   const auto& args = op.schema->arguments();
   // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack:
   // the op's arguments are its last ones.
   if (inputs.size() > args.size()) inputs = inputs.slice(inputs.size() - args.size());
+  std::vector<c10::IValue> changed;  // the inputs with the rule's argument value
+  if (rule != nullptr && rule->set_arg >= 0 && static_cast<size_t>(rule->set_arg) < inputs.size()) {
+    changed.assign(inputs.begin(), inputs.end());
+    changed[static_cast<size_t>(rule->set_arg)] = c10::IValue(rule->set_to);
+    inputs = c10::ArrayRef<const c10::IValue>(changed.data(), changed.size());
+  }
   size_t n = std::min(inputs.size(), args.size());
   size_t positional = std::min(op.positional, n);
-  if (op.recorded_as != nullptr) positional = std::min(positional, op.recorded_as->schema->arguments().size());
+  if (&recorded != &op) positional = std::min(positional, recorded.schema->arguments().size());
   while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
   const bool extended = s.settings.extended;
   KeyWriter& key = ts.scratch;
   key.clear();
   int64_t* head = key.extend(2);
   // The key names the op the call is recorded as: decoding and merging go by it.
-  head[0] = reinterpret_cast<intptr_t>(&op.as_recorded());
+  head[0] = reinterpret_cast<intptr_t>(&recorded);
   head[1] = static_cast<int64_t>(positional);
   for (size_t i = 0; i < positional; ++i) {
     const c10::IValue& v = inputs[i];
-    if (!extended && v.isTensor() && v.toTensor().defined()) encode_tensor_shape(key, v.toTensor());  // most arguments
-    else encode_value(key, v, op.args[i].kind, extended);
+    if (!extended && v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number())
+      encode_tensor_shape(key, v.toTensor());  // most arguments
+    else
+      encode_value(key, v, op.args[i].kind, extended);
   }
   if (extended) {
     for (size_t i = op.positional; i < n; ++i) {
@@ -338,7 +382,7 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::Array
   CallTable& calls = buffer.calls;
   // The op's previous call first: an op called again with the same arguments (layer after layer,
   // step after step) skips the hash and the probe.
-  size_t position = slot.last_call;
+  size_t position = rule == nullptr ? slot.last_call : CallTable::kNone;
   if (position == CallTable::kNone || !calls.holds(position, key.data(), key.size())) {
     const size_t hash = hash_tokens(key.data(), key.size());
     position = calls.find(key.data(), key.size(), hash);
@@ -346,15 +390,16 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::Array
       int64_t limit = s.settings.max_unique_inputs;
       if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
         s.kept.fetch_sub(1, std::memory_order_relaxed);
-        Dropped& d = buffer.dropped[&op.as_recorded()];
+        Dropped& d = buffer.dropped[&recorded];
         if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+        ++d.over_budget;
         return;
       }
       Aggregate fresh;
       fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
       position = calls.insert(key.data(), key.size(), hash, std::move(fresh));
     }
-    slot.last_call = position;
+    if (rule == nullptr) slot.last_call = position;
   }
   Aggregate& agg = calls.entry(position).agg;
   ++agg.count;
@@ -370,31 +415,64 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, c10::Array
   }
 }
 
+// Whether this thread runs the autograd engine's work (a backward pass) now.
+inline bool in_autograd_engine() { return torch::autograd::get_current_graph_task_exec_info() != nullptr; }
+
+// A call with an argument the encoder cannot read (a nested tensor, whose sizes() throws): counted
+// as a dropped call of its op with the reason, rather than failing the user's op or vanishing.
+inline void count_unreadable(ThreadState& ts, Session& s, const OpInfo& recorded, const char* what) {
+  std::string reason(what);
+  reason = reason.substr(0, reason.find('\n'));
+  std::lock_guard<SpinLock> lock(ts.buffer->mutex);
+  Dropped& d = ts.buffer->dropped[&recorded];
+  if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+  if (d.unreadable.empty()) d.unreadable = reason.empty() ? "unknown error" : reason;
+}
+
 inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ThreadState& ts = thread_state();
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {  // an autograd node: context only
+    ++ts.backward_nodes;
+    ts.levels.push_back(kBackwardNode);
+    return nullptr;
+  }
   Session* s = ts.current();
   if (s == nullptr || !ts.thread_selected) {
-    ts.levels.push_back(0);
+    ts.levels.push_back(kNoLevel);
     return nullptr;
   }
   const bool outermost = !s->settings.all_levels;
   if (outermost && ts.depth > 0) {
-    ts.levels.push_back(0);
+    ts.levels.push_back(kNoLevel);
     return nullptr;
   }
   CacheSlot* op = ts.lookup(fn);
-  if (op == nullptr || op->info == nullptr || (outermost && op->info->decomposes)) {
-    ts.levels.push_back(0);
+  if (op == nullptr || op->info == nullptr) {
+    ts.levels.push_back(kNoLevel);
     return nullptr;
   }
-  ts.levels.push_back(outermost ? 1 : 0);
+  if (outermost && op->info->decomposes) {
+    ts.composites.push_back(op->info);
+    ts.levels.push_back(kComposite);
+    return nullptr;
+  }
+  ts.levels.push_back(outermost ? kNested : kNoLevel);
   if (outermost) ++ts.depth;
-  if (op->selected) {
+  // What the reference tracer sees of this call (dispatcher.hpp, context_rules).
+  const OpInfo::Rule* rule = nullptr;
+  if (outermost && !op->info->rules.empty())
+    rule = op->info->rule_within(ts.composites, ts.composites.empty() && ts.backward_nodes == 0 && in_autograd_engine());
+  const OpInfo* recorded = rule != nullptr ? rule->recorded : op->info;
+  const bool selected = recorded == op->info ? op->selected : s->selected(*recorded);
+  if (selected) {
     try {
-      record_call(ts, *s, *op, fn.inputs());
+      record_call(ts, *s, *op, rule, fn.inputs());
+    } catch (const c10::Error& e) {
+      count_unreadable(ts, *s, *recorded, e.what_without_backtrace());
+    } catch (const std::exception& e) {
+      count_unreadable(ts, *s, *recorded, e.what());
     } catch (...) {
-      // A value the encoder cannot read (a symbolic size, ...): the call goes unrecorded rather
-      // than failing the user's op.
+      count_unreadable(ts, *s, *recorded, "unknown exception");
     }
   }
   return nullptr;
@@ -403,7 +481,9 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
 inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
   ThreadState& ts = thread_state();
   if (ts.levels.empty()) return;
-  if (ts.levels.back()) --ts.depth;
+  if (ts.levels.back() == kNested) --ts.depth;
+  else if (ts.levels.back() == kComposite && !ts.composites.empty()) ts.composites.pop_back();
+  else if (ts.levels.back() == kBackwardNode) --ts.backward_nodes;
   ts.levels.pop_back();
 }
 

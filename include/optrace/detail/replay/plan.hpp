@@ -150,6 +150,14 @@ inline bool is_creation_op(const std::string& base) {
 
 // One tensor to materialize: its spec (device: the replay's, or CPU for a 0-dim tensor recorded
 // on the CPU beside device tensors), its integer range and the fix-up it needs once filled.
+// An argument the trace names the type of but has no value for (the profiler records no list
+// values before PyTorch 2.1, no value of a wrapped Python number): the input cannot be rebuilt,
+// so replay skips it; no kernel failed.
+class NotRecorded : public ArgumentError {
+ public:
+  explicit NotRecorded(const std::string& what) : ArgumentError(what) {}
+};
+
 struct TensorSlot {
   TensorSpec spec;
   std::optional<std::pair<int64_t, int64_t>> range;  // [low, high) for integer tensors
@@ -277,6 +285,9 @@ class PlanBuilder {
   ArgPlan convert(const c10::Argument& a, const OptionalShape& shape, const std::vector<int64_t>* strides,
                   const std::string& dtype, const OpValue& v, std::optional<std::pair<int64_t, int64_t>> range,
                   bool cpu) {
+    if (!shape && v.is_none() && !dtype.empty() && dtype != python_type_name(ArgKind::None) && dtype != "None")
+      raise<NotRecorded>("argument ", where_, " '", a.name(), "' (", a.real_type()->str(), "): the trace has ", dtype,
+                         " without its value (the profiler did not record it)");
     if (shape) {
       c10::TypePtr t = a.real_type();
       if (auto opt = t->cast<c10::OptionalType>()) t = opt->getElementType();
