@@ -6,7 +6,8 @@
 // float32 tensor shapes separated by ';' with sizes separated by ',' ("2,3,160,160"); runs every
 // call (randn inputs) under an OpTracer with default options, as a C++ application would
 // (no-grad, the graph executor's optimizations off, as the Python side runs them), and saves the
-// trace. (libtorch 1.13's torch::pickle_load cannot read Python's torch.save, hence the text.)
+// trace; prints the calls it counted but could not keep (nested tensors). (libtorch 1.13's
+// torch::pickle_load cannot read Python's torch.save, hence the text.)
 #include <optrace/op_tracer.hpp>
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
@@ -49,6 +50,9 @@ int main(int argc, char** argv) {
     optrace::OpTrace trace = tracer.trace();
     trace.save(argv[3]);
     std::cout << "ops: " << trace.ops().size() << ", calls: " << trace.total_calls() << "\n";
+    for (const optrace::DroppedCalls& d : tracer.dropped())
+      std::cout << "not kept: " << d.op << ": " << d.calls << " calls" << (d.unreadable.empty() ? "" : ": " + d.unreadable)
+                << "\n";
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "trace_scripted: " << e.what() << "\n";
