@@ -231,11 +231,13 @@ struct OpInfo {
   std::vector<Rule> rules;
 
   /// The rule for a call made with `composites` open (outermost first), or nullptr.
-  /// `between_nodes`: made by the autograd engine outside any backward node (engine rules).
-  const Rule* rule_within(const std::vector<const OpInfo*>& composites, bool between_nodes) const {
+  /// `between_nodes()`: whether the autograd engine made it outside any backward node; asked
+  /// only for an engine rule (it reads libtorch's thread state).
+  template <class BetweenNodes>
+  const Rule* rule_within(const std::vector<const OpInfo*>& composites, BetweenNodes between_nodes) const {
     for (const Rule& r : rules) {
-      if (r.engine && !between_nodes) continue;
       if (r.within.empty() ? !composites.empty() : composites.size() < r.within.size()) continue;
+      if (r.engine && !between_nodes()) continue;
       const size_t skip = composites.size() - r.within.size();
       bool match = true;
       for (size_t i = 0; i < r.within.size() && match; ++i) match = composites[skip + i]->base == r.within[i];
@@ -259,8 +261,9 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
     if (rule.since_2_0 && !kTorch2Branches) continue;
     if (display.empty()) display = display_name(name.name, name.overload_name);
     if (display != rule.op) continue;
-    const OpInfo* recorded = std::string_view(rule.recorded) == rule.op ? nullptr : op_info(dispatcher_name(rule.recorded));
-    if (recorded == nullptr && std::string_view(rule.recorded) != rule.op) continue;  // not in this libtorch
+    const bool renames = std::string_view(rule.recorded) != rule.op;  // else: the op itself, set below
+    const OpInfo* recorded = renames ? op_info(dispatcher_name(rule.recorded)) : nullptr;
+    if (renames && recorded == nullptr) continue;  // not in this libtorch
     rules.push_back(OpInfo::Rule{rule.within, recorded, rule.set_arg, rule.set_to, rule.engine});
   }
   std::string key = name.name + "." + name.overload_name;

@@ -381,7 +381,7 @@ class Importer {
         for (const Open& o : composites) context.push_back(o.op);
         // The trace does not tell the engine's own calls from a backward formula's: engine rules
         // are not applied.
-        if (const OpInfo::Rule* rule = infos_[r.key].rebuild->best->rule_within(context, false)) {
+        if (const OpInfo::Rule* rule = infos_[r.key].rebuild->best->rule_within(context, [] { return false; })) {
           auto [it, fresh] = within_keys.emplace(std::make_pair(r.key, static_cast<const void*>(rule)), 0);
           if (fresh) {
             it->second = static_cast<uint32_t>(infos_.size());

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
-#include <string>
 #include <vector>
 
 namespace optrace::detail::op_tracer {

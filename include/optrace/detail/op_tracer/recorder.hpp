@@ -335,6 +335,13 @@ inline std::optional<std::pair<int64_t, int64_t>> value_range(const c10::IValue&
   return std::make_pair(flat.min().item<int64_t>(), flat.max().item<int64_t>());
 }
 
+// Counts one dropped call of `recorded` in `buffer` (its lock held); the caller says why.
+inline Dropped& count_dropped(ThreadBuffer& buffer, Session& s, const OpInfo& recorded) {
+  Dropped& d = buffer.dropped[&recorded];
+  if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+  return d;
+}
+
 // Records one call of `slot`'s op, as the reference sees it under `rule` (a context rule that
 // matched, or nullptr).
 inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpInfo::Rule* rule,
@@ -390,9 +397,7 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
       int64_t limit = s.settings.max_unique_inputs;
       if (limit > 0 && s.kept.fetch_add(1, std::memory_order_relaxed) >= limit) {
         s.kept.fetch_sub(1, std::memory_order_relaxed);
-        Dropped& d = buffer.dropped[&recorded];
-        if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
-        ++d.over_budget;
+        ++count_dropped(buffer, s, recorded).over_budget;
         return;
       }
       Aggregate fresh;
@@ -424,8 +429,7 @@ inline void count_unreadable(ThreadState& ts, Session& s, const OpInfo& recorded
   std::string reason(what);
   reason = reason.substr(0, reason.find('\n'));
   std::lock_guard<SpinLock> lock(ts.buffer->mutex);
-  Dropped& d = ts.buffer->dropped[&recorded];
-  if (d.count++ == 0) d.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
+  Dropped& d = count_dropped(*ts.buffer, s, recorded);
   if (d.unreadable.empty()) d.unreadable = reason.empty() ? "unknown error" : reason;
 }
 
@@ -461,7 +465,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
   // What the reference tracer sees of this call (dispatcher.hpp, context_rules).
   const OpInfo::Rule* rule = nullptr;
   if (outermost && !op->info->rules.empty())
-    rule = op->info->rule_within(ts.composites, ts.composites.empty() && ts.backward_nodes == 0 && in_autograd_engine());
+    rule = op->info->rule_within(ts.composites, [&ts] { return ts.backward_nodes == 0 && in_autograd_engine(); });
   const OpInfo* recorded = rule != nullptr ? rule->recorded : op->info;
   const bool selected = recorded == op->info ? op->selected : s->selected(*recorded);
   if (selected) {
