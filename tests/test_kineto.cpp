@@ -447,11 +447,11 @@ TEST_CASE("kineto: export reads back to the same trace", "[kineto]") {
               4));
   OpInput cat = input({value("<class 'list'>", OpValue::tensor_list_ref(0)), value("<class 'int'>", OpValue::integer(1))}, 6);
   cat.tensor_lists.emplace_back("0", optrace::TensorListInfo{{std::vector<int64_t>{2, 3}, std::vector<int64_t>{2, 5}},
-                                                             {"torch.float16", "torch.float16"}});
+                                                             {"torch.float16", "torch.float16"}, {}});
   t.add("cat.default", cat);
   OpInput index = input({tensor({5, 6}), value("<class 'list'>", OpValue::tensor_list_ref(0))}, 1);
   index.tensor_lists.emplace_back("0", optrace::TensorListInfo{{std::nullopt, std::vector<int64_t>{4}},
-                                                               {"<class 'NoneType'>", "torch.int64"}});
+                                                               {"<class 'NoneType'>", "torch.int64"}, {}});
   t.add("index.Tensor", index);
   t.add_dropped("neg.default", 7);
 

@@ -34,7 +34,7 @@ const std::vector<Layer> kLayers = {
     {"materialization", {"detail/materialize/", "materialize.hpp"}},
     {"recorded values", {"value.hpp", "dynamic_shapes.hpp"}},
     {"OpTracer", {"detail/op_tracer/", "op_tracer.hpp"}},
-    {"Kineto traces", {"kineto_types.hpp", "detail/kineto/", "kineto.hpp"}},
+    {"trace formats: operator-inputs logs, Kineto traces", {"operator_inputs.hpp", "kineto_types.hpp", "detail/kineto/", "kineto.hpp"}},
     {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp"}},
     {"observation files", {"detail/observer/", "observations.hpp"}},
     {"InputObserver", {"observer.hpp"}},

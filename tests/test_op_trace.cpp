@@ -133,7 +133,7 @@ TEST_CASE("op trace: extended keys round trip", "[op_trace]") {
   in.input_shapes.push_back(std::vector<int64_t>{3});
   in.input_dtypes.push_back("torch.int64");
   in.non_tensor_inputs.push_back(OpValue::none());
-  in.kwargs.push_back({"alpha", std::nullopt, "<class 'int'>", OpValue::integer(2)});
+  in.kwargs.push_back({"alpha", std::nullopt, "<class 'int'>", OpValue::integer(2), std::nullopt});
   in.input_strides = {std::vector<int64_t>{1, 4}, std::nullopt};
   in.input_devices = {std::string("cpu"), std::string("cpu")};
   in.input_value_ranges = {std::nullopt, std::make_pair(int64_t{0}, int64_t{9})};
@@ -167,7 +167,7 @@ OpTrace dom_read(const std::string& text) { return OpTrace::from_document(*optra
 TEST_CASE("op trace: the fast reader reads what the DOM reader reads, or leaves it to it", "[op_trace]") {
   OpTrace extended;
   OpInput in = tensor_input({4, 2});
-  in.kwargs.push_back({"alpha", std::nullopt, "<class 'float'>", OpValue::floating(-std::numeric_limits<double>::infinity())});
+  in.kwargs.push_back({"alpha", std::nullopt, "<class 'float'>", OpValue::floating(-std::numeric_limits<double>::infinity()), std::nullopt});
   in.input_strides = {std::vector<int64_t>{1, 4}};
   in.input_devices = {std::string("cpu")};
   in.input_value_ranges = {std::make_pair(int64_t{0}, int64_t{9})};

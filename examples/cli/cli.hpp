@@ -37,7 +37,7 @@ inline const CommandInfo kCommands[] = {
     {Command::replay, "replay",
      "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT]\n"
      "                     [--warmup N] [--repeats N] [--flush-cache] [--atol X] [--rtol X] [--seed N]\n"
-     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--no-progress] [--strides]",
+     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--dtype D] [--no-progress] [--strides]",
      "  Materializes every unique input and runs it through the dispatcher; prints a table.\n"
      "  --device      where to run (default: cuda when available, else cpu; meta: shapes only)\n"
      "  --check       compare with the CPU in float64 (dtype-aware tolerances, or --atol/--rtol)\n"
@@ -46,11 +46,16 @@ inline const CommandInfo kCommands[] = {
      "  --json/--csv  also write the report there\n"
      "  --ops/--exclude  op names (addmm.default) or names without overload (addmm), comma-separated\n"
      "  --max-inputs  at most N unique inputs per op, the most frequent first\n"
+     "  --dtype       re-type floating tensors and floating dtype arguments (float32: run logs recorded\n"
+     "                in float16 on builds without half kernels, as PyTorch's OperatorInputsLoader does)\n"
      "  Exit status 1 when an input fails or mismatches.\n"},
-    {Command::merge, "merge", "optrace merge A B ... -o OUT [--strides]", "  Adds the traces' counts together into one trace.\n"},
-    {Command::convert, "convert", "optrace convert TRACE -o OUT [--to hf|kineto] [--quiet] [--strides]",
-     "  Writes the trace as an hf op trace, or as a Kineto trace when OUT ends in .pt.trace.json or\n"
-     "  with --to kineto; prints the Kineto import report (not with --quiet) to stderr.\n"},
+    {Command::merge, "merge", "optrace merge A B ... -o OUT [--strides]",
+     "  Adds the traces' counts together into one trace; OUT ending in .txt: an operator-inputs log.\n"},
+    {Command::convert, "convert", "optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet] [--strides]",
+     "  Writes the trace as an hf op trace, a Kineto trace (OUT ending in .pt.trace.json, or --to kineto)\n"
+     "  or an operator-inputs log as PyTorch's OperatorInputsMode writes it (OUT ending in .txt, or\n"
+     "  --to text; --keep-non-compute: also views, constructors and *_like ops). Prints to stderr\n"
+     "  (not with --quiet) the import report and what the output format cannot hold.\n"},
 };
 
 inline const CommandInfo& info(Command c) {
@@ -72,8 +77,9 @@ struct Invocation {
   optrace::ReplayOptions replay;
   std::string json_path, csv_path;
   // convert
-  std::string to;  // "hf" or "kineto"
+  std::string to;  // "hf", "kineto" or "text" (merge: from -o's extension)
   bool quiet = false;
+  bool keep_non_compute = false;  // text output: also the ops PyTorch's logger calls non-compute
   // every command: how Kineto traces are read (--strides: keep non-contiguous strides)
   optrace::kineto::ImportOptions import;
 };
@@ -82,6 +88,13 @@ namespace detail {
 
 inline bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The format an output file's name asks for.
+inline std::string format_of_output(const std::string& path) {
+  if (ends_with(path, ".txt")) return "text";
+  if (ends_with(path, ".pt.trace.json")) return "kineto";
+  return "hf";
 }
 
 inline bool is_help(const std::string& a) { return a == "--help" || a == "-h"; }
@@ -169,6 +182,11 @@ inline void parse_replay(const Args& args, Invocation& inv) {
       options.exclude_ops(split_commas(value_of(args, i)));
     } else if (a == "--max-inputs") {
       options.max_inputs_per_op(int_of(a, value_of(args, i), 0));
+    } else if (a == "--dtype") {
+      const std::string d = value_of(args, i);
+      const auto t = optrace::detail::dtype_from_python(d.rfind("torch.", 0) == 0 ? d : "torch." + d);
+      if (!t || !c10::isFloatingType(*t)) throw UsageError("--dtype needs a floating dtype (float32, float64, float16, bfloat16), got '" + d + "'");
+      options.float_dtype(*t);
     } else if (a == "--no-progress") {
       options.progress(false);
     } else if (a == "--strides") {
@@ -195,6 +213,7 @@ inline void parse_merge(const Args& args, Invocation& inv) {
   }
   if (inv.inputs.empty()) throw UsageError("merge needs at least one trace file");
   if (inv.output.empty()) throw UsageError("merge needs -o OUT");
+  inv.to = format_of_output(inv.output);
 }
 
 inline void parse_convert(const Args& args, Invocation& inv) {
@@ -202,13 +221,16 @@ inline void parse_convert(const Args& args, Invocation& inv) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
     else if (args[i] == "--to") inv.to = value_of(args, i);
     else if (args[i] == "--quiet") inv.quiet = true;
+    else if (args[i] == "--keep-non-compute") inv.keep_non_compute = true;
     else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (inv.inputs.empty() && args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
     else throw UsageError("convert: unexpected argument '" + args[i] + "'");
   }
   if (inv.inputs.empty() || inv.output.empty()) throw UsageError("convert needs TRACE and -o OUT");
-  if (inv.to.empty()) inv.to = ends_with(inv.output, ".pt.trace.json") ? "kineto" : "hf";
-  if (inv.to != "hf" && inv.to != "kineto") throw UsageError("convert: --to is hf or kineto, got '" + inv.to + "'");
+  if (inv.to.empty()) inv.to = format_of_output(inv.output);
+  if (inv.to != "hf" && inv.to != "kineto" && inv.to != "text")
+    throw UsageError("convert: --to is hf, kineto or text, got '" + inv.to + "'");
+  if (inv.keep_non_compute && inv.to != "text") throw UsageError("convert: --keep-non-compute is for text output");
 }
 
 }  // namespace detail

@@ -1,6 +1,7 @@
 // optrace/error.hpp: the one exception family every optrace call throws
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <sstream>
 #include <stdexcept>
@@ -62,6 +63,24 @@ class JsonError : public Error {
 
  private:
   std::string path_;
+};
+
+/// A text log (PyTorch's operator-inputs format) is malformed. `what()` names where, as
+/// compilers do: `optrace: TextError at log.txt:12:40: expected ')' after the tensor's dtype, got ']'`.
+class TextError : public Error {
+ public:
+  TextError(std::string source, int64_t line, int64_t column, std::string message)
+      : Error("TextError at " + source + ":" + std::to_string(line) + ":" + std::to_string(column), std::move(message)),
+        source_(std::move(source)), line_(line), column_(column) {}
+  /// The file (or the name given to a text parsed from memory).
+  const std::string& source() const noexcept { return source_; }
+  /// 1-based line and column (column in bytes).
+  int64_t line() const noexcept { return line_; }
+  int64_t column() const noexcept { return column_; }
+
+ private:
+  std::string source_;
+  int64_t line_, column_;
 };
 
 /// A file could not be read or written.

@@ -15,6 +15,7 @@
 #include <optrace/json/reader.hpp>
 #include <optrace/kineto_types.hpp>
 #include <optrace/op_trace.hpp>
+#include <optrace/operator_inputs.hpp>
 
 #include <simdjson.h>
 
@@ -60,20 +61,37 @@ inline ImportResult load(const std::string& path, const ImportOptions& options =
 
 /// What the file at `path` (gzip-compressed or not) holds: a Kineto trace (an object with
 /// "traceEvents", or a list of events), an hf op trace (ops mapping to objects with
-/// "unique_inputs"), or neither (also for malformed JSON). Throws IoError if it cannot be read.
+/// "unique_inputs"), an operator-inputs log (starting with `Operator:`), or none of them (also
+/// for malformed JSON). Throws IoError if it cannot be read.
 inline TraceFormat detect_format(const std::string& path) {
   std::string data = optrace::detail::read_file_maybe_gzip(path);
+  if (operator_inputs::looks_like(data)) return TraceFormat::OperatorInputs;
   return detail::kineto::detect_text(data);
 }
 
-/// Loads the op trace at `path` whatever its format: an hf op trace (`OpTrace::load`; the report
-/// then only says `format = "hf_op_trace"` and the calls), or a Kineto trace (`kineto::load`).
-/// Throws IoError, or JsonError for a file that is neither (at "/") or malformed.
+/// Loads the op trace at `path` whatever its format, decided by its content: an hf op trace
+/// (`OpTrace::load`; the report then only says `format = "hf_op_trace"` and the calls), a Kineto
+/// trace (`kineto::load`), or an operator-inputs log (`operator_inputs::load`; the report says
+/// `format = "operator_inputs"`, and lines left out are its issues). Throws IoError, TextError
+/// for a malformed log, or JsonError for a file that is none of them (at "/") or malformed.
 ///
 /// Example (what `optrace convert` does):
 ///   optrace::kineto::load_any("trace.pt.trace.json.gz").trace.save("hf_op_trace.json");
 inline ImportResult load_any(const std::string& path, const ImportOptions& options = {}) {
   std::string data = optrace::detail::read_file_maybe_gzip(path);
+  if (operator_inputs::looks_like(data)) {
+    operator_inputs::ReadResult read = operator_inputs::parse(data, path);
+    ImportResult result;
+    result.trace = std::move(read.trace);
+    result.report.format = "operator_inputs";
+    result.report.events = read.report.lines;
+    result.report.kept = result.trace.total_calls();
+    for (auto& l : read.report.left_out) {
+      result.report.left_out += l.calls;
+      result.report.issues.push_back(ImportReport::Issue{l.reason, false, l.calls, std::move(l.examples)});
+    }
+    return result;
+  }
   TraceFormat format = detail::kineto::detect_text(data);
   if (format == TraceFormat::Kineto) return detail::kineto::import_text(data, options);
   if (format == TraceFormat::Unknown) {

@@ -124,8 +124,9 @@ class ExportOptions {
   int64_t tid_ = 0;
 };
 
-/// What a trace file holds (`detect_format`).
-enum class TraceFormat { Kineto, HfOpTrace, Unknown };
+/// What a trace file holds (`detect_format`): a Kineto trace, an hf op trace, PyTorch's
+/// operator-inputs log (operator_inputs.hpp), or none of them.
+enum class TraceFormat { Kineto, HfOpTrace, OperatorInputs, Unknown };
 
 }  // namespace kineto
 }  // namespace optrace

@@ -172,10 +172,13 @@ class OpValue {
 struct TensorListInfo {
   std::vector<OptionalShape> shapes;
   std::vector<std::string> dtypes;
+  /// Extended (optrace's "strides" key): the elements' strides where not contiguous, else
+  /// nullopt; empty when none is (or they were not recorded), else parallel to `shapes`.
+  std::vector<OptionalShape> strides;
 
   int64_t length() const { return static_cast<int64_t>(shapes.size()); }
   friend bool operator==(const TensorListInfo& a, const TensorListInfo& b) {
-    return a.shapes == b.shapes && a.dtypes == b.dtypes;
+    return a.shapes == b.shapes && a.dtypes == b.dtypes && a.strides == b.strides;
   }
   friend bool operator!=(const TensorListInfo& a, const TensorListInfo& b) { return !(a == b); }
 };
@@ -184,12 +187,13 @@ struct TensorListInfo {
 /// not equal to their schema default.
 struct OpKwarg {
   std::string name;
-  OptionalShape shape;  ///< the tensor's shape; nullopt for a non-tensor
-  std::string dtype;    ///< as in `input_dtypes`
-  OpValue value;        ///< None for a tensor, as in `non_tensor_inputs`
+  OptionalShape shape;    ///< the tensor's shape; nullopt for a non-tensor
+  std::string dtype;      ///< as in `input_dtypes`
+  OpValue value;          ///< None for a tensor, as in `non_tensor_inputs`
+  OptionalShape strides;  ///< a non-contiguous tensor's strides, else nullopt ("strides")
 
   friend bool operator==(const OpKwarg& a, const OpKwarg& b) {
-    return a.name == b.name && a.shape == b.shape && a.dtype == b.dtype && a.value == b.value;
+    return a.name == b.name && a.shape == b.shape && a.dtype == b.dtype && a.value == b.value && a.strides == b.strides;
   }
 };
 

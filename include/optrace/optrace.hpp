@@ -13,6 +13,7 @@
 #include <optrace/op_trace_types.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
+#include <optrace/operator_inputs.hpp>
 #include <optrace/kineto_types.hpp>
 #include <optrace/kineto.hpp>
 #include <optrace/replay_types.hpp>

@@ -6,6 +6,7 @@
 #include <optrace/error.hpp>
 
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
 #include <torch/cuda.h>
 
 #include <cstdint>
@@ -155,6 +156,19 @@ class ReplayOptions {
   }
   int64_t memory_budget_bytes() const { return memory_budget_bytes_; }
 
+  /// Re-type floating tensors and floating dtype arguments (`{'dtype': f16}`) to `dtype`: PyTorch's
+  /// logs are recorded in float16 on CUDA, and a CPU build may lack half kernels
+  /// (`OperatorInputsLoader.get_inputs_for_operator(dtype=torch.float32)` does the same; it also
+  /// re-types integer dtype arguments, which this leaves alone). Default: none, dtypes as recorded.
+  /// Throws `optrace::ArgumentError` for a dtype that is not floating.
+  ReplayOptions& float_dtype(std::optional<c10::ScalarType> dtype) {
+    OPTRACE_CHECK(!dtype || c10::isFloatingType(*dtype), ArgumentError, "ReplayOptions::float_dtype: need a floating dtype, got ",
+                  c10::toString(*dtype));
+    float_dtype_ = dtype;
+    return *this;
+  }
+  std::optional<c10::ScalarType> float_dtype() const { return float_dtype_; }
+
   /// A progress bar on stderr while replaying, drawn only when stderr is a terminal and the
   /// replay runs longer than a moment. Default: true.
   ReplayOptions& progress(bool on) {
@@ -208,6 +222,7 @@ class ReplayOptions {
   std::optional<double> atol_, rtol_;
   uint64_t seed_ = 0;
   int64_t memory_budget_bytes_ = int64_t{4} << 30;
+  std::optional<c10::ScalarType> float_dtype_;
   bool progress_ = true;
   std::vector<std::string> ops_, exclude_ops_;
   int64_t max_inputs_per_op_ = 0;

@@ -1,14 +1,18 @@
 // trace_scripted: the C++ half of the OpTracer-vs-reference parity test (tracer_parity.py).
 //
 //   trace_scripted MODEL.pt CALLS.txt OUT.json
+//   trace_scripted MODEL.pt CALLS.txt OUT.txt    (oplog_parity.py)
 //
 // Loads a TorchScript module and the calls tracer_parity.py wrote, one per line, each a list of
 // float32 tensor shapes separated by ';' with sizes separated by ',' ("2,3,160,160"); runs every
 // call (randn inputs) under an OpTracer with default options, as a C++ application would
 // (no-grad, the graph executor's optimizations off, as the Python side runs them), and saves the
-// trace; prints the calls it counted but could not keep (nested tensors). (libtorch 1.13's
+// trace; prints the calls it counted but could not keep (nested tensors). With OUT ending in .txt
+// it traces with extended options (keyword arguments, strides) and writes PyTorch's
+// operator-inputs log instead, with the logger's default rules. (libtorch 1.13's
 // torch::pickle_load cannot read Python's torch.save, hence the text.)
 #include <optrace/op_tracer.hpp>
+#include <optrace/operator_inputs.hpp>
 
 #include <torch/csrc/jit/runtime/graph_executor.h>
 #include <torch/script.h>
@@ -42,13 +46,16 @@ int main(int argc, char** argv) {
     }
     torch::jit::setGraphExecutorOptimize(false);
 
-    optrace::OpTracer tracer;
+    const std::string out = argv[3];
+    const bool text = out.size() > 4 && out.compare(out.size() - 4, 4, ".txt") == 0;
+    optrace::OpTracer tracer(optrace::OpTracerOptions().extended(text));
     torch::NoGradGuard no_grad;
     tracer.start();
     for (auto& args : calls) module.forward(std::move(args));
     tracer.stop();
     optrace::OpTrace trace = tracer.trace();
-    trace.save(argv[3]);
+    if (text) optrace::operator_inputs::save(trace, out);
+    else trace.save(out);
     std::cout << "ops: " << trace.ops().size() << ", calls: " << trace.total_calls() << "\n";
     for (const optrace::DroppedCalls& d : tracer.dropped())
       std::cout << "not kept: " << d.op << ": " << d.calls << " calls" << (d.unreadable.empty() ? "" : ": " + d.unreadable)

@@ -110,20 +110,27 @@ def compare(ours, ref):
     return diffs
 
 
-def main(name, trace_scripted, cli, work):
+def scripted_model(name, work):
+    """MODEL scripted and saved in WORK as trace_scripted reads it (model.pt, calls.txt: one call per
+    line, float32 shapes), with the graph executor's optimizations off as trace_scripted runs it.
+    Returns (scripted module, calls, model path, calls path)."""
     os.makedirs(work, exist_ok=True)
     torch.manual_seed(0)
     model, calls = model_and_calls(name)
     model.eval()
     scripted = torch.jit.script(model)
     model_path, calls_path = os.path.join(work, "model.pt"), os.path.join(work, "calls.txt")
-    ours_path, ref_path = os.path.join(work, "optrace.json"), os.path.join(work, "reference.json")
     scripted.save(model_path)
     with open(calls_path, "w") as f:  # trace_scripted's format: shapes (float32, randn values)
         for call in calls:
             f.write(";".join(",".join(str(s) for s in t.shape) for t in call) + "\n")
+    torch._C._set_graph_executor_optimize(False)
+    return scripted, calls, model_path, calls_path
 
-    torch._C._set_graph_executor_optimize(False)  # as trace_scripted runs it
+
+def main(name, trace_scripted, cli, work):
+    scripted, calls, model_path, calls_path = scripted_model(name, work)
+    ours_path, ref_path = os.path.join(work, "optrace.json"), os.path.join(work, "reference.json")
     tracer = Tracer()
     with torch.no_grad(), tracer:
         for call in calls:
@@ -143,9 +150,17 @@ def main(name, trace_scripted, cli, work):
         fail(f"{name}: OpTracer and the reference differ ({len(diffs)}):\n" + "\n".join(diffs))
     print(f"{name}: {len(ours)} ops, {sum(e['total_calls'] for e in ours.values())} calls: equal to the reference")
 
-    report_path = os.path.join(work, "replay.json")
-    run = subprocess.run([cli, "replay", ours_path, "--device", "cpu", "--check", "--no-progress",
+    replay_check(name, cli, ours_path, os.path.join(work, "replay.json"))
+
+
+def replay_check(name, cli, trace_path, report_path, what="replay --check on cpu"):
+    """`optrace replay TRACE --device cpu --check`: fails unless every input is ok or skipped."""
+    if os.path.exists(report_path):  # none left by an earlier run
+        os.remove(report_path)
+    run = subprocess.run([cli, "replay", trace_path, "--device", "cpu", "--check", "--no-progress",
                           "--json", report_path], capture_output=True, text=True)
+    if not os.path.exists(report_path):
+        fail(f"{name}: replay --check wrote no report (exit {run.returncode})\n{run.stdout}{run.stderr}")
     with open(report_path) as f:
         report = json.load(f)
     bad = [r for r in report["results"] if r["status"] not in ("ok", "skipped")]
@@ -156,8 +171,7 @@ def main(name, trace_scripted, cli, work):
     statuses = {}
     for r in report["results"]:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    print(f"{name}: replay --check on cpu: {statuses}")
-
+    print(f"{name}: {what}: {statuses}")
 
 if __name__ == "__main__":
     if len(sys.argv) != 5:

@@ -180,7 +180,7 @@ class FastReader {
 
   TensorListInfo read_tensor_list(od::value v) {
     TensorListInfo list;
-    bool have_length = false, have_shapes = false, have_dtypes = false;
+    bool have_length = false, have_shapes = false, have_dtypes = false, have_strides = false;
     int64_t length = 0;
     for (auto field : get<od::object>(v.get_object())) {
       od::raw_json_string key = get<od::raw_json_string>(field.key());
@@ -194,11 +194,15 @@ class FastReader {
       } else if (key == "dtypes" && !have_dtypes) {
         have_dtypes = true;
         read_strings(value, list.dtypes);
+      } else if (key == "strides" && !have_strides) {
+        have_strides = true;
+        read_shapes(value, list.strides);
       } else {
         throw Fail{};  // a duplicate or unknown key: rare enough to leave to the DOM path
       }
     }
-    if (!have_length || !have_shapes || !have_dtypes || length != list.length() || list.dtypes.size() != list.shapes.size())
+    if (!have_length || !have_shapes || !have_dtypes || length != list.length() || list.dtypes.size() != list.shapes.size() ||
+        (have_strides && list.strides.size() != list.shapes.size()))
       throw Fail{};
     return list;
   }
@@ -217,11 +221,14 @@ class FastReader {
       } else if (key == "value" && !(seen & 4)) {
         seen |= 4;
         kw.value = read_value(value);
+      } else if (key == "strides" && !(seen & 8)) {
+        seen |= 8;
+        kw.strides = read_shape(value);
       } else {
         throw Fail{};
       }
     }
-    if (seen != 7) throw Fail{};
+    if ((seen & 7) != 7) throw Fail{};
   }
 
   static bool is_null(od::value& v) {

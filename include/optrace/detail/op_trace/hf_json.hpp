@@ -65,6 +65,11 @@ inline void write_input(json::Writer& w, const std::string& name, const OpInput&
     w.key("dtypes").begin_array();
     for (const auto& d : list.dtypes) w.value(d);
     w.end_array();
+    if (!list.strides.empty()) {
+      w.key("strides").begin_array();
+      for (const auto& s : list.strides) write_shape(w, s);
+      w.end_array();
+    }
     w.end_object();
   }
   w.end_object();
@@ -78,6 +83,10 @@ inline void write_input(json::Writer& w, const std::string& name, const OpInput&
       w.key("dtype").value(k.dtype);
       w.key("value");
       k.value.write(w);
+      if (k.strides) {
+        w.key("strides");
+        write_shape(w, k.strides);
+      }
       w.end_object();
     }
     w.end_object();
@@ -186,6 +195,12 @@ inline OpInput read_input(const json::Node& v, std::string_view name) {
     if (length.as_int() != list.length() || list.dtypes.size() != list.shapes.size())
       length.fail("expected the number of shapes and dtypes (" + std::to_string(list.shapes.size()) + ", " +
                   std::to_string(list.dtypes.size()) + ")");
+    json::Node strides(list_value);
+    if (list_value.find("strides", strides)) {
+      list.strides = read_shapes(strides);
+      if (list.strides.size() != list.shapes.size())
+        strides.fail("expected a list of " + std::to_string(list.shapes.size()) + " (one per element)");
+    }
     in.tensor_lists.emplace_back(std::string(id), std::move(list));
   }
   const json::Node& count = required(kCount);
@@ -198,6 +213,8 @@ inline OpInput read_input(const json::Node& v, std::string_view name) {
       kw.shape = read_shape(k["shape"]);
       kw.dtype = std::string(k["dtype"].as_string());
       kw.value = OpValue::read(k["value"]);
+      json::Node strides(k);
+      if (k.find("strides", strides)) kw.strides = read_shape(strides);
       in.kwargs.push_back(std::move(kw));
     }
   }

@@ -61,11 +61,16 @@ class Decoder {
           } else {
             next();
             Decoded t;
-            tensor(t, false);
+            tensor(t, extended_, /*device=*/false);
             list.shapes.push_back(t.shape);
             list.dtypes.push_back(t.dtype);
+            list.strides.push_back(std::move(t.strides));
           }
         }
+        bool any_strides = false;
+        for (const auto& s : list.strides) any_strides = any_strides || s.has_value();
+        if (any_strides) list.strides.resize(list.shapes.size());
+        else list.strides.clear();
         d.dtype = python_type_name(ArgKind::List);
         d.list = std::move(list);
         return d;
@@ -79,16 +84,18 @@ class Decoder {
   }
 
  private:
-  void tensor(Decoded& d, bool extended) {
+  void tensor(Decoded& d, bool extended, bool device = true) {
     d.dtype = python_dtype_name(static_cast<c10::ScalarType>(next()));
     int64_t ndim = next();
     std::vector<int64_t> sizes(static_cast<size_t>(ndim));
     for (auto& s : sizes) s = next();
     d.shape = std::move(sizes);
     if (extended) {
-      int64_t type = next();
-      int64_t index = next();
-      d.device = device_name(type, index);
+      if (device) {
+        int64_t type = next();
+        int64_t index = next();
+        d.device = device_name(type, index);
+      }
       if (next() == 0) {
         std::vector<int64_t> strides(static_cast<size_t>(ndim));
         for (auto& s : strides) s = next();
@@ -189,6 +196,7 @@ inline OpInput decode_call(const std::vector<int64_t>& key, const OpInfo& op, co
       kw.shape = std::move(d.shape);
       kw.dtype = std::move(d.dtype);
       kw.value = std::move(d.value);
+      kw.strides = std::move(d.strides);
       in.kwargs.push_back(std::move(kw));
     }
     if (!any_strides) in.input_strides.clear();

@@ -65,7 +65,7 @@ enum Token : int64_t {
   kDevice,         // type, index
   kComplex,        // real bits, imag bits
   kList,           // n, items
-  kTensorList,     // n, items (kTensor or kNone)
+  kTensorList,     // n, items (kTensor or kNone; extended: contiguous, [strides...], no device)
   kTuple,          // n, items
   kGenerator,      //
   kOther,          //
@@ -239,11 +239,15 @@ inline bool encode_wrapped_number(KeyWriter& out, const at::Tensor& t) {
   }
 }
 
-inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended) {
+// Extended: the device (not for a list's elements: the trace keeps no device for them) and the
+// strides of a non-contiguous tensor.
+inline void encode_tensor(KeyWriter& out, const at::Tensor& t, bool extended, bool device = true) {
   encode_tensor_shape(out, t);
   if (!extended) return;
-  out.put(static_cast<int64_t>(t.device().type()));
-  out.put(t.device().index());
+  if (device) {
+    out.put(static_cast<int64_t>(t.device().type()));
+    out.put(t.device().index());
+  }
   bool strided = t.layout() == c10::kStrided;
   bool contiguous = !strided || t.is_contiguous();
   out.put(contiguous ? 1 : 0);
@@ -302,7 +306,7 @@ inline void encode_value(KeyWriter& out, const c10::IValue& v, ArgKind kind, boo
     out.put(any_tensor ? kTensorList : kList);
     out.put(static_cast<int64_t>(items.size()));
     for (const auto& item : items) {
-      if (any_tensor && item.isTensor() && item.toTensor().defined()) encode_tensor(out, item.toTensor(), false);
+      if (any_tensor && item.isTensor() && item.toTensor().defined()) encode_tensor(out, item.toTensor(), extended, /*device=*/false);
       else if (any_tensor) out.put(kNone);
       else encode_value(out, item, kind, extended);
     }

@@ -158,6 +158,13 @@ class NotRecorded : public ArgumentError {
   explicit NotRecorded(const std::string& what) : ArgumentError(what) {}
 };
 
+// An op the trace names but this libtorch's dispatcher lacks (PyTorch's logs name
+// `aten.im2col_backward`, removed since): replay skips its inputs; no kernel failed.
+class UnknownOp : public ArgumentError {
+ public:
+  explicit UnknownOp(const std::string& what) : ArgumentError(what) {}
+};
+
 struct TensorSlot {
   TensorSpec spec;
   std::optional<std::pair<int64_t, int64_t>> range;  // [low, high) for integer tensors
@@ -187,14 +194,16 @@ struct CallPlan {
 
 class PlanBuilder {
  public:
-  PlanBuilder(const OpInput& in, c10::Device device) : in_(in), device_(device) {}
+  // `float_dtype`: ReplayOptions::float_dtype.
+  PlanBuilder(const OpInput& in, c10::Device device, std::optional<c10::ScalarType> float_dtype = std::nullopt)
+      : in_(in), device_(device), float_dtype_(float_dtype) {}
 
   CallPlan build(const std::string& op_name) {
     const OpInfo* info = find_op(op_name);
     if (info == nullptr) {
       const c10::OperatorName name = dispatcher_name(op_name);
-      raise<ArgumentError>("unknown op ", name.name, name.overload_name.empty() ? "" : ".", name.overload_name,
-                           ": the dispatcher has no such operator");
+      raise<UnknownOp>("this libtorch has no operator ", name.name, name.overload_name.empty() ? "" : ".",
+                       name.overload_name, " (renamed or removed since the trace was recorded?)");
     }
     CallPlan plan(info->handle);
     plan.base = info->base;
@@ -230,7 +239,7 @@ class PlanBuilder {
       for (const OpKwarg& k : in_.kwargs)
         if (k.name == a.name()) kw = &k;
       if (kw != nullptr) {
-        plan.args.push_back(convert(a, kw->shape, nullptr, kw->dtype, kw->value, std::nullopt, false));
+        plan.args.push_back(convert(a, kw->shape, kw->strides ? &*kw->strides : nullptr, kw->dtype, kw->value, std::nullopt, false));
       } else if (a.default_value()) {
         plan.args.push_back(value(*a.default_value()));
       } else if (a.is_out() || (a.alias_info() != nullptr && a.alias_info()->isWrite())) {
@@ -269,6 +278,7 @@ class PlanBuilder {
                      std::optional<std::pair<int64_t, int64_t>> range, bool cpu) {
     auto type = dtype_from_python(dtype);
     if (!type) fail("has dtype \"", dtype, "\", which this libtorch does not know");
+    if (float_dtype_ && c10::isFloatingType(*type)) type = float_dtype_;
     TensorSlot slot;
     slot.spec.sizes = shape;
     if (strides && strides->size() == shape.size()) slot.spec.strides = *strides;
@@ -348,7 +358,8 @@ class PlanBuilder {
       case K::ScalarTypeType:
         if (kind == OpValue::Kind::Int) return value(v.as_int());
         if (kind == OpValue::Kind::String)
-          if (auto d = dtype_from_python(v.as_string())) return value(static_cast<int64_t>(*d));
+          if (auto d = dtype_from_python(v.as_string()))
+            return value(static_cast<int64_t>(float_dtype_ && c10::isFloatingType(*d) ? *float_dtype_ : *d));
         fail("expects a dtype (\"torch.float16\"), but the trace has ", describe(v));
       case K::LayoutType:
         if (kind == OpValue::Kind::Int) return value(v.as_int());
@@ -392,7 +403,9 @@ class PlanBuilder {
           if (!optional_elems) fail("holds None at position ", i, " of a list that takes tensors only");
           p.slots.push_back(-1);
         } else {
-          p.slots.push_back(add_tensor(*list->shapes[i], nullptr, list->dtypes[i], std::nullopt, false));
+          const bool strided = !list->strides.empty() && list->strides[i];
+          p.slots.push_back(add_tensor(*list->shapes[i], strided ? &*list->strides[i] : nullptr, list->dtypes[i],
+                                       std::nullopt, false));
         }
       }
       return p;
@@ -560,6 +573,7 @@ class PlanBuilder {
 
   const OpInput& in_;
   c10::Device device_;
+  std::optional<c10::ScalarType> float_dtype_;
   CallPlan* plan_ = nullptr;
   size_t where_ = 0;
 };

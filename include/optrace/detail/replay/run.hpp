@@ -302,8 +302,17 @@ inline bool is_missing_meta_kernel(const c10::Error& e) {
          s.find("not implemented") != std::string::npos;
 }
 
+// Whether `e` says the op has no kernel for `device` in this build (a CUDA-only op such as
+// `_cudnn_rnn` replayed on the CPU, as PyTorch's logs recorded on CUDA have): a gap of the
+// build, not a failure of the kernel.
+inline bool is_missing_kernel(const c10::Error& e, c10::Device device) {
+  if (device.type() == c10::kMeta) return is_missing_meta_kernel(e);
+  const std::string backend = device.is_cuda() ? "CUDA" : device.is_cpu() ? "CPU" : "";
+  return !backend.empty() && first_line(e).find("with arguments from the '" + backend + "' backend") != std::string::npos;
+}
+
 // Replays one unique input; never throws for the input's own failures (they become the result).
-// `no_meta`: ops already found without a meta kernel, with the message: on libtorch 1.13 a
+// `no_meta`: ops already found without a kernel for the device (meta or other), with the message: on libtorch 1.13 a
 // c10::Error costs milliseconds (its backtrace is symbolized when made), so each such op raises
 // one, not one per input.
 inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64_t index, const ReplayOptions& options,
@@ -315,13 +324,13 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
   r.count = in.count;
   r.inputs = describe_input(in);
   const ReplayMode mode = options.mode();
-  if (auto it = no_meta.find(op); it != no_meta.end() && device.type() == c10::kMeta) {
+  if (auto it = no_meta.find(op); it != no_meta.end()) {
     r.status = ReplayStatus::skipped;
     r.message = it->second;
     return r;
   }
   try {
-    const CallPlan plan = PlanBuilder(in, device).build(op);
+    const CallPlan plan = PlanBuilder(in, device, options.float_dtype()).build(op);
     const int64_t bytes = plan_bytes(plan, device);
     if (bytes > options.memory_budget_bytes()) {
       r.status = ReplayStatus::skipped;
@@ -430,10 +439,16 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
   } catch (const NotRecorded& e) {  // a gap in the trace, not a failure
     r.status = ReplayStatus::skipped;
     r.message = "not replayable: " + e.message();
+  } catch (const UnknownOp& e) {
+    r.status = ReplayStatus::skipped;
+    r.message = "not replayable: " + e.message();
   } catch (const c10::Error& e) {
-    const bool missing = device.type() == c10::kMeta && is_missing_meta_kernel(e);
+    const bool missing = is_missing_kernel(e, device);
     r.status = missing ? ReplayStatus::skipped : ReplayStatus::error;
-    r.message = (missing ? "no meta kernel in this libtorch: " : "") + describe_exception(e);
+    r.message = (missing ? "no " + std::string(device.type() == c10::kMeta ? "meta" : c10::DeviceTypeName(device.type(), true)) +
+                               " kernel in this libtorch: "
+                         : std::string()) +
+                describe_exception(e);
     if (missing) no_meta.emplace(op, r.message);
   } catch (const std::exception& e) {  // c10::Error (OOM included), optrace errors, std errors
     r.status = ReplayStatus::error;
