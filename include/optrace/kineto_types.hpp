@@ -61,8 +61,8 @@ struct ImportReport {
     std::vector<std::string> examples;  ///< "/traceEvents/12: aten::foo (Input type [...])"
   };
 
-  std::string format;        ///< "kineto" or "hf_op_trace" (kineto::load_any)
-  int64_t events = 0;        ///< entries of traceEvents
+  std::string format;        ///< "kineto", "hf_op_trace" or "operator_inputs" (kineto::load_any)
+  int64_t events = 0;        ///< entries of traceEvents (a log: its cnt lines)
   int64_t op_events = 0;     ///< cpu_op complete events
   int64_t kept = 0;          ///< calls in the trace (its total_calls)
   int64_t nested = 0;        ///< ops inside a kept op on their thread
@@ -82,6 +82,14 @@ struct ImportReport {
 
   /// A few lines for people: counts, then one line per issue with its examples.
   std::string to_string() const {
+    if (format == "operator_inputs") {  // a log: `events` holds its cnt lines
+      std::string out = "format: operator_inputs\nlines: " + std::to_string(events) + ", kept calls: " + std::to_string(kept) + "\n";
+      for (const Issue& i : issues) {
+        out += "left out: " + i.reason + ": " + std::to_string(i.count) + " calls\n";
+        for (const std::string& e : i.examples) out += "    e.g. " + e + "\n";
+      }
+      return out;
+    }
     std::string out = "format: " + format + "\nevents: " + std::to_string(events) +
                       ", op events: " + std::to_string(op_events) + "\nkept calls: " + std::to_string(kept) +
                       " (incomplete: " + std::to_string(incomplete) + ")\nnot kept: nested " + std::to_string(nested) +
