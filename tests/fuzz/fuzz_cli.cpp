@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+// The output formats main writes (write_trace): hf JSON, Kineto, operator-inputs text.
+static bool known_format(const std::string& to) { return to == "hf" || to == "kineto" || to == "text"; }
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args{"optrace"};
   std::string_view text = optrace_fuzz::text_of(data, size);
@@ -29,8 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     switch (inv.command) {
       case cli::Command::summary:
       case cli::Command::replay: ok = ok || inv.inputs.size() == 1; break;
-      case cli::Command::convert: ok = ok || (inv.inputs.size() == 1 && !inv.output.empty() && (inv.to == "hf" || inv.to == "kineto")); break;
-      case cli::Command::merge: ok = ok || (!inv.inputs.empty() && !inv.output.empty()); break;
+      case cli::Command::convert: ok = ok || (inv.inputs.size() == 1 && !inv.output.empty() && known_format(inv.to)); break;
+      case cli::Command::merge: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && known_format(inv.to)); break;
       case cli::Command::none: break;
     }
     if (!ok) optrace_fuzz::property_failed("parse_args accepted a command line main cannot run");
