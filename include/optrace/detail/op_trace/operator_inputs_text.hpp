@@ -20,10 +20,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+#include <cstdlib>
 #include <functional>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -292,14 +291,9 @@ class LineParser {
       skip_space();
       if (p_ < s_.size() && is_name_start(s_[p_])) {
         const size_t at = p_;
-        std::string_view n = name();
-        if (n == "inf" || n == "nan") {
-          e.kind = Expr::Kind::floating;
-          e.d = n == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-          if (negative) e.d = -e.d;
-          return e;
-        }
-        fail(at, "a number after the sign");
+        if (!special_float(name(), e)) fail(at, "a number after the sign");
+        if (negative) e.d = -e.d;
+        return e;
       }
     }
     const size_t digits = p_;
@@ -338,6 +332,14 @@ class LineParser {
     return e;
   }
 
+  // `inf` and `nan` (the loaders' globals have `inf`; the logger writes both) into `e`.
+  static bool special_float(std::string_view n, Expr& e) {
+    if (n != "inf" && n != "nan") return false;
+    e.kind = Expr::Kind::floating;
+    e.d = n == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+
   Expr& named(Expr& e, int depth) {
     const size_t at = p_;
     std::string_view n = name();
@@ -347,11 +349,7 @@ class LineParser {
       e.b = n == "True";
       return e;
     }
-    if (n == "inf" || n == "nan") {
-      e.kind = Expr::Kind::floating;
-      e.d = n == "inf" ? std::numeric_limits<double>::infinity() : std::numeric_limits<double>::quiet_NaN();
-      return e;
-    }
+    if (special_float(n, e)) return e;
     if (std::string_view d = dtype_of_abbr(n); !d.empty()) {
       e.kind = Expr::Kind::torch;
       e.torch_type = kDtypeType;
