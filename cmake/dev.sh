@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# cmake/dev.sh: the README's quick start. `bash cmake/dev.sh demo` builds and runs the demo;
-# `bash cmake/dev.sh test` builds and runs the whole test suite. Either installs the Debian
-# packages it lacks first (as root, or through sudo).
+# cmake/dev.sh: the README's quick start. `bash cmake/dev.sh demo` builds and runs the demo (its
+# files go to build/demo/); `bash cmake/dev.sh test` builds the library's tests and examples and
+# runs the whole test suite; `bash cmake/dev.sh bench` builds the benchmark programs
+# (build/benchmarks/, not run). Each installs the Debian packages it lacks first (as root, or
+# through sudo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=${1:-}
 case "$mode" in
-  demo|test) ;;
-  *) echo "usage: bash cmake/dev.sh demo|test" >&2; exit 2 ;;
+  demo|test|bench) ;;
+  *) echo "usage: bash cmake/dev.sh demo|test|bench" >&2; exit 2 ;;
 esac
 
 packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2)
@@ -31,7 +33,10 @@ jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${OPTRACE_CMAKE_ARGS:-}
 if [ "$mode" = demo ]; then
   cmake --build "$build" --parallel "$jobs" --target demo
-  "$build/examples/demo"
+  mkdir -p "$build/demo"
+  "$build/examples/demo" "$build/demo"
+elif [ "$mode" = bench ]; then
+  cmake --build "$build" --parallel "$jobs" --target benchmarks
 else
   cmake --build "$build" --parallel "$jobs"
   ctest --test-dir "$build" --output-on-failure --parallel "$jobs"

@@ -7,10 +7,12 @@
 #if defined(OPTRACE_CATCH2_V3)
 #include <catch2/catch_all.hpp>
 #define OPTRACE_CONTAINS(s) Catch::Matchers::ContainsSubstring(s)
+#define OPTRACE_STARTS_WITH(s) Catch::Matchers::StartsWith(s)
 #define OPTRACE_SKIP(msg) SKIP(msg)
 #else
 #include <catch2/catch.hpp>
 #define OPTRACE_CONTAINS(s) Catch::Matchers::Contains(s)
+#define OPTRACE_STARTS_WITH(s) Catch::Matchers::StartsWith(s)
 // Catch2 v2 has no SKIP: say so (ctest marks the test skipped on "SKIPPED:") and leave.
 #define OPTRACE_SKIP(msg)          \
   do {                             \

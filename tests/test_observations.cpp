@@ -176,7 +176,7 @@ TEST_CASE("observations: every error names the path and the value", "[observatio
 
 TEST_CASE("observations: a failed save leaves no file", "[observations]") {
   const std::string path = optrace_test::temp_path("no_such_dir/obs.json");
-  CHECK_THROWS_WITH(observed().save(path), OPTRACE_CONTAINS("optrace: IoError: cannot create"));
+  CHECK_THROWS_WITH(observed().save(path), OPTRACE_CONTAINS("optrace: " + path + ": IoError: cannot create"));
   CHECK_FALSE(std::ifstream(path).good());
 }
 

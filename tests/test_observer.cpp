@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <sstream>
 #include <thread>
 
 #include "optrace_catch.hpp"
@@ -124,6 +125,22 @@ TEST_CASE("observer: seed scenario 3 optional mask with value_if_missing", "[obs
     observer(torch::randn({4, seq}), c10::optional<torch::Tensor>(torch::ones({4, seq})));
     CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
     CHECK(observer.infer_arguments().describe() == "(float32[3, 10], float32[3, 10])");
+  }
+  SECTION("c10::nullopt, passed as it is, is a missing input") {
+    // c10::nullopt is std::nullopt in libtorch 2.x and a type of its own in 1.13 (Record<std::nullopt_t>
+    // alone did not compile there).
+    optrace::InputObserver<Masked> observer(
+        Masked{}, optrace::ObserverOptions().value_if_missing(1, torch::ones({0, seq})));
+    observer(torch::randn({2, seq}), c10::nullopt);
+    observer(torch::randn({3, seq}), c10::nullopt);
+    observer(torch::randn({4, seq}), c10::optional<torch::Tensor>(torch::ones({4, seq})));
+    CHECK(observer.infer_arguments(0).describe() == "(float32[2, 10], float32[0, 10])");
+    CHECK(observer.infer_arguments(1).describe() == "(float32[3, 10], float32[0, 10])");
+    CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, {0: Dim.AUTO})");
+    // What a program prints: operator<< writes the same texts.
+    std::ostringstream out;
+    out << observer.infer_dynamic_shapes() << " | " << observer.infer_arguments(0);
+    CHECK(out.str() == "({0: Dim.AUTO}, {0: Dim.AUTO}) | (float32[2, 10], float32[0, 10])");
   }
   SECTION("C++ module with arg_names and value_if_missing by position") {
     // The position names the argument it stands for ("mask"), also when the names come later

@@ -1,10 +1,12 @@
 // Reliability: readers turn every bad input into an optrace::Error (the fuzzers' regressions),
 // exact counts under load ([stress]), and saves that a killed process cannot leave half-written.
 #include <optrace/kineto.hpp>
+#include <optrace/json/reader.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
+#include <optrace/operator_inputs.hpp>
 #include <optrace/replay.hpp>
 
 #include <torch/torch.h>
@@ -20,8 +22,10 @@
 #include <signal.h>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 #include <vector>
 
@@ -66,6 +70,85 @@ std::string answer(F&& read) {
 std::string nested_arrays(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 }  // namespace
+
+// ---- files: errors name them; what is not a regular file is refused ---------------------------
+
+TEST_CASE("reliability: every reader's error names the file", "[reliability]") {
+  const std::string data = OPTRACE_TEST_DATA;
+  const std::string observations = data + "/observations/masked.json";
+  const std::string trace = data + "/peer/mlp.hf_op_trace.json";
+  // An observation file given to the op-trace readers, and the other way round.
+  auto error_of = [](auto&& read) -> std::pair<std::string, std::string> {
+    try {
+      read();
+    } catch (const optrace::Error& e) {
+      return {e.what(), e.file()};
+    }
+    return {"no error", ""};
+  };
+  auto [what, file] = error_of([&] { optrace::OpTrace::load(observations); });
+  CHECK(file == observations);
+  CHECK(what == "optrace: " + observations + ": JsonError at /format: expected an object, got string \"optrace.observations\"");
+  std::tie(what, file) = error_of([&] { optrace::load_observations(trace); });
+  CHECK(file == trace);
+  CHECK_THAT(what, OPTRACE_STARTS_WITH("optrace: " + trace + ": JsonError at /: missing key \"format\""));
+  std::tie(what, file) = error_of([&] { optrace::kineto::load(observations); });
+  CHECK(file == observations);
+  CHECK_THAT(what, OPTRACE_STARTS_WITH("optrace: " + observations + ": JsonError at "));
+  std::tie(what, file) = error_of([&] { optrace::kineto::load_any(observations); });
+  CHECK(file == observations);
+  std::tie(what, file) = error_of([&] { optrace::json::Document::load(data + "/cli/truncated.json"); });
+  CHECK_THAT(what, OPTRACE_STARTS_WITH("optrace: " + data + "/cli/truncated.json: JsonError at /: malformed JSON"));
+  // A log names itself with line and column, once.
+  std::tie(what, file) = error_of([&] { optrace::operator_inputs::load(data + "/cli/bad_log.txt"); });
+  CHECK(file == data + "/cli/bad_log.txt");
+  CHECK_THAT(what, OPTRACE_STARTS_WITH("optrace: TextError at " + data + "/cli/bad_log.txt:2:28: "));
+  // A save that cannot be made names the file it was to write.
+  std::tie(what, file) = error_of([&] { optrace::OpTrace::load(trace).save("/nonexistent/out.json"); });
+  CHECK(file == "/nonexistent/out.json");
+  CHECK_THAT(what, OPTRACE_STARTS_WITH("optrace: /nonexistent/out.json: IoError: cannot create '/nonexistent/out.json.tmp."));
+}
+
+TEST_CASE("reliability: a directory, a FIFO or a device is an IoError naming it, not read", "[reliability]") {
+  const std::string dir = OPTRACE_TEST_DATA;
+  const std::string fifo = optrace_test::temp_path("reliability.fifo");
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  struct Case {
+    std::string path, why;
+  };
+  for (const Case& c : {Case{dir, "it is a directory"}, Case{fifo, "it is a FIFO (a named pipe), not a regular file"},
+                        Case{"/dev/null", "it is a device, not a regular file"}}) {
+    const std::string expected = "optrace: " + c.path + ": IoError: cannot read '" + c.path + "': " + c.why;
+    CHECK(answer([&] { optrace::OpTrace::load(c.path); }) == expected);
+    CHECK(answer([&] { optrace::load_observations(c.path); }) == expected);
+    CHECK(answer([&] { optrace::kineto::load(c.path); }) == expected);
+    CHECK(answer([&] { optrace::kineto::load_any(c.path); }) == expected);
+    CHECK(answer([&] { optrace::kineto::detect_format(c.path); }) == expected);
+    CHECK(answer([&] { optrace::operator_inputs::load(c.path); }) == expected);
+    CHECK(answer([&] { optrace::json::Document::load(c.path); }) == expected);
+  }
+  std::remove(fifo.c_str());
+}
+
+TEST_CASE("reliability: a .gz path is written gzip-compressed and read back", "[reliability]") {
+  const optrace::OpTrace trace = optrace::OpTrace::load(std::string(OPTRACE_TEST_DATA) + "/peer/mlp.hf_op_trace.json");
+  const std::string hf = optrace_test::temp_path("reliability.hf_op_trace.json.gz");
+  const std::string kineto = optrace_test::temp_path("reliability.pt.trace.json.gz");
+  const std::string log = optrace_test::temp_path("reliability.txt.gz");
+  trace.save(hf);
+  optrace::kineto::save(trace, kineto);
+  optrace::operator_inputs::save(trace, log);
+  for (const std::string& path : {hf, kineto, log}) {
+    const std::string bytes = read_text(path);
+    REQUIRE(bytes.size() > 2);
+    CHECK(static_cast<unsigned char>(bytes[0]) == 0x1f);
+    CHECK(static_cast<unsigned char>(bytes[1]) == 0x8b);
+  }
+  CHECK(optrace::OpTrace::load(hf) == trace);
+  CHECK(optrace::kineto::load(kineto).trace == trace);
+  CHECK(optrace::operator_inputs::load(log).trace.total_calls() == 18);  // t.default: non-compute, left out
+}
 
 // ---- readers: what the fuzzers found, and the README's table ---------------------------------
 

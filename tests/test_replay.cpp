@@ -495,6 +495,72 @@ TEST_CASE("replay: filters and the memory budget", "[replay]") {
   CHECK(result_of(meta, "t.default").status == ReplayStatus::ok);
 }
 
+TEST_CASE("replay: stop_when stops before the next input and the report says so", "[replay]") {
+  const OpTrace trace = peer_mlp();
+  int asked = 0;
+  const ReplayReport report = optrace::replay(trace, cpu().stop_when([&asked] { return ++asked > 5; }));
+  CHECK(asked == 6);
+  CHECK(report.results.size() == 5);
+  CHECK(report.planned == 12);
+  CHECK_FALSE(report.complete);
+  CHECK_THAT(report.summary(), OPTRACE_CONTAINS("; INCOMPLETE: stopped after 5 of 12 inputs"));
+  CHECK_THAT(report.to_json(), OPTRACE_CONTAINS("\"complete\": false"));
+  CHECK_THAT(report.to_json(), OPTRACE_CONTAINS("\"planned\": 12"));
+  const ReplayReport whole = optrace::replay(trace, cpu().stop_when([] { return false; }));
+  CHECK(whole.complete);
+  CHECK(whole.results.size() == 12);
+  CHECK_THAT(whole.to_json(), OPTRACE_CONTAINS("\"complete\": true"));
+}
+
+TEST_CASE("replay: per-op totals, the slowest inputs, what is not ok", "[replay]") {
+  const OpTrace relu = trace_of({{"relu.default", {input_json("relu.default", "[[2, 3]]", R"(["torch.float32"])", "[null]")}}});
+  OpTrace trace = relu;
+  trace.merge(relu).merge(relu);  // one input, 3 calls
+  trace.merge(trace_of(
+      {{"mm.default", {input_json("mm.default", "[[2, 3], [4, 5]]", R"(["torch.float32", "torch.float32"])", "[null, null]")}}}));
+  const ReplayReport run = optrace::replay(trace, cpu());
+  const auto totals = run.op_totals();
+  REQUIRE(totals.size() == 2);
+  CHECK(totals[0].op == "relu.default");
+  CHECK((totals[0].inputs == 1 && totals[0].calls == 3 && totals[0].ok == 1 && !totals[0].total_ms));
+  CHECK((totals[1].op == "mm.default" && totals[1].error == 1));
+  std::ostringstream table;
+  run.print_op_totals(table);
+  // The op with an error first; shares of the calls.
+  CHECK(table.str() ==
+        "op            inputs  calls  ok  mismatch  error  skipped  call share\n"
+        "mm.default         1      1   0         0      1        0       25.0%\n"
+        "relu.default       1      3   1         0      0        0       75.0%\n");
+  std::ostringstream top;
+  run.print_op_totals(top, 1);
+  CHECK_THAT(top.str(), OPTRACE_CONTAINS("(1 more ops; --top to show more)\n"));
+  std::ostringstream not_ok;
+  run.print_not_ok(not_ok);
+  CHECK(not_ok.str() == "mm.default #0 error: mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)\n    inputs: f32[2, 3], f32[4, 5]\n");
+  std::ostringstream summary;
+  summary << run;
+  CHECK(summary.str() == run.summary());
+
+  const ReplayReport timed = optrace::replay(trace, cpu(ReplayMode::time).repeats(2).warmup(0));
+  const auto t = timed.op_totals();
+  REQUIRE(t[0].total_ms);
+  CHECK(*t[0].total_ms == *timed.results[0].median_ms * 3);  // median x recorded calls
+  std::ostringstream slow;
+  timed.print_slowest(slow, 5);
+  CHECK_THAT(slow.str(), OPTRACE_STARTS_WITH("op            #  count  median ms  total ms  time share  inputs\nrelu.default  0      3  "));
+  CHECK_THAT(slow.str(), OPTRACE_CONTAINS("100.0%  f32[2, 3]\n"));
+}
+
+TEST_CASE("replay: the progress bar shows the rate and the time left", "[replay]") {
+  using optrace::detail::ProgressBar;
+  CHECK(ProgressBar::line(30, 120, 10.0, "addmm.default") ==
+        "[#######.......................] 30/120 3.0/s 30s left addmm.default                           ");
+  CHECK(ProgressBar::line(0, 120, 0.5, "relu.default").find(" 0/120 0.0/s -- left relu.default") != std::string::npos);
+  CHECK(ProgressBar::duration_text(59.4) == "59s");
+  CHECK(ProgressBar::duration_text(185) == "3m05s");
+  CHECK(ProgressBar::duration_text(7620) == "2h07m");
+}
+
 TEST_CASE("replay: time mode reports a median", "[replay]") {
   ReplayReport report = optrace::replay(peer_mlp(), cpu(ReplayMode::time).warmup(1).repeats(3).flush_cache(true).flush_bytes(1 << 20));
   require_all_ok(report);

@@ -6,8 +6,10 @@
 #include <optrace/kineto_types.hpp>
 #include <optrace/replay.hpp>
 
+#include <cctype>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -32,30 +34,48 @@ struct CommandInfo {
 };
 
 inline const CommandInfo kCommands[] = {
-    {Command::summary, "summary", "optrace summary TRACE [--strides]",
-     "  Lists the trace's ops with their unique inputs and calls, and the totals.\n"},
+    {Command::summary, "summary", "optrace summary FILE [--top N] [--json] [--strides]",
+     "  A trace: its ops with calls, share of calls and unique inputs, the most called first, and the\n"
+     "  totals (--top N: the first N ops; --json: the same as JSON on stdout).\n"
+     "  An observation file (InputObserver::save): its dynamic shapes, export arguments, warnings\n"
+     "  and call signatures with their counts.\n"},
     {Command::replay, "replay",
-     "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT]\n"
+     "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] [--force]\n"
      "                     [--warmup N] [--repeats N] [--flush-cache] [--atol X] [--rtol X] [--seed N]\n"
-     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--dtype D] [--no-progress] [--strides]",
-     "  Materializes every unique input and runs it through the dispatcher; prints a table.\n"
+     "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--dtype D] [--memory-budget SIZE]\n"
+     "                     [--top N] [--all | --failures-only] [--no-progress] [--strides]",
+     "  Materializes every unique input and runs it through the dispatcher. Prints per-op totals\n"
+     "  (time mode: by total time, median x recorded calls, with each op's share; otherwise the ops\n"
+     "  with errors first), in time mode the inputs that took the most time, then every input that\n"
+     "  is not ok with its whole message, then the summary line.\n"
      "  --device      where to run (default: cuda when available, else cpu; meta: shapes only)\n"
      "  --check       compare with the CPU in float64 (dtype-aware tolerances, or --atol/--rtol)\n"
      "  --time        median time of --repeats calls (default 10) after --warmup calls (default 2);\n"
      "                --flush-cache writes a buffer larger than the last-level cache before each\n"
-     "  --json/--csv  also write the report there\n"
+     "  --json/--csv  also write the report there (checked writable before the replay starts; an\n"
+     "                existing file is replaced only with --force)\n"
+     "  --top N       at most N rows in the per-op and per-input tables (default: 20 inputs, all ops)\n"
+     "  --all         a row for every input (the whole report), instead of the tables\n"
+     "  --failures-only  only the inputs that are not ok, and the summary line\n"
+     "  --memory-budget  the most memory one input's tensors may take (default 4G; K, M, G, T)\n"
      "  --ops/--exclude  op names (addmm.default) or names without overload (addmm), comma-separated\n"
      "  --max-inputs  at most N unique inputs per op, the most frequent first\n"
      "  --dtype       re-type floating tensors and floating dtype arguments (float32: run logs recorded\n"
      "                in float16 on builds without half kernels, as PyTorch's OperatorInputsLoader does)\n"
-     "  Exit status 1 when an input fails or mismatches.\n"},
-    {Command::merge, "merge", "optrace merge A B ... -o OUT [--strides]",
-     "  Adds the traces' counts together into one trace; OUT ending in .txt: an operator-inputs log.\n"},
-    {Command::convert, "convert", "optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet] [--strides]",
-     "  Writes the trace as an hf op trace, a Kineto trace (OUT ending in .pt.trace.json, or --to kineto)\n"
-     "  or an operator-inputs log as PyTorch's OperatorInputsMode writes it (OUT ending in .txt, or\n"
-     "  --to text; --keep-non-compute: also views, constructors and *_like ops). Prints to stderr\n"
-     "  (not with --quiet) the import report and what the output format cannot hold.\n"},
+     "  Ctrl-C (SIGINT) or SIGTERM stops after the input running, and the report of what ran is\n"
+     "  printed and written, marked incomplete (exit status 130 or 143).\n"
+     "  Exit status 1 when an input fails or mismatches, or when no input ran (all skipped).\n"},
+    {Command::merge, "merge", "optrace merge A B ... -o OUT [--force] [--strides]",
+     "  Adds the traces' counts together into one trace; OUT ending in .txt: an operator-inputs log,\n"
+     "  in .pt.trace.json: a Kineto trace; .gz: gzip-compressed. Each file is given once.\n"},
+    {Command::convert, "convert",
+     "optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--force] [--quiet] [--strides]",
+     "  Writes the trace as an hf op trace, a Kineto trace (OUT ending in .pt.trace.json[.gz], or --to\n"
+     "  kineto) or an operator-inputs log as PyTorch's OperatorInputsMode writes it (OUT ending in\n"
+     "  .txt, or --to text; --keep-non-compute: also views, constructors and *_like ops); OUT ending\n"
+     "  in .gz is gzip-compressed. Prints to stderr (not with --quiet) the import report and what\n"
+     "  the output format cannot hold.\n"
+     "  Outputs: never an input; an existing file is replaced only with --force.\n"},
 };
 
 inline const CommandInfo& info(Command c) {
@@ -73,9 +93,14 @@ struct Invocation {
   bool help_error = false;
   std::vector<std::string> inputs;  // summary, replay, convert: one; merge: one or more
   std::string output;               // merge, convert: -o
+  bool force = false;               // merge, convert, replay: replace existing outputs
+  int64_t top = 0;                  // summary, replay: rows in the tables (0: default)
+  bool json = false;                // summary: JSON on stdout
   // replay
   optrace::ReplayOptions replay;
   std::string json_path, csv_path;
+  bool all_rows = false;       // --all: every input's row
+  bool failures_only = false;  // --failures-only
   // convert
   std::string to;  // "hf", "kineto" or "text" (merge: from -o's extension)
   bool quiet = false;
@@ -90,8 +115,9 @@ inline bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The format an output file's name asks for.
-inline std::string format_of_output(const std::string& path) {
+// The format an output file's name asks for (a .gz ending aside: it only says compressed).
+inline std::string format_of_output(std::string path) {
+  if (ends_with(path, ".gz")) path.resize(path.size() - 3);
   if (ends_with(path, ".txt")) return "text";
   if (ends_with(path, ".pt.trace.json")) return "kineto";
   return "hf";
@@ -126,6 +152,30 @@ inline double double_of(const std::string& option, const std::string& text) {
   throw UsageError("option " + option + " needs a number >= 0, got '" + text + "'");
 }
 
+// "4G", "512M", "64K", "1T" (binary units, an optional "iB" or "B"), or bytes.
+inline int64_t size_of(const std::string& option, const std::string& text) {
+  static const char* units = "KMGT";
+  size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  std::string unit = v >= 0 ? text.substr(used) : std::string();
+  int shift = 0;
+  if (!unit.empty() && unit.size() <= 3) {
+    const char* u = std::strchr(units, std::toupper(static_cast<unsigned char>(unit[0])));
+    const std::string rest = unit.substr(1);
+    if (u != nullptr && *u != '\0' && (rest.empty() || rest == "B" || rest == "iB")) shift = 10 * static_cast<int>(u - units + 1);
+    else v = -1;
+  } else if (!unit.empty()) {
+    v = -1;
+  }
+  if (v < 0 || (shift > 0 && v > (INT64_MAX >> shift)))
+    throw UsageError("option " + option + " needs a size in bytes, or with K, M, G or T (4G), got '" + text + "'");
+  return static_cast<int64_t>(v) << shift;
+}
+
 inline std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
@@ -136,12 +186,15 @@ inline std::vector<std::string> split_commas(const std::string& s) {
 }
 
 inline void parse_summary(const Args& args, Invocation& inv) {
-  for (const std::string& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
     if (a == "--strides") inv.import.record_strides(true);
+    else if (a == "--json") inv.json = true;
+    else if (a == "--top") inv.top = int_of(a, value_of(args, i), 1);
     else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for summary");
     else inv.inputs.push_back(a);
   }
-  if (inv.inputs.size() != 1) throw UsageError("summary takes one trace file");
+  if (inv.inputs.size() != 1) throw UsageError("summary takes one file");
 }
 
 inline void parse_replay(const Args& args, Invocation& inv) {
@@ -187,6 +240,16 @@ inline void parse_replay(const Args& args, Invocation& inv) {
       const auto t = optrace::detail::dtype_from_python(d.rfind("torch.", 0) == 0 ? d : "torch." + d);
       if (!t || !c10::isFloatingType(*t)) throw UsageError("--dtype needs a floating dtype (float32, float64, float16, bfloat16), got '" + d + "'");
       options.float_dtype(*t);
+    } else if (a == "--memory-budget") {
+      options.memory_budget_bytes(size_of(a, value_of(args, i)));
+    } else if (a == "--top") {
+      inv.top = int_of(a, value_of(args, i), 1);
+    } else if (a == "--all") {
+      inv.all_rows = true;
+    } else if (a == "--failures-only") {
+      inv.failures_only = true;
+    } else if (a == "--force") {
+      inv.force = true;
     } else if (a == "--no-progress") {
       options.progress(false);
     } else if (a == "--strides") {
@@ -201,6 +264,7 @@ inline void parse_replay(const Args& args, Invocation& inv) {
   }
   if (inv.inputs.empty()) throw UsageError("replay needs a trace file");
   if (check && time) throw UsageError("choose --check or --time, not both");
+  if (inv.all_rows && inv.failures_only) throw UsageError("choose --all or --failures-only, not both");
   options.mode(check ? optrace::ReplayMode::check : time ? optrace::ReplayMode::time : optrace::ReplayMode::run);
 }
 
@@ -208,6 +272,7 @@ inline void parse_merge(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
     else if (args[i] == "--strides") inv.import.record_strides(true);
+    else if (args[i] == "--force") inv.force = true;
     else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for merge");
     else inv.inputs.push_back(args[i]);
   }
@@ -222,6 +287,7 @@ inline void parse_convert(const Args& args, Invocation& inv) {
     else if (args[i] == "--to") inv.to = value_of(args, i);
     else if (args[i] == "--quiet") inv.quiet = true;
     else if (args[i] == "--keep-non-compute") inv.keep_non_compute = true;
+    else if (args[i] == "--force") inv.force = true;
     else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (inv.inputs.empty() && args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
     else throw UsageError("convert: unexpected argument '" + args[i] + "'");

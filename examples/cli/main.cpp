@@ -1,6 +1,6 @@
 // examples/cli: the optrace command-line tool (CMake target optrace_cli, executable optrace).
 //
-//   optrace summary TRACE
+//   optrace summary TRACE|OBSERVATIONS [--top N] [--json]
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
@@ -10,18 +10,27 @@
 // PyTorch's operator-inputs log (*.txt), told apart by content; --strides keeps a Kineto trace's
 // strides of non-contiguous tensors.
 //
-// Exit status: 0 success; 1 a replay found errors or mismatches; 2 bad usage or bad input (one
-// line on stderr naming the file and, for JSON, the path inside it).
+// Exit status: 0 success; 1 a replay found errors or mismatches, or ran nothing; 2 bad usage or
+// bad input (one line on stderr naming the file and, for JSON, the path inside it); 130/143 a
+// replay stopped by SIGINT/SIGTERM (its partial report printed and written).
+//
+// Nothing is lost: an output is never one of the inputs, an existing output is replaced only
+// with --force, and outputs are checked writable before any work (files.hpp).
 //
 // The command line is parsed by cli::parse_args (cli.hpp, fuzzed by tests/fuzz/fuzz_cli.cpp);
 // each subcommand here is one function that runs a parsed Invocation.
 #include "cli.hpp"
+#include "files.hpp"
 
+#include <optrace/json/writer.hpp>
 #include <optrace/kineto.hpp>
+#include <optrace/observations.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/operator_inputs.hpp>
 #include <optrace/replay.hpp>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
@@ -31,20 +40,10 @@
 
 namespace cli {
 
-// A file that cannot be read or parsed: printed as "optrace: FILE: <what>", exit status 2.
-struct FileError : std::runtime_error {
-  FileError(const std::string& file, const std::string& what) : std::runtime_error(file + ": " + what) {}
-};
-
-// The trace at `path`, an hf op trace or a Kineto trace, with the import report.
+// The trace at `path`, whatever its format, with the import report. The library's errors name
+// the file (optrace::Error::file).
 optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
-  try {
-    return optrace::kineto::load_any(path, options);
-  } catch (const optrace::TextError&) {
-    throw;  // names the file, line and column already
-  } catch (const optrace::Error& e) {
-    throw FileError(path, e.what_without_prefix());
-  }
+  return optrace::kineto::load_any(path, options);
 }
 
 optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::ImportOptions& options) {
@@ -53,18 +52,119 @@ optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::Impo
 
 // ---------------------------------------------------------------------------------------------
 
+// An observation file (InputObserver::save) in one view: what export needs, then the history.
+int summary_observations(const Invocation& inv) {
+  const std::string& path = inv.inputs[0];
+  const optrace::Observations obs = optrace::load_observations(path);
+  const auto history = obs.history();
+  std::string shapes, named, arguments, why_not;
+  std::vector<std::string> warnings;
+  try {
+    const optrace::DynamicShapes ds = obs.infer_dynamic_shapes();
+    shapes = ds.to_python();
+    named = obs.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named)).to_python();
+    warnings = ds.warnings();
+    arguments = obs.infer_arguments().describe();  // meta tensors: shapes and dtypes, no device to show
+    for (size_t at; (at = arguments.find("@meta")) != std::string::npos;) arguments.erase(at, 5);
+  } catch (const optrace::Error& e) {
+    why_not = e.what_without_prefix();  // calls that do not fit together: said, not fatal here
+  }
+  if (inv.json) {
+    optrace::json::Writer w(1);
+    w.begin_object();
+    w.key("file").value(path);
+    w.key("format").value("optrace.observations");
+    w.key("calls").value(obs.num_calls());
+    w.key("stored_calls").value(obs.num_obs());
+    if (why_not.empty()) {
+      w.key("dynamic_shapes").value(shapes);
+      w.key("dynamic_shapes_named").value(named);
+      w.key("arguments").value(arguments);
+    } else {
+      w.key("error").value(why_not);
+    }
+    w.key("warnings").begin_array();
+    for (const std::string& x : warnings) w.value(x);
+    w.end_array();
+    w.key("signatures").begin_array();
+    for (const auto& [signature, count] : history) {
+      w.begin_object();
+      w.key("count").value(count);
+      w.key("signature").value(optrace::describe(signature));
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    std::cout << w.take() << "\n";
+    return 0;
+  }
+  std::cout << "observations: " << path << " (" << obs.num_calls() << " calls, " << obs.num_obs() << " stored, "
+            << history.size() << " distinct signatures)\n";
+  if (why_not.empty()) {
+    std::cout << "dynamic shapes: " << shapes << "\n";
+    std::cout << "named:          " << named << "\n";
+    std::cout << "arguments:      " << arguments << "\n";
+  } else {
+    std::cout << "cannot infer dynamic shapes and arguments: " << why_not << "\n";
+  }
+  std::cout << "warnings:       " << (warnings.empty() ? "none" : std::to_string(warnings.size())) << "\n";
+  for (const std::string& x : warnings) std::cout << "  " << x << "\n";
+  std::cout << "signatures (calls, most first):\n";
+  std::vector<size_t> order(history.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return history[x].second > history[y].second; });
+  const size_t shown = inv.top > 0 ? std::min(order.size(), static_cast<size_t>(inv.top)) : order.size();
+  for (size_t k = 0; k < shown; ++k)
+    std::cout << std::setw(8) << history[order[k]].second << "  " << optrace::describe(history[order[k]].first) << "\n";
+  if (shown < order.size()) std::cout << "(" << order.size() - shown << " more; --top to show more)\n";
+  return 0;
+}
+
 int summary(const Invocation& inv) {
   const std::string& path = inv.inputs[0];
+  if (files::is_observation_file(path)) return summary_observations(inv);
   const optrace::kineto::ImportResult imported = load_file(path, inv.import);
   const optrace::OpTrace& trace = imported.trace;
-  size_t width = 2;
-  for (const auto& e : trace.ops()) width = std::max(width, e.name.size());
+  // The most called ops first; ties in the trace's order.
+  std::vector<const optrace::OpEntry*> ops;
+  for (const auto& e : trace.ops()) ops.push_back(&e);
+  std::stable_sort(ops.begin(), ops.end(),
+                   [](const optrace::OpEntry* a, const optrace::OpEntry* b) { return a->total_calls() > b->total_calls(); });
+  const double all_calls = static_cast<double>(trace.total_calls());
+  const size_t shown = inv.top > 0 ? std::min(ops.size(), static_cast<size_t>(inv.top)) : ops.size();
+  if (inv.json) {
+    optrace::json::Writer w(1);
+    w.begin_object();
+    w.key("file").value(path);
+    w.key("format").value(imported.report.format);
+    w.key("ops").begin_array();
+    for (size_t k = 0; k < shown; ++k) {
+      w.begin_object();
+      w.key("op").value(ops[k]->name);
+      w.key("calls").value(ops[k]->total_calls());
+      w.key("call_share").value(all_calls > 0 ? static_cast<double>(ops[k]->total_calls()) / all_calls : 0.0);
+      w.key("unique_inputs").value(static_cast<int64_t>(ops[k]->unique_inputs.size()));
+      w.end_object();
+    }
+    w.end_array();
+    w.key("total").begin_object();
+    w.key("ops").value(static_cast<int64_t>(trace.size()));
+    w.key("unique_inputs").value(static_cast<int64_t>(trace.unique_input_count()));
+    w.key("calls").value(trace.total_calls());
+    w.key("dropped_calls").value(trace.dropped_calls());
+    w.end_object();
+    w.end_object();
+    std::cout << w.take() << "\n";
+    return 0;
+  }
   std::cout << "trace: " << path << "\n";
-  std::cout << std::left << std::setw(static_cast<int>(width)) << "op" << std::right << "  " << std::setw(13)
-            << "unique inputs" << "  " << std::setw(10) << "calls" << "\n";
-  for (const auto& e : trace.ops())
-    std::cout << std::left << std::setw(static_cast<int>(width)) << e.name << std::right << "  " << std::setw(13)
-              << e.unique_inputs.size() << "  " << std::setw(10) << e.total_calls() << "\n";
+  optrace::detail::TextTable table({"op", "calls", "share", "unique inputs"}, {"calls", "share", "unique inputs"});
+  for (size_t k = 0; k < shown; ++k)
+    table.row({ops[k]->name, std::to_string(ops[k]->total_calls()),
+               optrace::detail::percent(static_cast<double>(ops[k]->total_calls()), all_calls),
+               std::to_string(ops[k]->unique_inputs.size())});
+  table.print(std::cout);
+  if (shown < ops.size()) std::cout << "(" << ops.size() - shown << " more ops; --top to show more)\n";
   std::cout << "total: " << trace.size() << " ops, " << trace.unique_input_count() << " unique inputs, "
             << trace.total_calls() << " calls";
   if (trace.dropped_calls() > 0) std::cout << " (" << trace.dropped_calls() << " not kept as unique inputs)";
@@ -74,20 +174,84 @@ int summary(const Invocation& inv) {
   return 0;
 }
 
-int replay(const Invocation& inv) {
-  const optrace::OpTrace trace = load_trace(inv.inputs[0], inv.import);
-  const optrace::ReplayReport report = optrace::replay(trace, inv.replay);
-  report.print_table(std::cout);
-  std::cout.flush();
-  try {
-    if (!inv.json_path.empty()) report.save_json(inv.json_path);
-  } catch (const optrace::Error& e) {
-    throw FileError(inv.json_path, e.what_without_prefix());
+// The signal that asked a replay to stop (0: none). The handler only sets it, and puts the
+// default action back, so that a second Ctrl-C ends the program at once.
+volatile std::sig_atomic_t stop_signal = 0;
+extern "C" void on_stop_signal(int signal) {
+  stop_signal = signal;
+  std::signal(signal, SIG_DFL);
+}
+
+// Each name in --ops that no op of the trace answers to (a typo would otherwise replay nothing).
+std::vector<std::string> unmatched_ops(const optrace::OpTrace& trace, const optrace::ReplayOptions& options) {
+  std::vector<std::string> out;
+  for (const std::string& name : options.ops()) {
+    const bool found = std::any_of(trace.ops().begin(), trace.ops().end(), [&](const optrace::OpEntry& e) {
+      return e.name == name || e.name.substr(0, e.name.find('.')) == name;
+    });
+    if (!found) out.push_back(name);
   }
-  try {
-    if (!inv.csv_path.empty()) report.save_csv(inv.csv_path);
-  } catch (const optrace::Error& e) {
-    throw FileError(inv.csv_path, e.what_without_prefix());
+  return out;
+}
+
+int replay(const Invocation& inv) {
+  std::vector<std::string> outputs;
+  if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
+  if (!inv.csv_path.empty()) outputs.push_back(inv.csv_path);
+  files::check_outputs(inv.inputs, outputs, inv.force);  // before the long part, not after
+  const optrace::OpTrace trace = load_trace(inv.inputs[0], inv.import);
+  const std::vector<std::string> unmatched = unmatched_ops(trace, inv.replay);
+  if (!unmatched.empty()) {
+    std::string names, known;
+    for (const std::string& n : unmatched) names += (names.empty() ? "" : ", ") + n;
+    for (const auto& e : trace.ops())
+      if (known.size() < 300) known += (known.empty() ? "" : ", ") + e.name;
+    throw UsageError("--ops " + names + ": no op of " + inv.inputs[0] + " has that name (its ops: " + known + ")");
+  }
+
+  optrace::ReplayOptions options = inv.replay;
+  options.stop_when([] { return stop_signal != 0; });
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  if (options.progress())
+    std::cerr << "optrace: replaying " << inv.inputs[0] << " (Ctrl-C stops after the input running and keeps the report)\n";
+  const optrace::ReplayReport report = optrace::replay(trace, options);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (report.planned == 0) throw UsageError("nothing to replay: the options select no input of " + inv.inputs[0]);
+
+  if (inv.all_rows) {
+    report.print_table(std::cout);
+  } else {
+    if (!inv.failures_only) {
+      report.print_op_totals(std::cout, inv.top);
+      if (report.mode == optrace::ReplayMode::time) {
+        std::cout << "\ninputs by total time (median x recorded calls):\n";
+        report.print_slowest(std::cout, inv.top > 0 ? inv.top : 20);
+      }
+    }
+    const int64_t not_ok = static_cast<int64_t>(report.results.size()) - report.num(optrace::ReplayStatus::ok);
+    if (not_ok > 0) {
+      std::cout << (inv.failures_only ? "" : "\n") << "not ok (" << not_ok << "):\n";
+      report.print_not_ok(std::cout);
+    }
+    std::cout << report.summary() << "\n";
+  }
+  std::cout.flush();
+  if (!inv.json_path.empty()) report.save_json(inv.json_path);
+  if (!inv.csv_path.empty()) report.save_csv(inv.csv_path);
+  if (!report.complete) {
+    const int signal = stop_signal;
+    std::cerr << "optrace: stopped by " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << report.results.size()
+              << " of " << report.planned << " inputs; the report"
+              << (outputs.empty() ? "" : " (written, \"complete\": false)") << " holds those\n";
+    return 128 + signal;
+  }
+  const int64_t ran = report.num(optrace::ReplayStatus::ok) + report.num(optrace::ReplayStatus::mismatch) +
+                      report.num(optrace::ReplayStatus::error);
+  if (ran == 0) {
+    std::cerr << "optrace: nothing ran: all " << report.results.size() << " inputs were skipped (see their messages)\n";
+    return 1;
   }
   return report.all_ok() ? 0 : 1;
 }
@@ -126,22 +290,20 @@ std::vector<std::string> not_carried(const optrace::OpTrace& trace, const std::s
 // Writes `trace` to `path` as `to` ("hf", "kineto", "text"); returns what the format could not hold.
 std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::string& path, const std::string& to,
                                      bool keep_non_compute) {
-  try {
-    if (to == "text") {
-      optrace::operator_inputs::WriteReport report;
-      optrace::operator_inputs::save(trace, path, optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute),
-                                     &report);
-      return report.lines();
-    }
-    if (to == "kineto") optrace::kineto::save(trace, path);
-    else trace.save(path);
-  } catch (const optrace::Error& e) {
-    throw FileError(path, e.what_without_prefix());
+  if (to == "text") {
+    optrace::operator_inputs::WriteReport report;
+    optrace::operator_inputs::save(trace, path, optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute),
+                                   &report);
+    return report.lines();
   }
+  if (to == "kineto") optrace::kineto::save(trace, path);
+  else trace.save(path);
   return not_carried(trace, to);
 }
 
 int merge(const Invocation& inv) {
+  files::check_distinct_inputs(inv.inputs);
+  files::check_outputs(inv.inputs, {inv.output}, inv.force);
   optrace::OpTrace merged;
   for (const std::string& path : inv.inputs) merged.merge(load_trace(path, inv.import));
   const std::vector<std::string> notes = write_trace(merged, inv.output, inv.to, false);
@@ -152,6 +314,7 @@ int merge(const Invocation& inv) {
 }
 
 int convert(const Invocation& inv) {
+  files::check_outputs(inv.inputs, {inv.output}, inv.force);
   const optrace::kineto::ImportResult r = load_file(inv.inputs[0], inv.import);
   const std::vector<std::string> notes = write_trace(r.trace, inv.output, inv.to, inv.keep_non_compute);
   if (!inv.quiet) {
@@ -164,7 +327,7 @@ int convert(const Invocation& inv) {
 }
 
 void print_help(std::ostream& out) {
-  out << "optrace: read, replay, merge and convert op traces\n\nusage:\n";
+  out << "optrace: read, replay, merge and convert op traces; show observation files\n\nusage:\n";
   for (const CommandInfo& c : kCommands) out << "  " << c.usage << "\n";
   out << "  optrace --help | optrace COMMAND --help\n\n"
          "TRACE is an hf op trace (hf_op_trace.json), a Kineto trace (*.pt.trace.json, .json.gz) or an\n"
@@ -172,7 +335,8 @@ void print_help(std::ostream& out) {
          "--strides: keep the strides of a Kineto trace's non-contiguous tensors (input_strides);\n"
          "by default an import holds what OpTracer writes by default.\n\n";
   for (const CommandInfo& c : kCommands) out << c.name << ":\n" << c.help << "\n";
-  out << "exit status: 0 success; 1 replay found errors or mismatches; 2 bad usage or bad input\n";
+  out << "exit status: 0 success; 1 replay found errors or mismatches, or ran nothing; 2 bad usage or bad\n"
+         "input; 130/143 replay stopped by SIGINT/SIGTERM (partial report kept)\n";
 }
 
 // One line, whatever the message holds.
@@ -209,8 +373,6 @@ int main(int argc, char** argv) {
     return cli::run(argc, argv);
   } catch (const cli::UsageError& e) {
     std::cerr << "optrace: " << cli::one_line(e.message()) << " (see optrace --help)\n";
-  } catch (const cli::FileError& e) {
-    std::cerr << "optrace: " << cli::one_line(e.what()) << "\n";
   } catch (const c10::Error& e) {
     std::cerr << "optrace: " << cli::one_line(e.what_without_backtrace()) << "\n";
   } catch (const optrace::Error& e) {

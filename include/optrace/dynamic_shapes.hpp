@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -385,5 +386,8 @@ class DynamicShapes {
   std::vector<std::string> warnings_;
   DimStyle style_ = DimStyle::hint_auto;
 };
+
+/// Writes `ds.to_python()`: `std::cout << observer.infer_dynamic_shapes() << "\n";`.
+inline std::ostream& operator<<(std::ostream& out, const DynamicShapes& ds) { return out << ds.to_python(); }
 
 }  // namespace optrace

@@ -13,28 +13,45 @@
 namespace optrace {
 
 /// Base of every exception optrace throws. `what()` reads `optrace: <Kind>: <message>` (or
-/// `optrace: JsonError at <path>: <message>`); `message()` is the message alone, and
-/// `what_without_prefix()` the text after `optrace: `. When a libtorch `c10::Error` caused it,
-/// that error is kept as the nested exception (`std::rethrow_if_nested`).
+/// `optrace: JsonError at <path>: <message>`); an error about a file names it first, as compilers
+/// do: `optrace: trace.json: JsonError at /relu.default: ...` (`file()`). `message()` is the
+/// message alone, and `what_without_prefix()` the text after `optrace: `. When a libtorch
+/// `c10::Error` caused it, that error is kept as the nested exception (`std::rethrow_if_nested`).
 class Error : public std::runtime_error {
  public:
   /// An error of kind "Error" with `message`.
   explicit Error(std::string message) : Error("Error", std::move(message)) {}
 
+  const char* what() const noexcept override { return what_.c_str(); }
   /// The message without the `optrace: <Kind>: ` head: `scalar changed between calls: 0.5 and 0.25`.
   const std::string& message() const noexcept { return message_; }
   /// `what()` without its leading `optrace: `: `ArgumentError: scalar changed ...`.
-  const char* what_without_prefix() const noexcept { return what() + kPrefix.size(); }
+  const char* what_without_prefix() const noexcept { return what_.c_str() + kPrefix.size(); }
+  /// The file the error is about (what was being read or written); empty when none.
+  const std::string& file() const noexcept { return file_; }
+  /// Names `file` as the file the error is about, in `what()` too; a no-op when one is named
+  /// already. The readers and writers that take a path call it on whatever they throw.
+  void name_file(const std::string& file) {
+    if (!file_.empty() || file.empty()) return;
+    file_ = file;
+    what_ = std::string(kPrefix) + file + ": " + head_;
+  }
 
  protected:
   /// For subclasses: `kind` is what `what()` names after `optrace: ` ("ArgumentError",
   /// "JsonError at /a/0").
   Error(const std::string& kind, std::string message)
-      : std::runtime_error(std::string(kPrefix) + kind + ": " + message), message_(std::move(message)) {}
+      : std::runtime_error(kind), head_(kind + ": " + message), what_(std::string(kPrefix) + head_),
+        message_(std::move(message)) {}
+  /// For errors whose kind names their file already (TextError: `at log.txt:12:40`).
+  void set_file_named_in_kind(std::string file) { file_ = std::move(file); }
 
  private:
   static constexpr std::string_view kPrefix = "optrace: ";
+  std::string head_;  // "<Kind>: <message>"
+  std::string what_;
   std::string message_;
+  std::string file_;
 };
 
 /// A recorded argument does not fit the others: a scalar changed value, a tensor changed
@@ -71,7 +88,9 @@ class TextError : public Error {
  public:
   TextError(std::string source, int64_t line, int64_t column, std::string message)
       : Error("TextError at " + source + ":" + std::to_string(line) + ":" + std::to_string(column), std::move(message)),
-        source_(std::move(source)), line_(line), column_(column) {}
+        source_(std::move(source)), line_(line), column_(column) {
+    set_file_named_in_kind(source_);
+  }
   /// The file (or the name given to a text parsed from memory).
   const std::string& source() const noexcept { return source_; }
   /// 1-based line and column (column in bytes).
@@ -112,6 +131,14 @@ template <class E, class... Parts>
   std::string message = concat(parts...);
   if (std::current_exception()) std::throw_with_nested(E(std::move(message)));
   throw E(std::move(message));
+}
+
+/// `raise`, for an error about a file: names it (Error::file).
+template <class E, class... Parts>
+[[noreturn]] void raise_about_file(const std::string& file, const Parts&... parts) {
+  E e(concat(parts...));
+  e.name_file(file);
+  throw e;
 }
 
 }  // namespace detail

@@ -48,15 +48,17 @@ inline ImportResult parse(std::string_view text, const ImportOptions& options = 
 ///   r.trace.save("hf_op_trace.json");
 ///   std::cerr << r.report.to_string();
 inline ImportResult load(const std::string& path, const ImportOptions& options = {}) {
-  {
-    optrace::detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
-    if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
-      detail::kineto::Importer importer(options);
-      return importer.run(file.data(), file.size(), file.capacity());
+  return optrace::detail::about_file(path, [&]() -> ImportResult {
+    {
+      optrace::detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+      if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
+        detail::kineto::Importer importer(options);
+        return importer.run(file.data(), file.size(), file.capacity());
+      }
     }
-  }
-  std::string data = optrace::detail::read_file_maybe_gzip(path);
-  return detail::kineto::import_text(data, options);
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
+    return detail::kineto::import_text(data, options);
+  });
 }
 
 /// What the file at `path` (gzip-compressed or not) holds: a Kineto trace (an object with
@@ -64,7 +66,7 @@ inline ImportResult load(const std::string& path, const ImportOptions& options =
 /// "unique_inputs"), an operator-inputs log (starting with `Operator:`), or none of them (also
 /// for malformed JSON). Throws IoError if it cannot be read.
 inline TraceFormat detect_format(const std::string& path) {
-  std::string data = optrace::detail::read_file_maybe_gzip(path);
+  std::string data = optrace::detail::read_file_maybe_gzip(path);  // names the file
   if (operator_inputs::looks_like(data)) return TraceFormat::OperatorInputs;
   return detail::kineto::detect_text(data);
 }
@@ -78,33 +80,35 @@ inline TraceFormat detect_format(const std::string& path) {
 /// Example (what `optrace convert` does):
 ///   optrace::kineto::load_any("trace.pt.trace.json.gz").trace.save("hf_op_trace.json");
 inline ImportResult load_any(const std::string& path, const ImportOptions& options = {}) {
-  std::string data = optrace::detail::read_file_maybe_gzip(path);
-  if (operator_inputs::looks_like(data)) {
-    operator_inputs::ReadResult read = operator_inputs::parse(data, path);
-    ImportResult result;
-    result.trace = std::move(read.trace);
-    result.report.format = "operator_inputs";
-    result.report.events = read.report.lines;
-    result.report.kept = result.trace.total_calls();
-    for (auto& l : read.report.left_out) {
-      result.report.left_out += l.calls;
-      result.report.issues.push_back(ImportReport::Issue{l.reason, false, l.calls, std::move(l.examples)});
+  return optrace::detail::about_file(path, [&]() -> ImportResult {
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
+    if (operator_inputs::looks_like(data)) {
+      operator_inputs::ReadResult read = operator_inputs::parse(data, path);
+      ImportResult result;
+      result.trace = std::move(read.trace);
+      result.report.format = "operator_inputs";
+      result.report.events = read.report.lines;
+      result.report.kept = result.trace.total_calls();
+      for (auto& l : read.report.left_out) {
+        result.report.left_out += l.calls;
+        result.report.issues.push_back(ImportReport::Issue{l.reason, false, l.calls, std::move(l.examples)});
+      }
+      return result;
     }
+    TraceFormat format = detail::kineto::detect_text(data);
+    if (format == TraceFormat::Kineto) return detail::kineto::import_text(data, options);
+    if (format == TraceFormat::Unknown) {
+      // Let the Kineto reader name the problem (malformed JSON, or not a trace at all).
+      auto probe = json::Document::parse(data);
+      throw JsonError("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
+                              probe->root().describe());
+    }
+    ImportResult result;
+    result.trace = OpTrace::from_json(data);
+    result.report.format = "hf_op_trace";
+    result.report.kept = result.trace.total_calls();
     return result;
-  }
-  TraceFormat format = detail::kineto::detect_text(data);
-  if (format == TraceFormat::Kineto) return detail::kineto::import_text(data, options);
-  if (format == TraceFormat::Unknown) {
-    // Let the Kineto reader name the problem (malformed JSON, or not a trace at all).
-    auto probe = json::Document::parse(data);
-    throw JsonError("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
-                            probe->root().describe());
-  }
-  ImportResult result;
-  result.trace = OpTrace::from_json(data);
-  result.report.format = "hf_op_trace";
-  result.report.kept = result.trace.total_calls();
-  return result;
+  });
 }
 
 /// The op trace as a Kineto-style trace (Trace Event Format, which chrome://tracing, Perfetto and
@@ -123,9 +127,11 @@ inline std::string to_json(const OpTrace& trace, const ExportOptions& options = 
   return detail::kineto::export_trace(trace, options);
 }
 
-/// Writes `to_json(trace, options)` to `path` atomically. Throws IoError.
+/// Writes `to_json(trace, options)` to `path` atomically, gzip-compressed when `path` ends in
+/// `.gz` (`step.pt.trace.json.gz`, as tensorboard_trace_handler(use_gzip=True) names them).
+/// Throws IoError naming the path.
 inline void save(const OpTrace& trace, const std::string& path, const ExportOptions& options = {}) {
-  optrace::detail::write_file_atomic(path, to_json(trace, options));
+  optrace::detail::write_file_maybe_gzip(path, to_json(trace, options));
 }
 }  // namespace kineto
 }  // namespace optrace

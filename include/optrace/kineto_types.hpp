@@ -6,6 +6,7 @@
 #include <optrace/op_trace.hpp>
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,6 +105,9 @@ struct ImportReport {
     return out;
   }
 };
+
+/// Writes `report.to_string()`.
+inline std::ostream& operator<<(std::ostream& out, const ImportReport& report) { return out << report.to_string(); }
 
 /// An imported trace and its report.
 struct ImportResult {

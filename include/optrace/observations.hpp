@@ -45,8 +45,10 @@ class Observations {
   }
 
   /// Loads the observation file at `path`. Throws IoError if it cannot be read, JsonError as
-  /// `from_json` (the message names the JSON path; prefix the file name when reporting).
-  static Observations load(const std::string& path) { return from_json(detail::read_file(path)); }
+  /// `from_json`; either names the file (`Error::file()`).
+  static Observations load(const std::string& path) {
+    return detail::about_file(path, [&] { return from_json(detail::read_file(path)); });
+  }
 
   /// As InputObserver::infer_dynamic_shapes.
   DynamicShapes infer_dynamic_shapes(const DynamicShapesOptions& options = {}) const {

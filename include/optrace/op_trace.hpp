@@ -4,6 +4,7 @@
 // (replay, the Kineto importer, the CLI): the trace, its JSON writer and reader, merge and
 // queries. It includes no libtorch header, so translation units that only read traces compile fast.
 
+#include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/op_trace/fast_reader.hpp>
 #include <optrace/detail/op_trace/hf_json.hpp>
@@ -124,8 +125,9 @@ class OpTrace {
   /// The trace as JSON in the hf op-trace schema, pretty-printed with `indent` spaces as the
   /// reference tracer writes it (0: one line).
   std::string to_json(int indent = 1) const { return detail::op_trace::write_trace(ops_, indent); }
-  /// Writes `to_json(indent)` to `path` atomically. Throws IoError.
-  void save(const std::string& path, int indent = 1) const { detail::write_file_atomic(path, to_json(indent)); }
+  /// Writes `to_json(indent)` to `path` atomically, gzip-compressed when `path` ends in `.gz`.
+  /// Throws IoError naming the path.
+  void save(const std::string& path, int indent = 1) const { detail::write_file_maybe_gzip(path, to_json(indent)); }
 
   /// Parses a trace in the hf op-trace schema (Python's `NaN`, `Infinity`, `-Infinity`
   /// accepted; optrace's extended keys read when present, unknown keys ignored).
@@ -140,15 +142,10 @@ class OpTrace {
     }
     return from_document(*json::Document::parse(text));  // names what is wrong
   }
-  /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `from_json`.
+  /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as
+  /// `from_json`, ArgumentError as `from_entries`; each names the file (`Error::file()`).
   static OpTrace load(const std::string& path) {
-    {
-      detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
-      if (file.data() != nullptr)
-        if (auto ops = detail::op_trace::FastReader::read(file.data(), file.size(), file.capacity()))
-          return from_entries(std::move(*ops));
-    }
-    return from_document(*json::Document::load(path));  // names what is wrong; reads what cannot be mapped
+    return detail::about_file(path, [&] { return load_unnamed(path); });
   }
   /// Builds a trace from a parsed document (see `from_json`).
   static OpTrace from_document(const json::Document& doc) { return from_entries(detail::op_trace::read_trace(doc)); }
@@ -180,6 +177,18 @@ class OpTrace {
   friend bool operator!=(const OpTrace& a, const OpTrace& b) { return !(a == b); }
 
  private:
+  static OpTrace load_unnamed(const std::string& path) {
+    {
+      detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+      if (file.data() != nullptr && detail::is_gzip(std::string_view(file.data(), file.size())))
+        return from_json(detail::read_file_maybe_gzip(path));
+      if (file.data() != nullptr)
+        if (auto ops = detail::op_trace::FastReader::read(file.data(), file.size(), file.capacity()))
+          return from_entries(std::move(*ops));
+    }
+    return from_document(*json::Document::load(path));  // names what is wrong; reads what cannot be mapped
+  }
+
   struct Slot {
     size_t op;
     bool indexed = false;

@@ -1,6 +1,13 @@
 // optrace/op_tracer.hpp: OpTracer, which records every aten op a libtorch program runs in the hf op-trace schema
 #pragma once
 
+// libtorch's inline RecordFunction::inputs() reads a member that exists only in debug builds of
+// libtorch; packaged libtorch (Debian, pytorch.org, pip) is built with NDEBUG, so a program
+// compiled without it would read garbage. Refused here, at compile time, rather than at run time.
+#ifndef NDEBUG
+#error "optrace/op_tracer.hpp needs NDEBUG, as libtorch is built with it: configure with -DCMAKE_BUILD_TYPE=Release (or RelWithDebInfo), or add -DNDEBUG; a Debug build can still use the other headers (observer.hpp, op_trace.hpp, kineto.hpp, replay.hpp, ...) instead of optrace.hpp"
+#endif
+
 #include <optrace/detail/op_tracer/decoder.hpp>
 #include <optrace/detail/op_tracer/recorder.hpp>
 #include <optrace/error.hpp>
@@ -90,11 +97,6 @@ class OpTracer {
   /// Starts (or resumes) recording; what was recorded before is kept. Throws Error if this or
   /// another tracer is already recording, ArgumentError for a negative option.
   void start() {
-#ifndef NDEBUG
-    // libtorch's inline RecordFunction::inputs() asserts on a member that only exists in debug
-    // builds of libtorch; packaged libtorch is built with NDEBUG, so the assert would read garbage.
-    detail::raise<Error>("OpTracer must be compiled with NDEBUG defined, as libtorch is (a Release or RelWithDebInfo build)");
-#endif
     OPTRACE_CHECK(options_.max_unique_inputs() >= 0, ArgumentError, "max_unique_inputs must be >= 0, got ",
                   options_.max_unique_inputs());
     std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());

@@ -18,6 +18,7 @@
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -94,6 +95,9 @@ struct ReadReport {
   }
 };
 
+/// Writes `report.to_string()`.
+inline std::ostream& operator<<(std::ostream& out, const ReadReport& report) { return out << report.to_string(); }
+
 /// A log read into a trace, with the report.
 struct ReadResult {
   OpTrace trace;
@@ -127,8 +131,10 @@ inline ReadResult parse(std::string_view text, const std::string& source = "<tex
 ///   optrace::OpTrace trace = optrace::operator_inputs::load("resnet18_training.txt").trace;
 ///   optrace::replay(trace, optrace::ReplayOptions().device(torch::kMeta));
 inline ReadResult load(const std::string& path) {
-  const std::string text = detail::read_file_maybe_gzip(path);
-  return parse(text, path);
+  return detail::about_file(path, [&] {
+    const std::string text = detail::read_file_maybe_gzip(path);
+    return parse(text, path);
+  });
 }
 
 /// Whether `text` looks like a log rather than JSON: its first non-blank line starts with
@@ -186,6 +192,12 @@ struct WriteReport : detail::op_trace::oplog::WriteReport {
   }
 };
 
+/// Writes `report.lines()`, one per line ("" when nothing was lost).
+inline std::ostream& operator<<(std::ostream& out, const WriteReport& report) {
+  for (const std::string& line : report.lines()) out << line << '\n';
+  return out;
+}
+
 
 /// The trace as PyTorch's `OperatorInputsMode.log_to_file` writes the same calls: operators
 /// sorted by name (`aten.addmm.default`), each op's lines in first-seen order, each line
@@ -209,9 +221,10 @@ inline std::string to_text(const OpTrace& trace, const WriteOptions& options = {
   return text;
 }
 
-/// Writes `to_text(trace, options, report)` to `path` atomically. Throws IoError.
+/// Writes `to_text(trace, options, report)` to `path` atomically, gzip-compressed when `path` ends
+/// in `.gz`. Throws IoError naming the path.
 inline void save(const OpTrace& trace, const std::string& path, const WriteOptions& options = {}, WriteReport* report = nullptr) {
-  optrace::detail::write_file_atomic(path, to_text(trace, options, report));
+  optrace::detail::write_file_maybe_gzip(path, to_text(trace, options, report));
 }
 
 }  // namespace operator_inputs

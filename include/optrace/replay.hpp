@@ -4,6 +4,7 @@
 // recorded input in detail/replay/plan.hpp, run and timed in run.hpp, compared in compare.hpp.
 
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/text_table.hpp>
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/detail/replay/run.hpp>
 #include <optrace/error.hpp>
@@ -35,6 +36,20 @@ class ReplayReport {
   c10::Device device = c10::Device(c10::kCPU);
   ReplayMode mode = ReplayMode::run;
   double seconds = 0.0;  ///< wall time of the whole replay
+  /// Unique inputs the options selected; `results` holds fewer when the replay was stopped.
+  int64_t planned = 0;
+  /// False when `ReplayOptions::stop_when` stopped the replay before every selected input ran.
+  bool complete = true;
+
+  /// One op's results added up (`op_totals`).
+  struct OpTotals {
+    std::string op;
+    int64_t inputs = 0, calls = 0;  ///< unique inputs replayed, and the calls the trace recorded for them
+    int64_t ok = 0, mismatch = 0, error = 0, skipped = 0;
+    /// Time mode: sum over the op's timed inputs of median x recorded calls, the time the traced
+    /// program spent in the op if each call took its input's median; nullopt when none was timed.
+    std::optional<double> total_ms;
+  };
 
   /// Results with status `s`.
   int64_t num(ReplayStatus s) const {
@@ -48,11 +63,101 @@ class ReplayReport {
     out << num(ReplayStatus::ok) << " ok, " << num(ReplayStatus::mismatch) << " mismatch, " << num(ReplayStatus::error)
         << " error, " << num(ReplayStatus::skipped) << " skipped (" << results.size() << " unique inputs on " << device
         << ", " << to_string(mode) << " mode, " << std::fixed << std::setprecision(2) << seconds << " s)";
+    if (!complete) out << "; INCOMPLETE: stopped after " << results.size() << " of " << planned << " inputs";
     return out.str();
   }
 
-  /// The report as JSON: `{"device", "mode", "seconds", "summary": {"ok", "mismatch", "error",
-  /// "skipped", "total"}, "results": [{"op", "index", "count", "inputs", "status", "message",
+  /// Each op's results added up, ops in the report's order.
+  std::vector<OpTotals> op_totals() const {
+    std::vector<OpTotals> out;
+    std::unordered_map<std::string, size_t> at;
+    for (const ReplayResult& r : results) {
+      auto [it, added] = at.emplace(r.op, out.size());
+      if (added) {
+        out.emplace_back();
+        out.back().op = r.op;
+      }
+      OpTotals& t = out[it->second];
+      ++t.inputs;
+      t.calls += r.count;
+      switch (r.status) {
+        case ReplayStatus::ok: ++t.ok; break;
+        case ReplayStatus::mismatch: ++t.mismatch; break;
+        case ReplayStatus::error: ++t.error; break;
+        case ReplayStatus::skipped: ++t.skipped; break;
+      }
+      if (r.median_ms) t.total_ms = t.total_ms.value_or(0.0) + *r.median_ms * static_cast<double>(r.count);
+    }
+    return out;
+  }
+
+  /// The per-op totals as a table, sorted: in time mode by total time (share of the whole),
+  /// otherwise by errors and mismatches, then calls. `top` > 0: only the first `top` ops.
+  void print_op_totals(std::ostream& out, int64_t top = 0) const {
+    std::vector<OpTotals> totals = op_totals();
+    double all_ms = 0.0;
+    int64_t all_calls = 0;
+    for (const OpTotals& t : totals) {
+      all_ms += t.total_ms.value_or(0.0);
+      all_calls += t.calls;
+    }
+    std::stable_sort(totals.begin(), totals.end(), [this](const OpTotals& a, const OpTotals& b) {
+      if (mode == ReplayMode::time) return a.total_ms.value_or(-1.0) > b.total_ms.value_or(-1.0);
+      if (a.error + a.mismatch != b.error + b.mismatch) return a.error + a.mismatch > b.error + b.mismatch;
+      return a.calls > b.calls;
+    });
+    const bool timed = mode == ReplayMode::time;
+    std::vector<std::string> head = {"op", "inputs", "calls", "ok", "mismatch", "error", "skipped"};
+    if (timed) head.insert(head.end(), {"total ms", "time share"});
+    else head.push_back("call share");
+    detail::TextTable table(head, {"inputs", "calls", "ok", "mismatch", "error", "skipped", "total ms", "time share", "call share"});
+    for (const OpTotals& t : totals) {
+      if (top > 0 && static_cast<int64_t>(table.size()) == top) break;
+      std::vector<std::string> row = {t.op, std::to_string(t.inputs), std::to_string(t.calls), std::to_string(t.ok),
+                                      std::to_string(t.mismatch), std::to_string(t.error), std::to_string(t.skipped)};
+      if (timed) row.insert(row.end(), {t.total_ms ? detail::fixed(*t.total_ms, 4) : "-", t.total_ms ? detail::percent(*t.total_ms, all_ms) : "-"});
+      else row.push_back(detail::percent(static_cast<double>(t.calls), static_cast<double>(all_calls)));
+      table.row(std::move(row));
+    }
+    table.print(out);
+    if (top > 0 && static_cast<int64_t>(totals.size()) > top) out << "(" << totals.size() - top << " more ops; --top to show more)\n";
+  }
+
+  /// Time mode: the timed inputs by total time (median x recorded calls), with their share of
+  /// the whole; `top` > 0: only the first `top`.
+  void print_slowest(std::ostream& out, int64_t top = 0) const {
+    std::vector<const ReplayResult*> timed;
+    double all_ms = 0.0;
+    for (const ReplayResult& r : results)
+      if (r.median_ms) {
+        timed.push_back(&r);
+        all_ms += *r.median_ms * static_cast<double>(r.count);
+      }
+    auto total = [](const ReplayResult* r) { return *r->median_ms * static_cast<double>(r->count); };
+    std::stable_sort(timed.begin(), timed.end(), [&](const ReplayResult* a, const ReplayResult* b) { return total(a) > total(b); });
+    detail::TextTable table({"op", "#", "count", "median ms", "total ms", "time share", "inputs"},
+                           {"#", "count", "median ms", "total ms", "time share"});
+    for (const ReplayResult* r : timed) {
+      if (top > 0 && static_cast<int64_t>(table.size()) == top) break;
+      table.row({r->op, std::to_string(r->index), std::to_string(r->count), detail::fixed(*r->median_ms, 4),
+                 detail::fixed(total(r), 4), detail::percent(total(r), all_ms), r->inputs});
+    }
+    table.print(out);
+    if (top > 0 && static_cast<int64_t>(timed.size()) > top) out << "(" << timed.size() - top << " more inputs; --top to show more)\n";
+  }
+
+  /// Every result that is not ok, one line each with its whole message, then its inputs:
+  /// `addmm.default #3 error: <message>` / `    inputs: f32[5], ...`. Nothing when all are ok.
+  void print_not_ok(std::ostream& out) const {
+    for (const ReplayResult& r : results) {
+      if (r.status == ReplayStatus::ok) continue;
+      out << r.op << " #" << r.index << " " << to_string(r.status) << ": " << r.message << "\n    inputs: " << r.inputs
+          << "\n";
+    }
+  }
+
+  /// The report as JSON: `{"device", "mode", "seconds", "complete", "summary": {"ok", "mismatch",
+  /// "error", "skipped", "total", "planned"}, "results": [{"op", "index", "count", "inputs", "status", "message",
   /// "max_abs_error", "max_rel_error", "median_ms"}]}`; numbers not measured are null.
   std::string to_json(int indent = 1) const {
     json::Writer w(indent);
@@ -61,10 +166,12 @@ class ReplayReport {
     w.key("device").value(device.str());
     w.key("mode").value(to_string(mode));
     w.key("seconds").value(seconds);
+    w.key("complete").value(complete);
     w.key("summary").begin_object();
     for (ReplayStatus s : {ReplayStatus::ok, ReplayStatus::mismatch, ReplayStatus::error, ReplayStatus::skipped})
       w.key(to_string(s)).value(num(s));
     w.key("total").value(static_cast<int64_t>(results.size()));
+    w.key("planned").value(planned);
     w.end_object();
     w.key("results").begin_array();
     for (const ReplayResult& r : results) {
@@ -129,38 +236,19 @@ class ReplayReport {
   void print_table(std::ostream& out) const {
     auto cut = [](const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; };
     auto num = [](const std::optional<double>& d) { return d ? detail::number_string(*d) : std::string("-"); };
-    std::vector<std::vector<std::string>> rows;
     std::vector<std::string> head = {"op", "#", "count", "status"};
     if (mode == ReplayMode::check) head.insert(head.end(), {"max abs", "max rel"});
     if (mode == ReplayMode::time) head.push_back("median ms");
     head.insert(head.end(), {"inputs", "message"});
-    rows.push_back(head);
+    detail::TextTable table(head, {"#", "count", "max abs", "max rel", "median ms"});
     for (const ReplayResult& r : results) {
       std::vector<std::string> row = {r.op, std::to_string(r.index), std::to_string(r.count), to_string(r.status)};
       if (mode == ReplayMode::check) row.insert(row.end(), {num(r.max_abs_error), num(r.max_rel_error)});
-      if (mode == ReplayMode::time) {
-        std::ostringstream ms;
-        if (r.median_ms) ms << std::fixed << std::setprecision(4) << *r.median_ms;
-        row.push_back(r.median_ms ? ms.str() : "-");
-      }
+      if (mode == ReplayMode::time) row.push_back(r.median_ms ? detail::fixed(*r.median_ms, 4) : "-");
       row.insert(row.end(), {cut(r.inputs, 48), cut(r.message, 100)});
-      rows.push_back(std::move(row));
+      table.row(std::move(row));
     }
-    std::vector<size_t> width(head.size(), 0);
-    for (const auto& row : rows)
-      for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-    for (const auto& row : rows) {
-      std::string line;
-      for (size_t i = 0; i < row.size(); ++i) {
-        const bool right = head[i] == "#" || head[i] == "count" || head[i] == "max abs" || head[i] == "max rel" ||
-                           head[i] == "median ms";
-        const std::string pad(width[i] - row[i].size(), ' ');
-        if (i + 1 == row.size()) line += row[i];
-        else line += (right ? pad + row[i] : row[i] + pad) + "  ";
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      out << line << '\n';
-    }
+    table.print(out);
     out << summary() << '\n';
   }
 
@@ -169,6 +257,9 @@ class ReplayReport {
   /// Writes `to_csv()` to `path` atomically. Throws `optrace::IoError`.
   void save_csv(const std::string& path) const { detail::write_file_atomic(path, to_csv()); }
 };
+
+/// Writes `report.summary()`: `9 ok, 0 mismatch, 0 error, 0 skipped (9 unique inputs on cpu, ...)`.
+inline std::ostream& operator<<(std::ostream& out, const ReplayReport& report) { return out << report.summary(); }
 
 /// Replays `trace`: for each unique input of each selected op, materializes its tensors on the
 /// options' device (seeded; integer arguments that index other arguments drawn within range,
@@ -206,12 +297,17 @@ inline ReplayReport replay(const OpTrace& trace, const ReplayOptions& options = 
     total += static_cast<int64_t>(inputs.size());
     work.emplace_back(&e, std::move(inputs));
   }
+  report.planned = total;
   report.results.reserve(static_cast<size_t>(total));
   detail::ProgressBar progress(options.progress(), total);
   std::optional<at::Tensor> flush_buffer;
   std::unordered_map<std::string, std::string> no_meta;
   for (const auto& [entry, inputs] : work) {
-    for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t i = 0; i < inputs.size() && report.complete; ++i) {
+      if (options.stop_when() && options.stop_when()()) {
+        report.complete = false;
+        break;
+      }
       progress.update(static_cast<int64_t>(report.results.size()), entry->name);
       report.results.push_back(
           detail::replay_input(entry->name, *inputs[i], static_cast<int64_t>(i), options, report.device, flush_buffer,

@@ -10,6 +10,7 @@
 #include <torch/cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -177,6 +178,16 @@ class ReplayOptions {
   }
   bool progress() const { return progress_; }
 
+  /// Asked before each unique input; when it answers true the replay stops there and its report
+  /// says so (`ReplayReport::complete` false): what a program does on SIGINT/SIGTERM to keep the
+  /// results it has (the optrace CLI sets a flag in its signal handler). An input already running
+  /// finishes first. Default: never stop.
+  ReplayOptions& stop_when(std::function<bool()> should_stop) {
+    stop_when_ = std::move(should_stop);
+    return *this;
+  }
+  const std::function<bool()>& stop_when() const { return stop_when_; }
+
   /// Replay only these ops: full names (`"addmm.default"`) or names without the overload
   /// (`"addmm"`, every overload). Default: empty, meaning every op.
   ReplayOptions& ops(std::vector<std::string> names) {
@@ -224,6 +235,7 @@ class ReplayOptions {
   int64_t memory_budget_bytes_ = int64_t{4} << 30;
   std::optional<c10::ScalarType> float_dtype_;
   bool progress_ = true;
+  std::function<bool()> stop_when_;
   std::vector<std::string> ops_, exclude_ops_;
   int64_t max_inputs_per_op_ = 0;
 };

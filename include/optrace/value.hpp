@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -117,6 +118,11 @@ struct InferArgumentsOptions {
 
 /// A short human-readable form: `float32[2, 10]`, `int 3`, `dict(x: float32[2], y: None)`.
 std::string describe(const Value& v);
+
+/// Writes `describe(v)`: `float32[2, 6]`, `(float32[2, 6], 3)`.
+inline std::ostream& operator<<(std::ostream& out, const Value& v) { return out << describe(v); }
+/// Writes `a.describe()`: `std::cout << observer.infer_arguments() << "\n";`.
+inline std::ostream& operator<<(std::ostream& out, const Arguments& a) { return out << a.describe(); }
 
 // ---------------------------------------------------------------------------------------------
 // The customization point: how an argument of type T is walked.
@@ -231,6 +237,13 @@ template <>
 struct Record<std::nullopt_t> {
   template <class V>
   static void visit(std::nullopt_t, V& v) { v.none(); }
+};
+/// c10::nullopt: std::nullopt in libtorch 2.x, a type of its own in 1.13; None either way.
+template <class T>
+struct Record<T, std::enable_if_t<std::is_same_v<T, std::decay_t<decltype(c10::nullopt)>> &&
+                                  !std::is_same_v<T, std::nullopt_t>>> {
+  template <class V>
+  static void visit(const T&, V& v) { v.none(); }
 };
 
 /// std::optional (and c10::optional): nullopt is None, which counts as a missing input.

@@ -1,7 +1,10 @@
 # tests/cli/check_cli.cmake: runs the optrace CLI with the arguments after "--" and checks it.
 #   cmake -DOPTRACE=<exe> -DEXPECT_RC=<status> [-DEXPECT_STDOUT=<regex>] [-DEXPECT_STDERR=<regex>]
-#         [-DONE_LINE_STDERR=ON] [-DEXPECT_FILE=<path>] -P check_cli.cmake -- <arguments...>
+#         [-DONE_LINE_STDERR=ON] [-DEXPECT_FILE=<path>] [-DCOPY_FROM=<file> -DCOPY_TO=<path> [-DUNCHANGED=ON]]
+#         [-DMKFIFO=<path>] -P check_cli.cmake -- <arguments...>
 # ONE_LINE_STDERR: stderr is exactly one line (a bad input gets one clear line, no stack trace).
+# COPY_FROM/COPY_TO: a file put in place before the run; UNCHANGED: still the same bytes after it.
+# MKFIFO: a named pipe made before the run.
 set(args)
 set(after OFF)
 math(EXPR last "${CMAKE_ARGC} - 1")
@@ -14,6 +17,18 @@ foreach(i RANGE ${last})
 endforeach()
 if(DEFINED EXPECT_FILE)
   file(REMOVE "${EXPECT_FILE}")
+endif()
+if(DEFINED COPY_TO)
+  file(REMOVE "${COPY_TO}")
+  configure_file("${COPY_FROM}" "${COPY_TO}" COPYONLY)
+  file(SHA256 "${COPY_TO}" copied_sha)
+endif()
+if(DEFINED MKFIFO)
+  file(REMOVE "${MKFIFO}")
+  execute_process(COMMAND mkfifo "${MKFIFO}" RESULT_VARIABLE fifo_rc)
+  if(NOT fifo_rc EQUAL 0)
+    message(FATAL_ERROR "mkfifo ${MKFIFO} failed (${fifo_rc})")
+  endif()
 endif()
 execute_process(COMMAND "${OPTRACE}" ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 set(report "optrace ${args}\nexit status: ${rc}\n--- stdout:\n${out}--- stderr:\n${err}---")
@@ -35,5 +50,11 @@ if(ONE_LINE_STDERR)
 endif()
 if(DEFINED EXPECT_FILE AND NOT EXISTS "${EXPECT_FILE}")
   message(FATAL_ERROR "${EXPECT_FILE} was not written\n${report}")
+endif()
+if(UNCHANGED)
+  file(SHA256 "${COPY_TO}" after_sha)
+  if(NOT after_sha STREQUAL copied_sha)
+    message(FATAL_ERROR "${COPY_TO} was changed, and must not be\n${report}")
+  endif()
 endif()
 message(STATUS "${report}")

@@ -1,6 +1,7 @@
 # tests/consumers/run.cmake: one consumer test, run by ctest as `cmake -D STEP=... -P run.cmake`.
 #   STEP=install: install the optrace build into the temporary prefix (a fresh one);
-#   STEP=<consumer>: configure, build and run the project in tests/consumers/<consumer>.
+#   STEP=<consumer>: configure, build and run the project in tests/consumers/<consumer>;
+#   STEP=debug_build: configure without a build type and expect the warning and the #error.
 # The settings of the enclosing build (compiler, generator, where Torch and simdjson are)
 # come from consumers.cmake, written at configure time next to this test's build folder.
 cmake_minimum_required(VERSION 3.18)
@@ -21,8 +22,12 @@ endif()
 
 set(src ${OPTRACE_SOURCE_DIR}/tests/consumers/${STEP})
 set(bin ${OPTRACE_CONSUMERS_DIR}/${STEP})
+set(build_type ${CMAKE_BUILD_TYPE})
+if(STEP STREQUAL "debug_build")
+  set(build_type "")  # what a user gets who forgets it: no NDEBUG
+endif()
 set(args
-  -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE}
+  -DCMAKE_BUILD_TYPE=${build_type}
   -DCMAKE_CXX_COMPILER=${CMAKE_CXX_COMPILER}
   "-DCMAKE_CXX_FLAGS=${OPTRACE_CONSUMER_CXX_FLAGS}"
   -DOPTRACE_SOURCE_DIR=${OPTRACE_SOURCE_DIR})
@@ -37,19 +42,49 @@ string(REPLACE ";" "\\;" prefix_path "${prefix_path}")
 list(APPEND args "-DCMAKE_PREFIX_PATH=${prefix_path}" -DTorch_DIR=${Torch_DIR} -Dsimdjson_DIR=${simdjson_DIR})
 
 if(STEP STREQUAL "fetchcontent")
-  # A release archive of the checkout: what a user's FetchContent(URL ...) downloads.
-  set(archive ${OPTRACE_CONSUMERS_DIR}/optrace-src.tar)  # not gzip: its header holds a time, and the hash must follow the content
-  file(MAKE_DIRECTORY ${OPTRACE_CONSUMERS_DIR})
-  execute_process(COMMAND ${CMAKE_COMMAND} -E tar cf ${archive} -- CMakeLists.txt cmake include
-                  WORKING_DIRECTORY ${OPTRACE_SOURCE_DIR} RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "consumer fetchcontent: could not make ${archive}")
+  # The snippet in the consumer's CMakeLists.txt must be the README's, character for character.
+  file(READ ${src}/CMakeLists.txt consumer)
+  string(REGEX MATCH "# --- the README's FetchContent snippet ---\n(.*)# --- end of the snippet ---" _ "${consumer}")
+  set(snippet "${CMAKE_MATCH_1}")
+  file(READ ${OPTRACE_SOURCE_DIR}/README.md readme)
+  string(FIND "${readme}" "```cmake\n${snippet}```" at)
+  if(snippet STREQUAL "" OR at EQUAL -1)
+    message(FATAL_ERROR "consumer fetchcontent: README.md has no ```cmake block equal to the snippet in "
+                        "${src}/CMakeLists.txt:\n${snippet}")
   endif()
-  file(SHA256 ${archive} sha)
-  list(APPEND args -DOPTRACE_ARCHIVE=${archive} -DOPTRACE_ARCHIVE_SHA256=${sha} -DFETCHCONTENT_QUIET=OFF)
+  # Offline: FetchContent takes the checkout instead of cloning the URL.
+  list(APPEND args -DFETCHCONTENT_SOURCE_DIR_OPTRACE=${OPTRACE_SOURCE_DIR} -DFETCHCONTENT_QUIET=OFF)
+endif()
+
+if(STEP STREQUAL "debug_build")
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${src} -B ${bin} -G ${CMAKE_GENERATOR}
+                  -DCMAKE_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} ${args}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT err MATCHES "optrace: no CMAKE_BUILD_TYPE leaves NDEBUG undefined")
+    message(FATAL_ERROR "consumer debug_build: configure (${rc}) did not warn about NDEBUG:\n${out}\n${err}")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} --build ${bin} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "#error \"optrace/op_tracer.hpp needs NDEBUG, as libtorch is built with it")
+    message(FATAL_ERROR "consumer debug_build: the build (${rc}) did not stop at optrace's #error:\n${out}\n${err}")
+  endif()
+  message(STATUS "configure warned and the build stopped at the #error, as expected")
+  return()
 endif()
 
 run("configure" ${CMAKE_COMMAND} -S ${src} -B ${bin} -G ${CMAKE_GENERATOR}
     -DCMAKE_MAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} ${args})
 run("build" ${CMAKE_COMMAND} --build ${bin})
-run("the program" ${bin}/record)
+if(STEP STREQUAL "fetchcontent")
+  run("the program" ${bin}/my_app)
+else()
+  run("the program" ${bin}/record)
+endif()
+# The optrace tool where each way puts it: bin/ of the install prefix; optrace::cli in a project
+# that adds optrace with OPTRACE_BUILD_CLI on.
+set(trace ${OPTRACE_SOURCE_DIR}/tests/data/peer/mlp.hf_op_trace.json)
+if(STEP STREQUAL "find_package")
+  run("the installed optrace tool" ${OPTRACE_PREFIX}/bin/optrace summary ${trace})
+elseif(STEP STREQUAL "add_subdirectory")
+  file(READ ${bin}/optrace_cli_path.txt cli)
+  run("the optrace tool built in the project" ${cli} summary ${trace})
+endif()

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-// The output formats main writes (write_trace): hf JSON, Kineto, operator-inputs text.
+// The output formats main writes (write_trace): hf JSON, Kineto, operator-inputs text (each
+// gzip-compressed when the name ends in .gz).
 static bool known_format(const std::string& to) { return to == "hf" || to == "kineto" || to == "text"; }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     bool ok = inv.help;
     switch (inv.command) {
       case cli::Command::summary:
-      case cli::Command::replay: ok = ok || inv.inputs.size() == 1; break;
+      case cli::Command::replay: ok = ok || (inv.inputs.size() == 1 && !(inv.all_rows && inv.failures_only)); break;
       case cli::Command::convert: ok = ok || (inv.inputs.size() == 1 && !inv.output.empty() && known_format(inv.to)); break;
       case cli::Command::merge: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && known_format(inv.to)); break;
       case cli::Command::none: break;

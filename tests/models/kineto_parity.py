@@ -54,7 +54,7 @@ def main(name, cli, work):
     ref = tracer.result()
     with open(os.path.join(work, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
-    run = subprocess.run([cli, "convert", trace_path, "-o", ours_path], capture_output=True, text=True)
+    run = subprocess.run([cli, "convert", trace_path, "-o", ours_path, "--force"], capture_output=True, text=True)
     print(run.stderr, end="")
     if run.returncode != 0:
         fail(f"optrace convert exited {run.returncode}")

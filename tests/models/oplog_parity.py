@@ -85,7 +85,7 @@ def main(name, trace_scripted, cli, work):
             built += 1
     print(f"{name}: PyTorch's OperatorInputsLoader read optrace's log: {built} inputs built and run")
 
-    run = subprocess.run([cli, "convert", ref_path, "-o", roundtrip_path, "--quiet"], capture_output=True, text=True)
+    run = subprocess.run([cli, "convert", ref_path, "-o", roundtrip_path, "--quiet", "--force"], capture_output=True, text=True)
     print(run.stdout + run.stderr, end="")
     if run.returncode != 0:
         fail(f"{name}: optrace convert exited {run.returncode}")

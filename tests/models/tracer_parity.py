@@ -158,7 +158,7 @@ def replay_check(name, cli, trace_path, report_path, what="replay --check on cpu
     if os.path.exists(report_path):  # none left by an earlier run
         os.remove(report_path)
     run = subprocess.run([cli, "replay", trace_path, "--device", "cpu", "--check", "--no-progress",
-                          "--json", report_path], capture_output=True, text=True)
+                          "--json", report_path, "--force"], capture_output=True, text=True)
     if not os.path.exists(report_path):
         fail(f"{name}: replay --check wrote no report (exit {run.returncode})\n{run.stdout}{run.stderr}")
     with open(report_path) as f:

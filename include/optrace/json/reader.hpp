@@ -193,30 +193,10 @@ class Document {
     doc->parse_buffer();
     return doc;
   }
-  /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as `parse`.
+  /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as
+  /// `parse`; either names the file (`Error::file()`).
   static std::unique_ptr<Document> load(const std::string& path) {
-    // Mapped, not read: no copy of the file and no page faults of a fresh buffer. Without
-    // Python's float tokens the mapping is parsed in place (it is followed by the zeros simdjson
-    // reads past the end); with them, the rewrite is the only copy.
-    auto file = std::make_unique<optrace::detail::MappedFile>(path, simdjson::SIMDJSON_PADDING);
-    if (file->data() != nullptr) {
-      std::string_view view(file->data(), file->size());
-      if (detail::has_float_tokens(view)) return parse(view);
-      std::unique_ptr<Document> doc(new Document());
-      doc->mapped_ = std::move(file);
-      doc->parse_padded(doc->mapped_->data(), doc->mapped_->size());
-      return doc;
-    }
-    // Not mappable (a pipe, an empty file): read it.
-    std::unique_ptr<Document> doc(new Document());
-    std::string text = optrace::detail::read_file(path, simdjson::SIMDJSON_PADDING);
-    std::string_view view(text);
-    if (!detail::has_float_tokens(view)) {
-      doc->buffer_ = std::move(text);  // already padded: parsed in place
-      doc->parse_buffer();
-      return doc;
-    }
-    return parse(view);
+    return optrace::detail::about_file(path, [&] { return load_unnamed(path); });
   }
 
   Document(const Document&) = delete;
@@ -234,6 +214,31 @@ class Document {
 
  private:
   Document() : parser_(std::make_unique<simdjson::dom::parser>()) {}
+
+  static std::unique_ptr<Document> load_unnamed(const std::string& path) {
+    // Mapped, not read: no copy of the file and no page faults of a fresh buffer. Without
+    // Python's float tokens the mapping is parsed in place (it is followed by the zeros simdjson
+    // reads past the end); with them, the rewrite is the only copy.
+    auto file = std::make_unique<optrace::detail::MappedFile>(path, simdjson::SIMDJSON_PADDING);
+    if (file->data() != nullptr) {
+      std::string_view view(file->data(), file->size());
+      if (detail::has_float_tokens(view)) return parse(view);
+      std::unique_ptr<Document> doc(new Document());
+      doc->mapped_ = std::move(file);
+      doc->parse_padded(doc->mapped_->data(), doc->mapped_->size());
+      return doc;
+    }
+    // Not mappable (an empty file; read_file refuses what is not a regular file): read it.
+    std::unique_ptr<Document> doc(new Document());
+    std::string text = optrace::detail::read_file(path, simdjson::SIMDJSON_PADDING);
+    std::string_view view(text);
+    if (!detail::has_float_tokens(view)) {
+      doc->buffer_ = std::move(text);  // already padded: parsed in place
+      doc->parse_buffer();
+      return doc;
+    }
+    return parse(view);
+  }
 
   // simdjson reads up to SIMDJSON_PADDING bytes past the end: buffer_'s capacity covers them.
   bool try_parse_buffer() {

@@ -11,7 +11,6 @@
 #include <zlib.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -65,33 +64,45 @@ inline std::string gunzip(std::string_view data, const std::string& what) {
   return out;
 }
 
-/// The contents of the file at `path`, inflated when it is gzip-compressed, with at least
+/// `data` compressed as one gzip member (what gzip(1) writes at its default level 6).
+inline std::string gzip(std::string_view data) {
+  z_stream z;
+  std::memset(&z, 0, sizeof z);
+  // 15 + 16: a gzip wrapper; 8: zlib's default memory level.
+  OPTRACE_CHECK(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK, IoError,
+                "cannot compress: zlib initialization failed");
+  std::string out;
+  out.resize(deflateBound(&z, static_cast<uLong>(data.size())) + 64);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());  // callers' texts stay below 4 GiB
+  z.next_out = reinterpret_cast<Bytef*>(&out[0]);
+  z.avail_out = static_cast<uInt>(out.size());
+  const int rc = deflate(&z, Z_FINISH);  // deflateBound: one call does it
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  OPTRACE_CHECK(rc == Z_STREAM_END, IoError, "cannot compress: zlib error ", rc);
+  return out;
+}
+
+/// Whether `path` names a gzip-compressed file (ends in `.gz`).
+inline bool gz_path(const std::string& path) {
+  return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+/// Writes `content` to `path` atomically (write_file_atomic), gzip-compressed when the path
+/// ends in `.gz`.
+inline void write_file_maybe_gzip(const std::string& path, std::string_view content) {
+  if (gz_path(path)) write_file_atomic(path, gzip(content));
+  else write_file_atomic(path, content);
+}
+
+/// The contents of the regular file at `path`, inflated when it is gzip-compressed, with at least
 /// `spare` bytes of capacity after its end (simdjson reads up to 64 bytes past the text).
-/// Throws IoError.
+/// Throws IoError naming the path.
 inline std::string read_file_maybe_gzip(const std::string& path, size_t spare = 64) {
-  std::string data;
-  {
-    // One allocation and one read for the whole file (read_file grows its buffer by chunks).
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
-    long size = -1;
-    if (std::fseek(f, 0, SEEK_END) == 0) size = std::ftell(f);
-    std::fclose(f);
-    if (size < 0) {
-      data = read_file(path);  // not seekable (a pipe): read it by chunks
-    } else {
-      data.reserve(static_cast<size_t>(size) + spare);
-      data.resize(static_cast<size_t>(size));
-      f = std::fopen(path.c_str(), "rb");
-      OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
-      size_t got = std::fread(&data[0], 1, data.size(), f);
-      bool failed = std::ferror(f) != 0;
-      std::fclose(f);
-      OPTRACE_CHECK(!failed && got == data.size(), IoError, "error while reading '", path, "'");
-    }
-  }
+  std::string data = read_file(path, spare);
   if (!is_gzip(data)) return data;
-  return gunzip(data, path);
+  return about_file(path, [&] { return gunzip(data, path); });
 }
 
 }  // namespace optrace::detail

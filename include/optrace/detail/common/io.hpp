@@ -16,59 +16,103 @@
 
 namespace optrace::detail {
 
-/// The whole file at `path`. `spare` bytes of capacity are reserved after its end (a simdjson
-/// parser's padding), so the caller can parse it in place with one allocation and no copy.
-inline std::string read_file(const std::string& path, size_t spare = 0) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  OPTRACE_CHECK(f != nullptr, IoError, "cannot open '", path, "' for reading: ", std::strerror(errno));
-  std::string data;
-  if (std::fseek(f, 0, SEEK_END) == 0) {
-    long size = std::ftell(f);
-    if (size > 0) data.reserve(static_cast<size_t>(size) + spare);
-    std::fseek(f, 0, SEEK_SET);
+/// Runs `f()`; an optrace::Error it throws leaves naming `path` as its file (Error::name_file).
+template <class F>
+auto about_file(const std::string& path, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (Error& e) {
+    e.name_file(path);
+    throw;
   }
-  char buffer[1 << 16];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) data.append(buffer, n);
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  OPTRACE_CHECK(!failed, IoError, "error while reading '", path, "'");
+}
+
+/// A descriptor of the regular file at `path`, open for reading, and its size. Throws IoError
+/// naming the path for anything else: a directory, a FIFO (opened without blocking, and refused),
+/// a device, a socket.
+inline int open_regular_file(const std::string& path, size_t* size) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) raise_about_file<IoError>(path, "cannot open '", path, "' for reading: ", std::strerror(errno));
+  struct stat st {};
+  const bool stated = ::fstat(fd, &st) == 0;
+  if (!stated || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    ::close(fd);
+    const mode_t mode = st.st_mode;
+    raise_about_file<IoError>(path, "cannot read '", path, "': ",
+                              !stated                         ? std::strerror(err)
+                              : S_ISDIR(mode)                 ? "it is a directory"
+                              : S_ISFIFO(mode)                ? "it is a FIFO (a named pipe), not a regular file"
+                              : S_ISCHR(mode) || S_ISBLK(mode) ? "it is a device, not a regular file"
+                                                              : "it is not a regular file");
+  }
+  *size = static_cast<size_t>(st.st_size);
+  return fd;
+}
+
+/// The whole regular file at `path`. `spare` bytes of capacity are reserved after its end (a
+/// simdjson parser's padding), so the caller can parse it in place with one allocation and no
+/// copy. Throws IoError naming the path (a directory, FIFO or device is refused, not read).
+inline std::string read_file(const std::string& path, size_t spare = 0) {
+  size_t size = 0;
+  const int fd = open_regular_file(path, &size);
+  std::string data;
+  data.reserve(size + spare);
+  data.resize(size);
+  size_t got = 0;
+  for (;;) {
+    if (got == data.size()) data.resize(data.size() + (1 << 16));  // at the end, or the file grew
+    const ssize_t n = ::read(fd, &data[got], data.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      raise_about_file<IoError>(path, "error while reading '", path, "': ", std::strerror(err));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  data.resize(got);
   return data;
 }
 
 /// Writes `content` to `path` so that readers see the old file or the whole new one, never a
 /// part: write a temporary file beside it, flush it to disk, then rename it over `path`.
+/// Throws IoError naming `path` (Error::file).
 inline void write_file_atomic(const std::string& path, std::string_view content) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  OPTRACE_CHECK(fd >= 0, IoError, "cannot create '", tmp, "': ", std::strerror(errno));
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    ssize_t w = ::write(fd, p, left);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      raise<IoError>("cannot write '", tmp, "': ", std::strerror(err));
+  about_file(path, [&] {
+    std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    OPTRACE_CHECK(fd >= 0, IoError, "cannot create '", tmp, "': ", std::strerror(errno));
+    const char* p = content.data();
+    size_t left = content.size();
+    while (left > 0) {
+      ssize_t w = ::write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        raise<IoError>("cannot write '", tmp, "': ", std::strerror(err));
+      }
+      p += w;
+      left -= static_cast<size_t>(w);
     }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  int synced = ::fsync(fd);
-  int sync_err = errno;
-  int closed = ::close(fd);
-  if (synced != 0 || closed != 0) {
-    int err = synced != 0 ? sync_err : errno;
-    ::unlink(tmp.c_str());
-    raise<IoError>("cannot flush '", tmp, "': ", std::strerror(err));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    raise<IoError>("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
-  }
+    int synced = ::fsync(fd);
+    int sync_err = errno;
+    int closed = ::close(fd);
+    if (synced != 0 || closed != 0) {
+      int err = synced != 0 ? sync_err : errno;
+      ::unlink(tmp.c_str());
+      raise<IoError>("cannot flush '", tmp, "': ", std::strerror(err));
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      int err = errno;
+      ::unlink(tmp.c_str());
+      raise<IoError>("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
+    }
+  });
 }
 
 /// A file mapped read-only into memory, followed by at least `spare` readable bytes (zeros),
@@ -78,7 +122,7 @@ inline void write_file_atomic(const std::string& path, std::string_view content)
 class MappedFile {
  public:
   MappedFile(const std::string& path, size_t spare = 64) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO must not block here
     if (fd < 0) return;
     struct stat st;
     if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {

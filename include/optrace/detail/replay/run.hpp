@@ -250,21 +250,42 @@ class ProgressBar {
     if (now - start_ < std::chrono::milliseconds(300) || now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     drawn_ = true;
+    const std::string text = line(done, total_, std::chrono::duration<double>(now - start_).count(), op);
+    std::fprintf(stderr, "\r%s", text.c_str());
+    std::fflush(stderr);
+  }
+
+  /// The bar after `elapsed` seconds: `[#######.......] 30/120 3.0/s 30s left addmm.default`, the
+  /// rate and the time left from the inputs done so far ("--" before the first is done).
+  static std::string line(int64_t done, int64_t total, double elapsed, const std::string& op) {
     constexpr int width = 30;
-    const int filled = static_cast<int>(width * done / std::max<int64_t>(total_, 1));
+    const int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
     std::string bar(static_cast<size_t>(filled), '#');
     bar.resize(width, '.');
-    std::string name = op.size() > 40 ? op.substr(0, 37) + "..." : op;
-    std::fprintf(stderr, "\r[%s] %lld/%lld %-40s", bar.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total_), name.c_str());
-    std::fflush(stderr);
+    const std::string name = op.size() > 40 ? op.substr(0, 37) + "..." : op;
+    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
+    const std::string left = rate > 0 ? duration_text(static_cast<double>(total - done) / rate) : "--";
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "[%s] %lld/%lld %.1f/s %s left %-40s", bar.c_str(), static_cast<long long>(done),
+                  static_cast<long long>(total), rate, left.c_str(), name.c_str());
+    return buf;
   }
 
   void finish() {
     if (!drawn_) return;
-    std::fprintf(stderr, "\r%*s\r", 30 + 2 + 24 + 40, "");
+    std::fprintf(stderr, "\r%*s\r", 30 + 2 + 24 + 24 + 40, "");
     std::fflush(stderr);
     drawn_ = false;
+  }
+
+  // "42s", "3m05s", "2h07m".
+  static std::string duration_text(double seconds) {
+    const long long s = static_cast<long long>(seconds + 0.5);
+    char buf[32];
+    if (s < 60) std::snprintf(buf, sizeof buf, "%llds", s);
+    else if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+    else std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+    return buf;
   }
 
  private:

@@ -1,0 +1,62 @@
+// optrace/detail/common/text_table.hpp: aligned plain-text tables, as reports print them
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace optrace::detail {
+
+/// Rows of cells printed in aligned columns two spaces apart; the first row is the head. Columns
+/// named in `right` (by head text) are right-aligned (numbers); the last column is never padded;
+/// trailing spaces are cut.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> head, std::vector<std::string> right = {})
+      : right_(std::move(right)) {
+    rows_.push_back(std::move(head));
+  }
+  TextTable& row(std::vector<std::string> cells) {
+    cells.resize(rows_[0].size());
+    rows_.push_back(std::move(cells));
+    return *this;
+  }
+  /// Rows after the head.
+  size_t size() const { return rows_.size() - 1; }
+
+  void print(std::ostream& out) const {
+    const std::vector<std::string>& head = rows_[0];
+    std::vector<size_t> width(head.size(), 0);
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        const bool right = std::find(right_.begin(), right_.end(), head[i]) != right_.end();
+        const std::string pad(width[i] - r[i].size(), ' ');
+        if (i + 1 == r.size()) line += right ? pad + r[i] : r[i];
+        else line += (right ? pad + r[i] : r[i] + pad) + "  ";
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out << line << '\n';
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+  std::vector<std::string> right_;
+};
+
+/// `x` with `digits` decimals ("12.35").
+inline std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+/// `part` of `whole` as a percentage with one decimal ("12.5%"); "-" when whole is 0.
+inline std::string percent(double part, double whole) { return whole > 0 ? fixed(100.0 * part / whole, 1) + "%" : "-"; }
+
+}  // namespace optrace::detail
