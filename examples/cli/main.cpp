@@ -159,12 +159,10 @@ int summary(const Invocation& inv) {
   }
   std::cout << "trace: " << path << "\n";
   optrace::detail::TextTable table({"op", "calls", "share", "unique inputs"}, {"calls", "share", "unique inputs"});
-  for (size_t k = 0; k < shown; ++k)
-    table.row({ops[k]->name, std::to_string(ops[k]->total_calls()),
-               optrace::detail::percent(static_cast<double>(ops[k]->total_calls()), all_calls),
-               std::to_string(ops[k]->unique_inputs.size())});
-  table.print(std::cout);
-  if (shown < ops.size()) std::cout << "(" << ops.size() - shown << " more ops; --top to show more)\n";
+  for (const optrace::OpEntry* e : ops)
+    table.row({e->name, std::to_string(e->total_calls()), optrace::detail::percent(static_cast<double>(e->total_calls()), all_calls),
+               std::to_string(e->unique_inputs.size())});
+  table.print(std::cout, static_cast<size_t>(inv.top), "ops");
   std::cout << "total: " << trace.size() << " ops, " << trace.unique_input_count() << " unique inputs, "
             << trace.total_calls() << " calls";
   if (trace.dropped_calls() > 0) std::cout << " (" << trace.dropped_calls() << " not kept as unique inputs)";
@@ -186,9 +184,8 @@ extern "C" void on_stop_signal(int signal) {
 std::vector<std::string> unmatched_ops(const optrace::OpTrace& trace, const optrace::ReplayOptions& options) {
   std::vector<std::string> out;
   for (const std::string& name : options.ops()) {
-    const bool found = std::any_of(trace.ops().begin(), trace.ops().end(), [&](const optrace::OpEntry& e) {
-      return e.name == name || e.name.substr(0, e.name.find('.')) == name;
-    });
+    const bool found = std::any_of(trace.ops().begin(), trace.ops().end(),
+                                   [&](const optrace::OpEntry& e) { return optrace::ReplayOptions::names(name, e.name); });
     if (!found) out.push_back(name);
   }
   return out;

@@ -112,15 +112,13 @@ class ReplayReport {
     else head.push_back("call share");
     detail::TextTable table(head, {"inputs", "calls", "ok", "mismatch", "error", "skipped", "total ms", "time share", "call share"});
     for (const OpTotals& t : totals) {
-      if (top > 0 && static_cast<int64_t>(table.size()) == top) break;
       std::vector<std::string> row = {t.op, std::to_string(t.inputs), std::to_string(t.calls), std::to_string(t.ok),
                                       std::to_string(t.mismatch), std::to_string(t.error), std::to_string(t.skipped)};
       if (timed) row.insert(row.end(), {t.total_ms ? detail::fixed(*t.total_ms, 4) : "-", t.total_ms ? detail::percent(*t.total_ms, all_ms) : "-"});
       else row.push_back(detail::percent(static_cast<double>(t.calls), static_cast<double>(all_calls)));
       table.row(std::move(row));
     }
-    table.print(out);
-    if (top > 0 && static_cast<int64_t>(totals.size()) > top) out << "(" << totals.size() - top << " more ops; --top to show more)\n";
+    table.print(out, static_cast<size_t>(std::max<int64_t>(top, 0)), "ops");
   }
 
   /// Time mode: the timed inputs by total time (median x recorded calls), with their share of
@@ -137,13 +135,10 @@ class ReplayReport {
     std::stable_sort(timed.begin(), timed.end(), [&](const ReplayResult* a, const ReplayResult* b) { return total(a) > total(b); });
     detail::TextTable table({"op", "#", "count", "median ms", "total ms", "time share", "inputs"},
                            {"#", "count", "median ms", "total ms", "time share"});
-    for (const ReplayResult* r : timed) {
-      if (top > 0 && static_cast<int64_t>(table.size()) == top) break;
+    for (const ReplayResult* r : timed)
       table.row({r->op, std::to_string(r->index), std::to_string(r->count), detail::fixed(*r->median_ms, 4),
                  detail::fixed(total(r), 4), detail::percent(total(r), all_ms), r->inputs});
-    }
-    table.print(out);
-    if (top > 0 && static_cast<int64_t>(timed.size()) > top) out << "(" << timed.size() - top << " more inputs; --top to show more)\n";
+    table.print(out, static_cast<size_t>(std::max<int64_t>(top, 0)), "inputs");
   }
 
   /// Every result that is not ok, one line each with its whole message, then its inputs:

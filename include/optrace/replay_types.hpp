@@ -9,10 +9,12 @@
 #include <c10/core/ScalarType.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace optrace {
@@ -215,12 +217,14 @@ class ReplayOptions {
   /// Whether op `name` passes the `ops` / `exclude_ops` filters.
   bool selects(const std::string& name) const {
     auto matches = [&name](const std::vector<std::string>& patterns) {
-      const std::string base = name.substr(0, name.find('.'));
-      for (const std::string& p : patterns)
-        if (p == name || p == base) return true;
-      return false;
+      return std::any_of(patterns.begin(), patterns.end(), [&name](const std::string& p) { return names(p, name); });
     };
     return (ops_.empty() || matches(ops_)) && !matches(exclude_ops_);
+  }
+  /// Whether `pattern`, as `ops` / `exclude_ops` take it, names op `name`: the full name
+  /// (`"addmm.default"`) or the name without the overload (`"addmm"`).
+  static bool names(std::string_view pattern, std::string_view name) {
+    return pattern == name || pattern == name.substr(0, name.find('.'));
   }
 
  private:

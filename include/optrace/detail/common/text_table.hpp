@@ -26,12 +26,16 @@ class TextTable {
   /// Rows after the head.
   size_t size() const { return rows_.size() - 1; }
 
-  void print(std::ostream& out) const {
+  /// Prints the head and the rows; `top` > 0: only the first `top` rows (the widths are theirs),
+  /// then a line saying how many are not shown: `(3 more ops; --top to show more)`.
+  void print(std::ostream& out, size_t top = 0, const char* what = "rows") const {
     const std::vector<std::string>& head = rows_[0];
+    const size_t shown = 1 + (top > 0 ? std::min(top, size()) : size());
     std::vector<size_t> width(head.size(), 0);
-    for (const auto& r : rows_)
-      for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-    for (const auto& r : rows_) {
+    for (size_t k = 0; k < shown; ++k)
+      for (size_t i = 0; i < rows_[k].size(); ++i) width[i] = std::max(width[i], rows_[k][i].size());
+    for (size_t k = 0; k < shown; ++k) {
+      const std::vector<std::string>& r = rows_[k];
       std::string line;
       for (size_t i = 0; i < r.size(); ++i) {
         const bool right = std::find(right_.begin(), right_.end(), head[i]) != right_.end();
@@ -42,6 +46,7 @@ class TextTable {
       while (!line.empty() && line.back() == ' ') line.pop_back();
       out << line << '\n';
     }
+    if (shown < rows_.size()) out << "(" << rows_.size() - shown << " more " << what << "; --top to show more)\n";
   }
 
  private:
