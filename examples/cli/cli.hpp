@@ -34,11 +34,12 @@ struct CommandInfo {
 };
 
 inline const CommandInfo kCommands[] = {
-    {Command::summary, "summary", "optrace summary FILE [--top N] [--json] [--strides]",
+    {Command::summary, "summary", "optrace summary FILE... [--top N] [--json] [--jobs N] [--strides]",
      "  A trace: its ops with calls, share of calls and unique inputs, the most called first, and the\n"
      "  totals (--top N: the first N ops; --json: the same as JSON on stdout).\n"
      "  An observation file (InputObserver::save): its dynamic shapes, export arguments, warnings\n"
-     "  and call signatures with their counts.\n"},
+     "  and call signatures with their counts.\n"
+     "  Several files: each in turn, in the order given (--json: a list), read --jobs at a time.\n"},
     {Command::replay, "replay",
      "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] [--force]\n"
      "                     [--warmup N] [--repeats N] [--flush-cache] [--atol X] [--rtol X] [--seed N]\n"
@@ -65,16 +66,21 @@ inline const CommandInfo kCommands[] = {
      "  Ctrl-C (SIGINT) or SIGTERM stops after the input running, and the report of what ran is\n"
      "  printed and written, marked incomplete (exit status 130 or 143).\n"
      "  Exit status 1 when an input fails or mismatches, or when no input ran (all skipped).\n"},
-    {Command::merge, "merge", "optrace merge A B ... -o OUT [--force] [--strides]",
+    {Command::merge, "merge", "optrace merge A B ... -o OUT [--force] [--jobs N] [--strides]",
      "  Adds the traces' counts together into one trace; OUT ending in .txt: an operator-inputs log,\n"
-     "  in .pt.trace.json: a Kineto trace; .gz: gzip-compressed. Each file is given once.\n"},
+     "  in .pt.trace.json: a Kineto trace; .gz: gzip-compressed. Each file is given once. The\n"
+     "  files are read --jobs at a time and merged in the order given.\n"},
     {Command::convert, "convert",
-     "optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--force] [--quiet] [--strides]",
+     "optrace convert TRACE... -o OUT [--to hf|kineto|text] [--keep-non-compute] [--force] [--quiet] [--jobs N]\n"
+     "                        [--strides]",
      "  Writes the trace as an hf op trace, a Kineto trace (OUT ending in .pt.trace.json[.gz], or --to\n"
      "  kineto) or an operator-inputs log as PyTorch's OperatorInputsMode writes it (OUT ending in\n"
      "  .txt, or --to text; --keep-non-compute: also views, constructors and *_like ops); OUT ending\n"
      "  in .gz is gzip-compressed. Prints to stderr (not with --quiet) the import report and what\n"
      "  the output format cannot hold.\n"
+     "  Several traces (or OUT an existing directory): OUT is a directory, and each TRACE is written\n"
+     "  there under its own name with the format's ending (.hf_op_trace.json, .pt.trace.json, .txt),\n"
+     "  --jobs at a time.\n"
      "  Outputs: never an input; an existing file is replaced only with --force.\n"},
 };
 
@@ -96,6 +102,7 @@ struct Invocation {
   bool force = false;               // merge, convert, replay: replace existing outputs
   int64_t top = 0;                  // summary, replay: rows in the tables (0: default)
   bool json = false;                // summary: JSON on stdout
+  int64_t jobs = 0;                 // summary, merge, convert: files read at once (0: one per core)
   // replay
   optrace::ReplayOptions replay;
   std::string json_path, csv_path;
@@ -191,10 +198,11 @@ inline void parse_summary(const Args& args, Invocation& inv) {
     if (a == "--strides") inv.import.record_strides(true);
     else if (a == "--json") inv.json = true;
     else if (a == "--top") inv.top = int_of(a, value_of(args, i), 1);
+    else if (a == "--jobs") inv.jobs = int_of(a, value_of(args, i), 1, 1024);
     else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for summary");
     else inv.inputs.push_back(a);
   }
-  if (inv.inputs.size() != 1) throw UsageError("summary takes one file");
+  if (inv.inputs.empty()) throw UsageError("summary needs a file");
 }
 
 inline void parse_replay(const Args& args, Invocation& inv) {
@@ -273,6 +281,7 @@ inline void parse_merge(const Args& args, Invocation& inv) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
     else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (args[i] == "--force") inv.force = true;
+    else if (args[i] == "--jobs") inv.jobs = int_of(args[i], value_of(args, i), 1, 1024);
     else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for merge");
     else inv.inputs.push_back(args[i]);
   }
@@ -288,12 +297,14 @@ inline void parse_convert(const Args& args, Invocation& inv) {
     else if (args[i] == "--quiet") inv.quiet = true;
     else if (args[i] == "--keep-non-compute") inv.keep_non_compute = true;
     else if (args[i] == "--force") inv.force = true;
+    else if (args[i] == "--jobs") inv.jobs = int_of(args[i], value_of(args, i), 1, 1024);
     else if (args[i] == "--strides") inv.import.record_strides(true);
-    else if (inv.inputs.empty() && args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
+    else if (args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
     else throw UsageError("convert: unexpected argument '" + args[i] + "'");
   }
   if (inv.inputs.empty() || inv.output.empty()) throw UsageError("convert needs TRACE and -o OUT");
-  if (inv.to.empty()) inv.to = format_of_output(inv.output);
+  // Several traces go into a directory: the format is --to's, hf by default.
+  if (inv.to.empty()) inv.to = inv.inputs.size() > 1 ? "hf" : format_of_output(inv.output);
   if (inv.to != "hf" && inv.to != "kineto" && inv.to != "text")
     throw UsageError("convert: --to is hf, kineto or text, got '" + inv.to + "'");
   if (inv.keep_non_compute && inv.to != "text") throw UsageError("convert: --keep-non-compute is for text output");

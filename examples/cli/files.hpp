@@ -74,6 +74,43 @@ inline void check_outputs(const std::vector<std::string>& inputs, const std::vec
   }
 }
 
+inline bool is_directory(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The file name ending of format `to` ("hf", "kineto", "text").
+inline const char* ending_of(const std::string& to) {
+  return to == "kineto" ? ".pt.trace.json" : to == "text" ? ".txt" : ".hf_op_trace.json";
+}
+
+// Where `convert` writes each input when OUT is a directory (made if missing): the input's file
+// name without its format's ending (and .gz), with the ending of `to`. Two inputs that would land
+// on one name are refused.
+inline std::vector<std::string> outputs_in_directory(const std::vector<std::string>& inputs, const std::string& dir,
+                                                     const std::string& to) {
+  if (!is_directory(dir) && ::mkdir(dir.c_str(), 0755) != 0)
+    fail(dir, std::string("cannot make the output directory: ") + std::strerror(errno));
+  std::vector<std::string> out;
+  for (const std::string& in : inputs) {
+    std::string name = in.substr(in.find_last_of('/') + 1);
+    auto strip = [&name](const std::string& ending) {
+      if (name.size() > ending.size() && name.compare(name.size() - ending.size(), ending.size(), ending) == 0) {
+        name.resize(name.size() - ending.size());
+        return true;
+      }
+      return false;
+    };
+    strip(".gz");
+    strip(".pt.trace.json") || strip(".hf_op_trace.json") || strip(".json") || strip(".txt");
+    out.push_back(dir + (dir.back() == '/' ? "" : "/") + name + ending_of(to));
+    for (size_t j = 0; j + 1 < out.size(); ++j)
+      if (out[j] == out.back())
+        fail(in, "would be written to '" + out.back() + "' as '" + inputs[j] + "' is: rename one of them");
+  }
+  return out;
+}
+
 // Whether `path` is an observation file (InputObserver::save), by its first bytes. Throws
 // IoError naming the file when it cannot be read (missing, a directory, a FIFO).
 inline bool is_observation_file(const std::string& path) {

@@ -21,6 +21,7 @@
 // each subcommand here is one function that runs a parsed Invocation.
 #include "cli.hpp"
 #include "files.hpp"
+#include "parallel.hpp"
 
 #include <optrace/json/writer.hpp>
 #include <optrace/kineto.hpp>
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -53,8 +55,8 @@ optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::Impo
 // ---------------------------------------------------------------------------------------------
 
 // An observation file (InputObserver::save) in one view: what export needs, then the history.
-int summary_observations(const Invocation& inv) {
-  const std::string& path = inv.inputs[0];
+std::string summary_of_observations(const Invocation& inv, const std::string& path) {
+  std::ostringstream out;
   const optrace::Observations obs = optrace::load_observations(path);
   const auto history = obs.history();
   std::string shapes, named, arguments, why_not;
@@ -95,34 +97,35 @@ int summary_observations(const Invocation& inv) {
     }
     w.end_array();
     w.end_object();
-    std::cout << w.take() << "\n";
-    return 0;
+    return w.take();
   }
-  std::cout << "observations: " << path << " (" << obs.num_calls() << " calls, " << obs.num_obs() << " stored, "
+  out << "observations: " << path << " (" << obs.num_calls() << " calls, " << obs.num_obs() << " stored, "
             << history.size() << " distinct signatures)\n";
   if (why_not.empty()) {
-    std::cout << "dynamic shapes: " << shapes << "\n";
-    std::cout << "named:          " << named << "\n";
-    std::cout << "arguments:      " << arguments << "\n";
+    out << "dynamic shapes: " << shapes << "\n";
+    out << "named:          " << named << "\n";
+    out << "arguments:      " << arguments << "\n";
   } else {
-    std::cout << "cannot infer dynamic shapes and arguments: " << why_not << "\n";
+    out << "cannot infer dynamic shapes and arguments: " << why_not << "\n";
   }
-  std::cout << "warnings:       " << (warnings.empty() ? "none" : std::to_string(warnings.size())) << "\n";
-  for (const std::string& x : warnings) std::cout << "  " << x << "\n";
-  std::cout << "signatures (calls, most first):\n";
+  out << "warnings:       " << (warnings.empty() ? "none" : std::to_string(warnings.size())) << "\n";
+  for (const std::string& x : warnings) out << "  " << x << "\n";
+  out << "signatures (calls, most first):\n";
   std::vector<size_t> order(history.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return history[x].second > history[y].second; });
   const size_t shown = inv.top > 0 ? std::min(order.size(), static_cast<size_t>(inv.top)) : order.size();
   for (size_t k = 0; k < shown; ++k)
-    std::cout << std::setw(8) << history[order[k]].second << "  " << optrace::describe(history[order[k]].first) << "\n";
-  if (shown < order.size()) std::cout << "(" << order.size() - shown << " more; --top to show more)\n";
-  return 0;
+    out << std::setw(8) << history[order[k]].second << "  " << optrace::describe(history[order[k]].first) << "\n";
+  if (shown < order.size()) out << "(" << order.size() - shown << " more; --top to show more)\n";
+  return out.str();
 }
 
-int summary(const Invocation& inv) {
-  const std::string& path = inv.inputs[0];
-  if (files::is_observation_file(path)) return summary_observations(inv);
+// What `summary` prints for the file at `path` (a trace or an observation file); JSON without
+// its final newline.
+std::string summary_of(const Invocation& inv, const std::string& path) {
+  if (files::is_observation_file(path)) return summary_of_observations(inv, path);
+  std::ostringstream out;
   const optrace::kineto::ImportResult imported = load_file(path, inv.import);
   const optrace::OpTrace& trace = imported.trace;
   // The most called ops first; ties in the trace's order.
@@ -154,21 +157,33 @@ int summary(const Invocation& inv) {
     w.key("dropped_calls").value(trace.dropped_calls());
     w.end_object();
     w.end_object();
-    std::cout << w.take() << "\n";
-    return 0;
+    return w.take();
   }
-  std::cout << "trace: " << path << "\n";
+  out << "trace: " << path << "\n";
   optrace::detail::TextTable table({"op", "calls", "share", "unique inputs"}, {"calls", "share", "unique inputs"});
   for (const optrace::OpEntry* e : ops)
     table.row({e->name, std::to_string(e->total_calls()), optrace::detail::percent(static_cast<double>(e->total_calls()), all_calls),
                std::to_string(e->unique_inputs.size())});
-  table.print(std::cout, static_cast<size_t>(inv.top), "ops");
-  std::cout << "total: " << trace.size() << " ops, " << trace.unique_input_count() << " unique inputs, "
-            << trace.total_calls() << " calls";
-  if (trace.dropped_calls() > 0) std::cout << " (" << trace.dropped_calls() << " not kept as unique inputs)";
-  std::cout << "\n";
-  if (imported.report.format == "kineto" || !imported.report.issues.empty())
-    std::cout << "\n" << imported.report.to_string();
+  table.print(out, static_cast<size_t>(inv.top), "ops");
+  out << "total: " << trace.size() << " ops, " << trace.unique_input_count() << " unique inputs, "
+      << trace.total_calls() << " calls";
+  if (trace.dropped_calls() > 0) out << " (" << trace.dropped_calls() << " not kept as unique inputs)";
+  out << "\n";
+  if (imported.report.format == "kineto" || !imported.report.issues.empty()) out << "\n" << imported.report.to_string();
+  return out.str();
+}
+
+// Each file's summary in the order given, read --jobs at a time; several JSON summaries make a list.
+int summary(const Invocation& inv) {
+  const bool list = inv.json && inv.inputs.size() > 1;
+  if (list) std::cout << "[\n";
+  in_order(inv.inputs, inv.jobs, [&inv](size_t i) { return summary_of(inv, inv.inputs[i]); },
+           [&](size_t i, std::string text) {
+             if (i > 0) std::cout << (list ? ",\n" : "\n");
+             std::cout << text << (inv.json && !list ? "\n" : "");
+             std::cout.flush();
+           });
+  if (list) std::cout << "\n]\n";
   return 0;
 }
 
@@ -302,7 +317,8 @@ int merge(const Invocation& inv) {
   files::check_distinct_inputs(inv.inputs);
   files::check_outputs(inv.inputs, {inv.output}, inv.force);
   optrace::OpTrace merged;
-  for (const std::string& path : inv.inputs) merged.merge(load_trace(path, inv.import));
+  in_order(inv.inputs, inv.jobs, [&inv](size_t i) { return load_trace(inv.inputs[i], inv.import); },
+           [&merged](size_t, optrace::OpTrace trace) { merged.merge(trace); });
   const std::vector<std::string> notes = write_trace(merged, inv.output, inv.to, false);
   std::cout << "merged " << inv.inputs.size() << " traces into " << inv.output << ": " << merged.size() << " ops, "
             << merged.unique_input_count() << " unique inputs, " << merged.total_calls() << " calls\n";
@@ -310,16 +326,29 @@ int merge(const Invocation& inv) {
   return 0;
 }
 
+// Converts `input` into `output`; returns what convert prints on stderr for it.
+std::string convert_one(const Invocation& inv, const std::string& input, const std::string& output) {
+  const optrace::kineto::ImportResult r = load_file(input, inv.import);
+  const std::vector<std::string> notes = write_trace(r.trace, output, inv.to, inv.keep_non_compute);
+  std::ostringstream out;
+  if (r.report.format == "kineto" || !r.report.issues.empty()) out << r.report.to_string();
+  for (const std::string& n : notes) out << "note: " << n << "\n";
+  out << "wrote " << output << ": " << r.trace.size() << " ops, " << r.trace.unique_input_count() << " unique inputs, "
+      << r.trace.total_calls() << " calls\n";
+  return out.str();
+}
+
 int convert(const Invocation& inv) {
-  files::check_outputs(inv.inputs, {inv.output}, inv.force);
-  const optrace::kineto::ImportResult r = load_file(inv.inputs[0], inv.import);
-  const std::vector<std::string> notes = write_trace(r.trace, inv.output, inv.to, inv.keep_non_compute);
-  if (!inv.quiet) {
-    if (r.report.format == "kineto" || !r.report.issues.empty()) std::cerr << r.report.to_string();
-    for (const std::string& n : notes) std::cerr << "note: " << n << "\n";
-    std::cerr << "wrote " << inv.output << ": " << r.trace.size() << " ops, " << r.trace.unique_input_count()
-              << " unique inputs, " << r.trace.total_calls() << " calls\n";
-  }
+  // Several traces, or an existing directory as OUT: one output per trace in that directory.
+  const bool into_directory = inv.inputs.size() > 1 || files::is_directory(inv.output);
+  const std::vector<std::string> outputs =
+      into_directory ? files::outputs_in_directory(inv.inputs, inv.output, inv.to) : std::vector<std::string>{inv.output};
+  files::check_outputs(inv.inputs, outputs, inv.force);
+  in_order(inv.inputs, inv.jobs,
+           [&](size_t i) { return convert_one(inv, inv.inputs[i], outputs[i]); },
+           [&inv](size_t, std::string text) {
+             if (!inv.quiet) std::cerr << text;
+           });
   return 0;
 }
 

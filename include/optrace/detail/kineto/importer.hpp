@@ -164,15 +164,16 @@ class Importer {
     return op;
   }
 
-  template <class Obj>
-  void read_args(Obj& args, Event& ev, const std::string& path) {
+  // `path()`: the JSON pointer of the args object, built only for an error message.
+  template <class Obj, class PathFn>
+  void read_args(Obj& args, Event& ev, const PathFn& path) {
     for (auto member : args) {
       od::field f;
-      if (auto e = std::move(member).get(f)) malformed(path, e);
+      if (auto e = std::move(member).get(f)) malformed(path(), e);
       std::string_view key = ondemand::raw_key(f);
       if (key.empty() || (key[0] != 'I' && key[0] != 'C' && key[0] != 'O' && key[0] != 'T' && key[0] != 'c' && key[0] != 'D'))
         continue;
-      auto field_path = [&path, key] { return path + "/" + std::string(key); };
+      auto field_path = [&path, key] { return path() + "/" + std::string(key); };
       // The fields are lists: take their text directly (raw_of words the error otherwise).
       // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
       // is an error here, not read again through raw_of (which broke simdjson's invariants).
@@ -228,21 +229,35 @@ class Importer {
           if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
             expected(f.value(), event_path() + "/" + std::string(key), "expected a number");
         };
-        if (key == "ph") string_field(ev.ph);
-        else if (key == "cat") string_field(ev.cat);
-        else if (key == "name") string_field(ev.name);
-        else if (key == "ts") number_field(ev.ts);
-        else if (key == "dur") number_field(ev.dur);
-        else if (key == "pid") ev.pid = ondemand::raw_token(f.value());
-        else if (key == "tid") ev.tid = ondemand::raw_token(f.value());
-        else if (key == "args") {
-          ev.args_seen = true;
-          bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
-          if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
-          od::object args;
-          if (f.value().get_object().get(args)) expected(f.value(), event_path() + "/args", "expected an object");
-          if (known) read_args(args, ev, event_path() + "/args");
-          else if (auto e = args.raw_json().get(ev.args)) malformed(event_path() + "/args", e);
+        // The keys by length and letters, without a string comparison each (a hot loop: every
+        // field of every event).
+        const char c0 = key[0], c1 = key.size() > 1 ? key[1] : 0;
+        switch (key.size()) {
+          case 2:
+            if (c0 == 'p' && c1 == 'h') string_field(ev.ph);
+            else if (c0 == 't' && c1 == 's') number_field(ev.ts);
+            break;
+          case 3:
+            if (key[2] == 't' && c0 == 'c' && c1 == 'a') string_field(ev.cat);
+            else if (key[2] == 'r' && c0 == 'd' && c1 == 'u') number_field(ev.dur);
+            else if (key[2] == 'd' && c1 == 'i' && c0 == 'p') ev.pid = ondemand::raw_token(f.value());
+            else if (key[2] == 'd' && c1 == 'i' && c0 == 't') ev.tid = ondemand::raw_token(f.value());
+            break;
+          case 4:
+            if (key == "name") {
+              string_field(ev.name);
+            } else if (key == "args") {
+              ev.args_seen = true;
+              bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
+              if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
+              auto args_path = [&event_path] { return event_path() + "/args"; };
+              od::object args;
+              if (f.value().get_object().get(args)) expected(f.value(), args_path(), "expected an object");
+              if (known) read_args(args, ev, args_path);
+              else if (auto e = args.raw_json().get(ev.args)) malformed(args_path(), e);
+            }
+            break;
+          default: break;
         }
       }
       if (is_op_event(ev)) add_event(ev, index, event_path);
@@ -263,7 +278,7 @@ class Importer {
         malformed(event_path() + "/args", e);
       od::object args;
       if (auto e = sub.get_object().get(args)) malformed(event_path() + "/args", e);
-      read_args(args, ev, event_path() + "/args");
+      read_args(args, ev, [&event_path] { return event_path() + "/args"; });
     }
     if (ev.ts.empty()) throw JsonError(event_path(), "missing key \"ts\"");
     if (ev.dur.empty()) throw JsonError(event_path(), "missing key \"dur\"");

@@ -13,6 +13,7 @@
 //   it synchronizes and reads the host clock, which adds the launch and synchronization cost.
 
 #include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/progress.hpp>
 #include <optrace/detail/materialize/fill.hpp>
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/detail/replay/describe.hpp>
@@ -233,68 +234,6 @@ inline int64_t default_flush_bytes(c10::Device device) {
 #endif
   return std::max<int64_t>(int64_t{64} << 20, 2 * static_cast<int64_t>(std::max(llc, 0L)));
 }
-
-// ---------------------------------------------------------------------------------------------
-// Progress bar on stderr, drawn only on a terminal and only once a replay has run a while.
-
-class ProgressBar {
- public:
-  ProgressBar(bool wanted, int64_t total) : enabled_(wanted && total > 1 && ::isatty(STDERR_FILENO) == 1), total_(total) {}
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-  ~ProgressBar() { finish(); }
-
-  void update(int64_t done, const std::string& op) {
-    if (!enabled_) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start_ < std::chrono::milliseconds(300) || now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    drawn_ = true;
-    const std::string text = line(done, total_, std::chrono::duration<double>(now - start_).count(), op);
-    std::fprintf(stderr, "\r%s", text.c_str());
-    std::fflush(stderr);
-  }
-
-  /// The bar after `elapsed` seconds: `[#######.......] 30/120 3.0/s 30s left addmm.default`, the
-  /// rate and the time left from the inputs done so far ("--" before the first is done).
-  static std::string line(int64_t done, int64_t total, double elapsed, const std::string& op) {
-    constexpr int width = 30;
-    const int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-    std::string bar(static_cast<size_t>(filled), '#');
-    bar.resize(width, '.');
-    const std::string name = op.size() > 40 ? op.substr(0, 37) + "..." : op;
-    const double rate = elapsed > 0 ? static_cast<double>(done) / elapsed : 0.0;
-    const std::string left = rate > 0 ? duration_text(static_cast<double>(total - done) / rate) : "--";
-    char buf[256];
-    std::snprintf(buf, sizeof buf, "[%s] %lld/%lld %.1f/s %s left %-40s", bar.c_str(), static_cast<long long>(done),
-                  static_cast<long long>(total), rate, left.c_str(), name.c_str());
-    return buf;
-  }
-
-  void finish() {
-    if (!drawn_) return;
-    std::fprintf(stderr, "\r%*s\r", 30 + 2 + 24 + 24 + 40, "");
-    std::fflush(stderr);
-    drawn_ = false;
-  }
-
-  // "42s", "3m05s", "2h07m".
-  static std::string duration_text(double seconds) {
-    const long long s = static_cast<long long>(seconds + 0.5);
-    char buf[32];
-    if (s < 60) std::snprintf(buf, sizeof buf, "%llds", s);
-    else if (s < 3600) std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
-    else std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
-    return buf;
-  }
-
- private:
-  bool enabled_;
-  int64_t total_;
-  bool drawn_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
-};
 
 // The text of an exception for a report line: libtorch's first line without its backtrace,
 // optrace's message without the "optrace: " prefix.

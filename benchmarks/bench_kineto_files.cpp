@@ -1,0 +1,147 @@
+// bench_kineto_files: Kineto import speed on real trace files, against two references measured in
+// the same run on the same bytes:
+//   - the floor: a simdjson On-Demand walk that visits every value of the document (every key,
+//     every string unescaped, every number parsed), with no other work;
+//   - Debian's /usr/bin/python3: json.load of the file, timed inside Python (the interpreter's
+//     start-up is not counted), best of 2.
+// optrace's figure is optrace::kineto::load of the (uncompressed) file, best of REPEATS: the file
+// mapped, walked once, events decoded, nesting resolved, the OpTrace built.
+//
+//   bench_kineto_files [--repeats N] [--optrace-only] FILE...
+// (.gz files are inflated to a temporary copy first; --optrace-only: no walk, no Python, for perf)
+//
+// benchmarks/kineto_files.sh gathers the real traces (../shared/data/kineto, a large trace made by
+// repeating a real trace's events, and torch 2.6 traces of torchvision models) and runs this.
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/kineto.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace od = simdjson::ondemand;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Visits every value under `v`; returns a checksum so that nothing is optimized away.
+uint64_t walk(od::value v) {
+  od::json_type type;
+  if (v.type().get(type)) std::abort();
+  switch (type) {
+    case od::json_type::object: {
+      uint64_t sum = 0;
+      for (auto field : v.get_object()) {
+        std::string_view key;
+        if (field.unescaped_key().get(key)) std::abort();
+        sum += key.size() + walk(field.value());
+      }
+      return sum;
+    }
+    case od::json_type::array: {
+      uint64_t sum = 1;
+      for (auto item : v.get_array()) sum += walk(item.value());
+      return sum;
+    }
+    case od::json_type::string: {
+      std::string_view s;
+      if (v.get_string().get(s)) std::abort();
+      return s.size();
+    }
+    case od::json_type::number: {
+      double d;
+      if (v.get_double().get(d)) std::abort();
+      return static_cast<uint64_t>(d != 0);
+    }
+    case od::json_type::boolean: {
+      bool b;
+      if (v.get_bool().get(b)) std::abort();
+      return b;
+    }
+    case od::json_type::null: return v.is_null() ? 1 : 0;
+  }
+  return 0;
+}
+
+uint64_t walk_document(const std::string& padded) {
+  od::parser parser;
+  od::document doc;
+  if (parser.iterate(padded.data(), padded.size(), padded.capacity()).get(doc)) std::abort();
+  od::value root;
+  if (doc.get_value().get(root)) std::abort();
+  return walk(root);
+}
+
+double python_json_load(const std::string& path) {
+  const std::string command =
+      "/usr/bin/python3 -c \"import json, sys, time\nbest = 1e9\nfor _ in range(2):\n"
+      "    t = time.perf_counter(); json.load(open(sys.argv[1])); best = min(best, time.perf_counter() - t)\n"
+      "print(best)\" '" + path + "'";
+  std::FILE* p = popen(command.c_str(), "r");
+  double seconds = -1;
+  if (p != nullptr) {
+    if (std::fscanf(p, "%lf", &seconds) != 1) seconds = -1;
+    pclose(p);
+  }
+  return seconds;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeats = 3;
+  bool optrace_only = false;
+  std::vector<std::string> files;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--optrace-only") optrace_only = true;
+    else files.push_back(a);
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: bench_kineto_files [--repeats N] FILE...\n");
+    return 2;
+  }
+  std::printf("%-44s %8s %9s %9s %9s %9s %8s %8s\n", "trace", "MB", "op calls", "optrace s", "walk s", "python s",
+              "x python", "x walk");
+  for (const std::string& file : files) {
+    std::string path = file;
+    std::string text = optrace::detail::read_file_maybe_gzip(file);
+    if (optrace::detail::gz_path(file)) {  // the same bytes, uncompressed, for all three
+      path = "/tmp/bench_kineto_files." + std::to_string(::getpid()) + ".json";
+      optrace::detail::write_file_atomic(path, text);
+    }
+    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    optrace::kineto::ImportResult result;
+    double ours = 1e9, floor = 1e9;
+    uint64_t check = 0;
+    for (int k = 0; k < repeats; ++k) {
+      auto start = std::chrono::steady_clock::now();
+      result = optrace::kineto::load(path);
+      ours = std::min(ours, seconds_since(start));
+      if (optrace_only) continue;
+      start = std::chrono::steady_clock::now();
+      check += walk_document(text);
+      floor = std::min(floor, seconds_since(start));
+    }
+    const double python = optrace_only ? -1 : python_json_load(path);
+    if (path != file) std::remove(path.c_str());
+    std::string name = file.substr(file.find_last_of('/') + 1);
+    if (name.size() > 44) name = name.substr(0, 41) + "...";
+    std::printf("%-44s %8.1f %9lld %9.3f %9.3f %9.3f %8.1f %8.2f\n", name.c_str(), static_cast<double>(text.size()) / 1e6,
+                static_cast<long long>(result.report.kept), ours, floor, python, python > 0 ? python / ours : 0.0,
+                ours / floor);
+    if (check == 0 && !optrace_only) std::printf("(empty walk)\n");
+  }
+  std::printf("x python: python3 json.load time / optrace time (target >= 12); x walk: optrace time / On-Demand walk time (target <= 1.5)\n");
+  return 0;
+}

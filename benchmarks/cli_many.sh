@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# benchmarks/cli_many.sh [BUILD_DIR]: the optrace CLI on 8 files in one run against 8 runs of one
+# file each (the way a shell loop over ranks' traces runs it), for summary, convert (into a
+# directory) and merge. Inputs: 8 real traces of mixed formats — the 3 Kineto traces of
+# ../shared/data/kineto (.gz), the 3 operator-inputs logs, the peer mlp op trace, and a Kineto
+# trace of ~20 MB made by repeating the events of mtia_inference (benchmarks/kineto_repeat.py).
+# Prints the wall time of each way, best of 3, and their ratio (target: many <= 0.6 x singles).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+optrace=$build/examples/optrace
+cmake --build "$build" --target optrace_cli >/dev/null
+work=${TMPDIR:-/tmp}/optrace-cli-many
+mkdir -p "$work"
+data=../shared/data
+[ -d "$data/kineto" ] || data=tests/data
+big=$work/mtia_inference_x20MB.pt.trace.json
+[ -f "$big" ] || /usr/bin/python3 benchmarks/kineto_repeat.py "$data/kineto/mtia_inference.pt.trace.json.gz" "$big" 20 >/dev/null
+inputs=("$data"/kineto/*.pt.trace.json.gz "$data"/oplogs/*.txt tests/data/peer/mlp.hf_op_trace.json "$big")
+echo "inputs (${#inputs[@]}): ${inputs[*]}"
+echo "cores: $(nproc)"
+
+best_of_3() {  # prints the best wall time of 3 runs of "$@", in seconds
+  local best=
+  for _ in 1 2 3; do
+    local start end
+    start=$(date +%s.%N)
+    "$@" >/dev/null 2>&1 || { echo "failed: $*" >&2; exit 1; }
+    end=$(date +%s.%N)
+    best=$(echo "$start $end ${best:-1e9}" | awk '{d = $2 - $1; print (d < $3 ? d : $3)}')
+  done
+  echo "$best"
+}
+singles_summary() { for f in "${inputs[@]}"; do "$optrace" summary "$f"; done; }
+singles_convert() { rm -rf "$work/one"; mkdir -p "$work/one"; for f in "${inputs[@]}"; do "$optrace" convert "$f" -o "$work/one" --quiet; done; }
+many_convert() { rm -rf "$work/many"; "$optrace" convert "${inputs[@]}" -o "$work/many" --quiet; }
+# merge, as a loop would: the first file converted, then each next one merged into the result.
+singles_merge() {
+  "$optrace" convert "${inputs[0]}" -o "$work/acc0.json" --force --quiet
+  for k in $(seq 1 $((${#inputs[@]} - 1))); do
+    "$optrace" merge "$work/acc$((k - 1)).json" "${inputs[$k]}" -o "$work/acc$k.json" --force
+  done
+}
+many_merge() { "$optrace" merge "${inputs[@]}" -o "$work/merged.json" --force; }
+
+printf "%-8s %12s %12s %8s\n" command "8 runs (s)" "1 run (s)" ratio
+for command in summary convert merge; do
+  case $command in
+    summary) singles=$(best_of_3 singles_summary); many=$(best_of_3 "$optrace" summary "${inputs[@]}") ;;
+    convert) singles=$(best_of_3 singles_convert); many=$(best_of_3 many_convert) ;;
+    merge) singles=$(best_of_3 singles_merge); many=$(best_of_3 many_merge) ;;
+  esac
+  printf "%-8s %12.2f %12.2f %8.2f\n" "$command" "$singles" "$many" "$(echo "$many $singles" | awk '{print $1 / $2}')"
+done
+echo "(--jobs default: one file per core; ratio = 1 run / 8 runs, target <= 0.6)"
