@@ -43,13 +43,28 @@ singles_merge() {
 }
 many_merge() { "$optrace" merge "${inputs[@]}" -o "$work/merged.json" --force; }
 
-printf "%-8s %12s %12s %8s\n" command "8 runs (s)" "1 run (s)" ratio
+printf "%-8s %12s %12s %8s %18s\n" command "8 runs (s)" "1 run (s)" ratio "1 run --jobs 1 (s)"
 for command in summary convert merge; do
   case $command in
-    summary) singles=$(best_of_3 singles_summary); many=$(best_of_3 "$optrace" summary "${inputs[@]}") ;;
-    convert) singles=$(best_of_3 singles_convert); many=$(best_of_3 many_convert) ;;
-    merge) singles=$(best_of_3 singles_merge); many=$(best_of_3 many_merge) ;;
+    summary) singles=$(best_of_3 singles_summary); many=$(best_of_3 "$optrace" summary "${inputs[@]}")
+             serial=$(best_of_3 "$optrace" summary --jobs 1 "${inputs[@]}") ;;
+    convert) singles=$(best_of_3 singles_convert); many=$(best_of_3 many_convert)
+             serial=$(best_of_3 eval 'rm -rf "$work/many"; "$optrace" convert --jobs 1 "${inputs[@]}" -o "$work/many" --quiet') ;;
+    merge) singles=$(best_of_3 singles_merge); many=$(best_of_3 many_merge)
+           serial=$(best_of_3 "$optrace" merge --jobs 1 "${inputs[@]}" -o "$work/merged.json" --force) ;;
   esac
-  printf "%-8s %12.2f %12.2f %8.2f\n" "$command" "$singles" "$many" "$(echo "$many $singles" | awk '{print $1 / $2}')"
+  printf "%-8s %12.2f %12.2f %8.2f %18.2f\n" "$command" "$singles" "$many" "$(echo "$many $singles" | awk '{print $1 / $2}')" "$serial"
 done
 echo "(--jobs default: one file per core; ratio = 1 run / 8 runs, target <= 0.6)"
+# Bounded memory: the peak resident size of the 8-file summary against the largest single-file one.
+if [ -x /usr/bin/time ]; then
+  peak() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+  single_peak=0
+  for f in "${inputs[@]}"; do
+    kb=$(peak "$optrace" summary "$f")
+    [ "$kb" -gt "$single_peak" ] && single_peak=$kb
+  done
+  echo "peak resident memory: summary of the 8 files $(( $(peak "$optrace" summary "${inputs[@]}") / 1024 )) MB" \
+       "(--jobs 1: $(( $(peak "$optrace" summary --jobs 1 "${inputs[@]}") / 1024 )) MB);" \
+       "largest single-file summary $(( single_peak / 1024 )) MB"
+fi

@@ -371,6 +371,36 @@ TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
                     "\"unique_inputs\"), got an object");
 }
 
+TEST_CASE("kineto: escaped strings, events left unread, bytes parsed in place", "[kineto]") {
+  const std::string neg = in("[[3]]", R"(["float"])", R"([""])");
+  // Escapes in ph, cat and name are read as JSON says (the fast path takes unescaped ones only).
+  std::string escaped = R"({"ph": "\u0058", "cat": "cpu\u005fop", "name": "aten::ne\u0067", "pid": 7, "tid": 1, "ts": 1, "dur": 1, "args": {)" + neg + "}}";
+  // An event that ph or cat says is no op is left as soon as they are read: what follows is
+  // not checked (a ts that is no number, an args that is no object).
+  std::string text = trace_of({escaped, op("aten::neg", 5, 1, neg),
+                               R"({"ph": "M", "ts": "not a number", "args": 3, "name": "process_name"})",
+                               R"({"ph": "X", "cat": "kernel", "name": "k", "ts": [], "dur": {}})"});
+  auto r = kineto::parse(text);
+  CHECK(r.trace.op_names() == std::vector<std::string>{"neg.default"});
+  CHECK(r.trace.total_calls("neg.default") == 2);
+  CHECK(only_input(r.trace, "neg.default").count == 2);  // one key: the escaped name is the same op
+  CHECK(r.report.events == 4);
+  CHECK(r.report.op_events == 2);
+  // An op event's fields are still checked.
+  CHECK_THROWS_WITH(kineto::parse(trace_of({R"({"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": "x", "dur": 1})"})),
+                    "optrace: JsonError at /traceEvents/0/ts: expected a number, got string \"x\"");
+  // A padded std::string is parsed where it is; an unpadded one, a string_view and a literal are
+  // copied first: all read the same.
+  std::string padded = text;
+  padded.reserve(padded.size() + simdjson::SIMDJSON_PADDING);
+  CHECK(kineto::parse(padded).trace.to_json() == r.trace.to_json());
+  std::string tight = text;
+  tight.shrink_to_fit();
+  CHECK(kineto::parse(tight).trace.to_json() == r.trace.to_json());
+  CHECK(kineto::parse(std::string_view(text)).trace.to_json() == r.trace.to_json());
+  CHECK(kineto::parse(R"({"traceEvents": []})").trace.size() == 0);
+}
+
 TEST_CASE("kineto: malformed input", "[kineto]") {
   auto check = [](const std::string& text, const std::string& message) {
     CHECK_THROWS_WITH(kineto::parse(text), message);

@@ -1,4 +1,5 @@
 // Tests for optrace/op_trace.hpp and optrace/json/reader.hpp (no libtorch header needed).
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/op_trace.hpp>
 
@@ -294,4 +295,45 @@ TEST_CASE("json reader: typed accessors and paths", "[json]") {
   int keys = 0;
   for (auto [k, v] : root.object()) keys += static_cast<int>(k.size()) + (v.is_array() ? 10 : 0);
   CHECK(keys == 12);
+}
+
+TEST_CASE("StringMap: looked up by string_view, grows, keeps what it holds", "[op_trace]") {
+  optrace::detail::StringMap<uint32_t> map;
+  CHECK(map.find("a") == nullptr);
+  for (uint32_t k = 0; k < 1000; ++k) map.insert("key " + std::to_string(k), k);
+  CHECK(map.size() == 1000);
+  for (uint32_t k = 0; k < 1000; ++k) {
+    const uint32_t* v = map.find("key " + std::to_string(k));
+    REQUIRE(v != nullptr);
+    CHECK(*v == k);
+  }
+  CHECK(map.find("key 1000") == nullptr);
+  CHECK(map.find("") == nullptr);
+  map.insert("", 7);  // the empty key is a key
+  CHECK(*map.find("") == 7);
+  optrace::detail::StringMap<bool> flags;  // not std::vector<bool>'s proxies
+  flags.insert("yes", true);
+  *flags.find("yes") = false;
+  CHECK(*flags.find("yes") == false);
+}
+
+TEST_CASE("json::Document: parsers are reused, documents stay independent", "[op_trace]") {
+  // Parsers of destroyed documents are kept for the next ones: a document must never see another's
+  // values, whatever the order they are made and destroyed in.
+  std::vector<std::unique_ptr<optrace::json::Document>> docs;
+  for (int k = 0; k < 20; ++k) {
+    docs.push_back(optrace::json::Document::parse("{\"k\": " + std::to_string(k) + ", \"s\": \"" + std::string(k * 50, 'x') + "\"}"));
+    if (k % 3 == 2) docs.erase(docs.begin());
+  }
+  for (const auto& d : docs) {
+    const int64_t k = d->root()["k"].as_int();
+    CHECK(d->root()["s"].as_string().size() == static_cast<size_t>(k * 50));
+  }
+  docs.clear();
+  // A large document after small ones, and small ones after it.
+  std::string big = "[";
+  for (int k = 0; k < 300000; ++k) big += (k ? ",\"" : "\"") + std::to_string(k) + "\"";
+  big += "]";
+  CHECK(optrace::json::Document::parse(big)->root().array().size() == 300000);
+  CHECK(optrace::json::Document::parse("[1, 2]")->root().array().size() == 2);
 }

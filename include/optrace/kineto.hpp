@@ -39,6 +39,17 @@ inline ImportResult parse(std::string_view text, const ImportOptions& options = 
   return detail::kineto::import_text(data, options);
 }
 
+/// As above; a string with simdjson's padding spare in its capacity
+/// (`text.reserve(text.size() + simdjson::SIMDJSON_PADDING)`) is parsed in place, not copied.
+inline ImportResult parse(const std::string& text, const ImportOptions& options = {}) {
+  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) return parse(std::string_view(text), options);
+  detail::kineto::Importer importer(options);
+  return importer.run(text.data(), text.size(), text.capacity());
+}
+inline ImportResult parse(const char* text, const ImportOptions& options = {}) {
+  return parse(std::string_view(text), options);
+}
+
 /// Imports the Kineto trace at `path` (`*.pt.trace.json`, or gzip-compressed `*.json.gz`; the
 /// file's first bytes decide). Throws IoError if it cannot be read or inflated, JsonError as
 /// `parse`.

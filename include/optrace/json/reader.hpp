@@ -213,7 +213,43 @@ class Document {
   }
 
  private:
-  Document() : parser_(std::make_unique<simdjson::dom::parser>()) {}
+  Document() : parser_(take_parser()) {}
+
+  // Small documents are parsed by the thousand (a Kineto importer parses each distinct input's
+  // fields): a parser and its buffers are kept per thread for the next document rather than
+  // allocated and freed each time. Parsers grown past kKeptCapacity are freed (a large file's
+  // buffers are not held after its document); at most kKept are kept.
+  static constexpr size_t kKept = 4, kKeptCapacity = size_t(1) << 20;
+  struct KeptParsers {
+    std::vector<std::unique_ptr<simdjson::dom::parser>> parsers;
+    ~KeptParsers() { gone() = true; }
+    // A Document destroyed after this thread's KeptParsers (one in a static) keeps nothing: a
+    // flag with no destructor says so.
+    static bool& gone() {
+      thread_local bool flag = false;
+      return flag;
+    }
+  };
+  static KeptParsers* kept_parsers() {
+    thread_local KeptParsers kept;
+    return KeptParsers::gone() ? nullptr : &kept;
+  }
+  static std::unique_ptr<simdjson::dom::parser> take_parser() {
+    KeptParsers* kept = kept_parsers();
+    if (kept == nullptr || kept->parsers.empty()) return std::make_unique<simdjson::dom::parser>();
+    std::unique_ptr<simdjson::dom::parser> p = std::move(kept->parsers.back());
+    kept->parsers.pop_back();
+    return p;
+  }
+
+ public:
+  ~Document() {
+    if (!parser_ || parser_->capacity() > kKeptCapacity) return;
+    KeptParsers* kept = kept_parsers();
+    if (kept != nullptr && kept->parsers.size() < kKept) kept->parsers.push_back(std::move(parser_));
+  }
+
+ private:
 
   static std::unique_ptr<Document> load_unnamed(const std::string& path) {
     // Mapped, not read: no copy of the file and no page faults of a fresh buffer. Without

@@ -41,6 +41,20 @@ std::string_view raw_token(V& v) {
   }
 }
 
+/// A string value's text without copying it out of the document when it holds no escape (the
+/// usual case: op names, categories); escaped ones are unescaped by simdjson. False if `v` is not
+/// a string.
+template <class V>
+bool read_string(V& v, std::string_view& out) {
+  const std::string_view token = raw_token(v);
+  if (token.size() >= 2 && token[0] == '"' && token.back() == '"' &&
+      std::memchr(token.data() + 1, '\\', token.size() - 2) == nullptr) {
+    out = token.substr(1, token.size() - 2);
+    return true;
+  }
+  return !v.get_string().get(out);
+}
+
 /// Python's float tokens (`NaN`, `Infinity`, `-Infinity`), which On-Demand does not read as
 /// numbers: their value, or nullopt for any other token.
 template <class V>

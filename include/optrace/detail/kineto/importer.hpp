@@ -21,6 +21,7 @@
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/kineto/decode.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
 #include <optrace/error.hpp>
@@ -72,7 +73,9 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
   s = json::detail::trim(s);
   bool negative = !s.empty() && s[0] == '-';
   if (negative) s.remove_prefix(1);
-  if (s.empty() || s.find_first_of("eE") != std::string_view::npos) {
+  bool exponent = false;
+  for (char c : s) exponent |= (c == 'e' || c == 'E');
+  if (s.empty() || exponent) {
     double d;
     if (!parse_double(s, d) || !(std::fabs(d) < 9.2e15)) return false;  // NaN and inf fail too
     out = static_cast<int64_t>(std::llround(d * 1000.0)) * (negative ? -1 : 1);
@@ -147,21 +150,17 @@ class Importer {
     RawFields raw;
     int64_t count = 1;
     std::optional<int64_t> dropped;
-    bool args_seen = false;
     std::optional<bool> op_name;  // is_op_name(name), once asked
   };
 
-  static bool is_op_event(const Event& e) { return e.ph == "X" && (e.cat == "cpu_op" || e.cat == "Operator"); }
+  static bool is_op_category(std::string_view cat) { return cat == "cpu_op" || cat == "Operator"; }
+  static bool is_op_event(const Event& e) { return e.ph.size() == 1 && e.ph[0] == 'X' && is_op_category(e.cat); }
 
   // Whether `name` may be a dispatcher op (else the event is transparent).
   bool is_op_name(std::string_view name) {
-    name_scratch_.assign(name.data(), name.size());
-    auto it = op_names_.find(name_scratch_);
-    if (it != op_names_.end()) return it->second;
-    bool op = !overloads_of(name_scratch_).empty() ||
-              (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
-    op_names_.emplace(name_scratch_, op);
-    return op;
+    if (const bool* known = op_names_.find(name)) return *known;
+    bool op = !overloads_of(name).empty() || (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
+    return op_names_.insert(name, op);
   }
 
   // `path()`: the JSON pointer of the args object, built only for an error message.
@@ -222,7 +221,7 @@ class Importer {
         std::string_view key = ondemand::raw_key(f);
         if (key.size() > 4) continue;
         auto string_field = [&](std::string_view& into) {
-          if (f.value().get_string().get(into)) expected(f.value(), event_path() + "/" + std::string(key), "expected a string");
+          if (!ondemand::read_string(f.value(), into)) expected(f.value(), event_path() + "/" + std::string(key), "expected a string");
         };
         auto number_field = [&](std::string_view& into) {
           into = ondemand::raw_token(f.value());
@@ -232,22 +231,30 @@ class Importer {
         // The keys by length and letters, without a string comparison each (a hot loop: every
         // field of every event).
         const char c0 = key[0], c1 = key.size() > 1 ? key[1] : 0;
+        // Once "ph" or "cat" says the event is no op, its other fields are left unread (most
+        // events of a real trace: metadata, kernels, flows).
+        bool other = false;
         switch (key.size()) {
           case 2:
-            if (c0 == 'p' && c1 == 'h') string_field(ev.ph);
-            else if (c0 == 't' && c1 == 's') number_field(ev.ts);
+            if (c0 == 'p' && c1 == 'h') {
+              string_field(ev.ph);
+              other = !(ev.ph.size() == 1 && ev.ph[0] == 'X');
+            } else if (c0 == 't' && c1 == 's') {
+              number_field(ev.ts);
+            }
             break;
           case 3:
-            if (key[2] == 't' && c0 == 'c' && c1 == 'a') string_field(ev.cat);
-            else if (key[2] == 'r' && c0 == 'd' && c1 == 'u') number_field(ev.dur);
+            if (key[2] == 't' && c0 == 'c' && c1 == 'a') {
+              string_field(ev.cat);
+              other = !is_op_category(ev.cat);
+            } else if (key[2] == 'r' && c0 == 'd' && c1 == 'u') number_field(ev.dur);
             else if (key[2] == 'd' && c1 == 'i' && c0 == 'p') ev.pid = ondemand::raw_token(f.value());
             else if (key[2] == 'd' && c1 == 'i' && c0 == 't') ev.tid = ondemand::raw_token(f.value());
             break;
           case 4:
-            if (key == "name") {
+            if (c0 == 'n' && c1 == 'a' && key[2] == 'm' && key[3] == 'e') {
               string_field(ev.name);
-            } else if (key == "args") {
-              ev.args_seen = true;
+            } else if (c0 == 'a' && c1 == 'r' && key[2] == 'g' && key[3] == 's') {
               bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
               if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
               auto args_path = [&event_path] { return event_path() + "/args"; };
@@ -259,6 +266,7 @@ class Importer {
             break;
           default: break;
         }
+        if (other) break;
       }
       if (is_op_event(ev)) add_event(ev, index, event_path);
       ++index;
@@ -296,9 +304,8 @@ class Importer {
     if (ev.pid != last_pid_ || ev.tid != last_tid_ || records_.empty()) {
       scratch_.clear();
       scratch_.append(ev.pid).append("\x1f").append(ev.tid);
-      auto thread = threads_.find(scratch_);
-      if (thread == threads_.end()) thread = threads_.emplace(scratch_, static_cast<uint32_t>(threads_.size())).first;
-      last_thread_ = thread->second;
+      const uint32_t* thread = threads_.find(scratch_);
+      last_thread_ = thread != nullptr ? *thread : threads_.insert(scratch_, static_cast<uint32_t>(threads_.size()));
       last_pid_.assign(ev.pid.data(), ev.pid.size());
       last_tid_.assign(ev.tid.data(), ev.tid.size());
     }
@@ -307,8 +314,8 @@ class Importer {
     scratch_.assign(ev.dropped ? "\x1e" : "").append(ev.name);
     for (std::string_view part : {ev.raw.dims, ev.raw.types, ev.raw.concrete, ev.raw.strides, ev.raw.overload, ev.raw.list_dtypes})
       scratch_.append("\x1f").append(part);
-    auto key = keys_.find(scratch_);
-    if (key == keys_.end()) {
+    const uint32_t* key = keys_.find(scratch_);
+    if (key == nullptr) {
       KeyInfo info;
       if (ev.dropped) {
         info.status = Status::Dropped;
@@ -320,12 +327,12 @@ class Importer {
       } else {
         info = decode(ev.name, ev.raw, event_path() + "/args", options_);
       }
-      key = keys_.emplace(scratch_, static_cast<uint32_t>(infos_.size())).first;
+      key = &keys_.insert(scratch_, static_cast<uint32_t>(infos_.size()));
       infos_.push_back(std::move(info));
     } else if (ev.dropped) {
       rec.count = *ev.dropped;
     }
-    rec.key = key->second;
+    rec.key = *key;
     // Every count the report and the trace add up is part of this sum: it must fit int64.
     if (__builtin_add_overflow(calls_, rec.count, &calls_))
       throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
@@ -463,12 +470,12 @@ class Importer {
   ImportOptions options_;
   ImportReport report_;
   od::parser sub_parser_;
-  std::string scratch_, name_scratch_;
+  std::string scratch_;
   std::string last_pid_, last_tid_;  // the previous op event's thread
   uint32_t last_thread_ = 0;
-  std::unordered_map<std::string, bool> op_names_;
-  std::unordered_map<std::string, uint32_t> threads_;
-  std::unordered_map<std::string, uint32_t> keys_;
+  StringMap<bool> op_names_;
+  StringMap<uint32_t> threads_;
+  StringMap<uint32_t> keys_;
   std::vector<KeyInfo> infos_;
   std::vector<EventRec> records_;
   std::unordered_map<std::string, size_t> issue_index_;
