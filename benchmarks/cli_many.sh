@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # benchmarks/cli_many.sh [BUILD_DIR]: the optrace CLI on 8 files in one run against 8 runs of one
 # file each (the way a shell loop over ranks' traces runs it), for summary, convert (into a
-# directory) and merge. Inputs: 8 real traces of mixed formats — the 3 Kineto traces of
-# ../shared/data/kineto (.gz), the 3 operator-inputs logs, the peer mlp op trace, and a Kineto
-# trace of ~20 MB made by repeating the events of mtia_inference (benchmarks/kineto_repeat.py).
+# directory) and merge. The 8 inputs are what a job of 8 ranks leaves, of mixed formats and
+# similar sizes: 6 Kineto traces of ~10 MB made from the real mtia_inference trace by repeating
+# its events (benchmarks/kineto_repeat.py; 3 of them gzip-compressed), one of them converted to
+# an hf op trace, and an operator-inputs log made of the 3 real logs repeated.
 # Prints the wall time of each way, best of 3, and their ratio (target: many <= 0.6 x singles).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,10 +15,24 @@ work=${TMPDIR:-/tmp}/optrace-cli-many
 mkdir -p "$work"
 data=../shared/data
 [ -d "$data/kineto" ] || data=tests/data
-big=$work/mtia_inference_x20MB.pt.trace.json
-[ -f "$big" ] || /usr/bin/python3 benchmarks/kineto_repeat.py "$data/kineto/mtia_inference.pt.trace.json.gz" "$big" 20 >/dev/null
-inputs=("$data"/kineto/*.pt.trace.json.gz "$data"/oplogs/*.txt tests/data/peer/mlp.hf_op_trace.json "$big")
-echo "inputs (${#inputs[@]}): ${inputs[*]}"
+inputs=()
+for rank in 0 1 2 3 4 5; do
+  f=$work/rank$rank.pt.trace.json
+  [ -f "$f" ] || /usr/bin/python3 benchmarks/kineto_repeat.py "$data/kineto/mtia_inference.pt.trace.json.gz" "$f" $((9 + rank % 3)) >/dev/null
+  if [ $((rank % 2)) = 1 ]; then
+    [ -f "$f.gz" ] || gzip -k -1 "$f"
+    inputs+=("$f.gz")
+  else
+    inputs+=("$f")
+  fi
+done
+[ -f "$work/rank6.hf_op_trace.json" ] || "$optrace" convert "$work/rank0.pt.trace.json" -o "$work/rank6.hf_op_trace.json" --quiet
+inputs+=("$work/rank6.hf_op_trace.json")
+if [ ! -f "$work/rank7.txt" ]; then
+  for _ in $(seq 40); do cat "$data"/oplogs/*.txt; done >"$work/rank7.txt"
+fi
+inputs+=("$work/rank7.txt")
+ls -la "${inputs[@]}" | awk '{print $5, $9}'
 echo "cores: $(nproc)"
 
 best_of_3() {  # prints the best wall time of 3 runs of "$@", in seconds

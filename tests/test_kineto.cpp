@@ -1,4 +1,5 @@
 // tests/test_kineto.cpp: Kineto trace import and export (optrace/kineto.hpp)
+#include <optrace/detail/common/op_catalog.hpp>
 #include <optrace/kineto.hpp>
 
 #include "optrace_catch.hpp"
@@ -500,4 +501,104 @@ TEST_CASE("kineto: export reads back to the same trace", "[kineto]") {
   kineto::save(t, path, kineto::ExportOptions().pid(3).tid(4));
   CHECK(kineto::load(path, with_strides).trace == t);
   CHECK(kineto::load(path).trace.to_json().find("input_strides") == std::string::npos);  // by default, none
+}
+
+namespace {
+
+bool same_default(const optrace::detail::DefaultValue& a, const optrace::detail::DefaultValue& b) {
+  auto same_real = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  if (a.kind != b.kind || a.int_value != b.int_value || !same_real(a.real, b.real) || !same_real(a.imag, b.imag) ||
+      a.bool_value != b.bool_value || a.text != b.text || a.items.size() != b.items.size())
+    return false;
+  for (size_t k = 0; k < a.items.size(); ++k)
+    if (!same_default(a.items[k], b.items[k])) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("op catalog: every op of the live dispatcher, written and read back, has the same facts", "[kineto]") {
+  using namespace optrace::detail;
+  const std::vector<const OpInfo*> live = all_ops();
+  REQUIRE(live.size() > 1000);
+  const CapturedCatalog captured(write_catalog(live, kTorch2Branches));
+  REQUIRE(captured.ops().size() == live.size());
+  size_t with_rules = 0, with_defaults = 0;
+  for (const OpInfo* op : live) {
+    INFO(op->qualified << "." << op->overload);
+    const OpInfo* c = captured.find(op->name.find("::") == std::string::npos && op->qualified.rfind("aten::", 0) != 0
+                                        ? op->qualified + "." + (op->overload.empty() ? "default" : op->overload)
+                                        : op->name);
+    REQUIRE(c != nullptr);
+    CHECK(c->qualified == op->qualified);
+    CHECK(c->overload == op->overload);
+    CHECK(c->name == op->name);
+    CHECK(c->base == op->base);
+    CHECK(c->decomposes == op->decomposes);
+    CHECK(c->positional == op->positional);
+    REQUIRE(c->args.size() == op->args.size());
+    for (size_t k = 0; k < op->args.size(); ++k) {
+      CHECK(c->args[k].optional == op->args[k].optional);
+      CHECK(c->args[k].kind == op->args[k].kind);
+      CHECK(c->args[k].element == op->args[k].element);
+      CHECK(c->args[k].element_optional == op->args[k].element_optional);
+      REQUIRE(c->defaults[k].has_value() == op->defaults[k].has_value());
+      if (op->defaults[k]) {
+        ++with_defaults;
+        CHECK(same_default(*c->defaults[k], *op->defaults[k]));
+      }
+    }
+    REQUIRE(c->rules.size() == op->rules.size());
+    for (size_t k = 0; k < op->rules.size(); ++k) {
+      ++with_rules;
+      CHECK(c->rules[k].within == op->rules[k].within);
+      CHECK(c->rules[k].recorded->name == op->rules[k].recorded->name);
+      CHECK(c->rules[k].set_arg == op->rules[k].set_arg);
+      CHECK(c->rules[k].set_to == op->rules[k].set_to);
+      CHECK(c->rules[k].engine == op->rules[k].engine);
+    }
+    // The overloads in the live index's order (the importer's tie-break takes the first).
+    const auto& mine = captured.overloads_of(op->qualified);
+    const auto& theirs = overloads_of(op->qualified);
+    REQUIRE(mine.size() == theirs.size());
+    for (size_t k = 0; k < mine.size(); ++k) CHECK(mine[k]->overload == theirs[k]->overload);
+  }
+  CHECK(with_rules >= 10);
+  CHECK(with_defaults > 1000);
+  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 99 0 0 -\n"),
+                    "optrace: Error: malformed op catalog, line 3: unknown argument kind 99");
+  CHECK_THROWS_WITH(CapturedCatalog("not a catalog"), OPTRACE_CONTAINS("not an optrace op catalog"));
+}
+
+TEST_CASE("op catalog: traces imported by captured facts equal the live dispatcher's imports", "[kineto]") {
+  using namespace optrace::detail;
+  const CapturedCatalog captured(write_catalog(all_ops(), kTorch2Branches));
+  std::vector<std::string> files;
+  for (const char* name : {"mtia_inference.pt.trace.json.gz", "rocm_minitoy_train.pt.trace.json.gz", "small_base.pt.trace.json.gz"})
+    files.push_back(std::string(OPTRACE_TEST_DATA) + "/kineto/" + name);
+  for (const char* name : {"oplogs/resnet18_training.txt", "peer/mlp.hf_op_trace.json"})
+    files.push_back(std::string(OPTRACE_TEST_DATA) + "/" + name);
+  for (const std::string& file : files) {
+    INFO(file);
+    for (bool strides : {false, true}) {
+      const auto options = optrace::kineto::ImportOptions().record_strides(strides);
+      const auto live = optrace::kineto::load_any(file, options);
+      const auto mine = optrace::detail::kineto::load_any(file, options, captured);
+      CHECK(mine.trace.to_json() == live.trace.to_json());
+      CHECK(mine.report.to_string() == live.report.to_string());
+    }
+  }
+  // The synthetic traces of this file: composites, rules, ambiguous overloads, 0-dim numbers.
+  const std::string mm = in("[[2, 3], [3, 4]]", R"(["float", "float"])", R"(["", ""])");
+  const std::string text = trace_of({
+      op("aten::linear", 10, 20, in("[[2, 3], [4, 3], [4]]", R"(["float", "float", "float"])", R"(["", "", ""])")),
+      op("aten::addmm", 11, 5, in("[[4], [2, 3], [3, 4], [], []]", R"(["float", "float", "float", "Scalar", "Scalar"])", R"(["", "", "", "1", "1"])")),
+      op("aten::add_", 17, 2, in("[[2, 4], [4], []]", R"(["float", "float", "Scalar"])", R"(["", "", "1"])")),
+      op("aten::mm", 40, 5, mm),
+      op("aten::sum", 50, 1, in("[[2, 3], [], [], []]", R"(["float", "ScalarList", "Scalar", ""])", R"(["", "[1]", "False", ""])")),
+      op("aten::to", 60, 1, in("[[2, 3], [], [], [], []]", R"(["float", "Scalar", "Scalar", "Scalar", ""])", R"(["", "6", "False", "False", ""])")),
+      op("aten::empty", 70, 1, in("[[], [], [], [], [], []]", R"(["ScalarList", "Scalar", "", "", "Scalar", ""])", R"(["[2, 3]", "6", "", "", "False", ""])")),
+  });
+  CHECK(optrace::detail::kineto::parse(text, {}, captured).trace.to_json() == optrace::kineto::parse(text).trace.to_json());
+  CHECK(optrace::detail::kineto::parse(text, {}, captured).report.to_string() == optrace::kineto::parse(text).report.to_string());
 }

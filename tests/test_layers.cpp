@@ -29,6 +29,7 @@ const std::vector<Layer> kLayers = {
       "detail/common/text_table.hpp", "detail/common/progress.hpp", "detail/common/string_map.hpp"}},
     {"JSON reading (simdjson)", {"detail/common/json_text.hpp", "json/reader.hpp", "detail/common/ondemand.hpp"}},
     {"op trace model (no libtorch)", {"op_trace_types.hpp", "detail/op_trace/", "op_trace.hpp"}},
+    {"operator facts (no libtorch)", {"detail/common/op_schema.hpp", "detail/common/op_catalog.hpp"}},
     {"libtorch vocabulary",
      {"detail/common/compat.hpp", "python_names.hpp", "detail/common/dispatcher.hpp", "tensor_spec.hpp",
       "json/tensor_meta.hpp"}},

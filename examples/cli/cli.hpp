@@ -4,7 +4,9 @@
 
 #include <optrace/error.hpp>
 #include <optrace/kineto_types.hpp>
+#ifndef OPTRACE_CLI_FRONT_END  // the front end (no libtorch) hands replay to optrace-torch unparsed
 #include <optrace/replay.hpp>
+#endif
 
 #include <cctype>
 #include <climits>
@@ -104,7 +106,9 @@ struct Invocation {
   bool json = false;                // summary: JSON on stdout
   int64_t jobs = 0;                 // summary, merge, convert: files read at once (0: one per core)
   // replay
+#ifndef OPTRACE_CLI_FRONT_END
   optrace::ReplayOptions replay;
+#endif
   std::string json_path, csv_path;
   bool all_rows = false;       // --all: every input's row
   bool failures_only = false;  // --failures-only
@@ -205,6 +209,7 @@ inline void parse_summary(const Args& args, Invocation& inv) {
   if (inv.inputs.empty()) throw UsageError("summary needs a file");
 }
 
+#ifndef OPTRACE_CLI_FRONT_END
 inline void parse_replay(const Args& args, Invocation& inv) {
   optrace::ReplayOptions& options = inv.replay;
   bool check = false, time = false;
@@ -275,6 +280,7 @@ inline void parse_replay(const Args& args, Invocation& inv) {
   if (inv.all_rows && inv.failures_only) throw UsageError("choose --all or --failures-only, not both");
   options.mode(check ? optrace::ReplayMode::check : time ? optrace::ReplayMode::time : optrace::ReplayMode::run);
 }
+#endif
 
 inline void parse_merge(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
@@ -336,7 +342,11 @@ inline Invocation parse_args(int argc, const char* const* argv) {
       }
     switch (c.command) {
       case Command::summary: detail::parse_summary(rest, inv); break;
+#ifndef OPTRACE_CLI_FRONT_END
       case Command::replay: detail::parse_replay(rest, inv); break;
+#else
+      case Command::replay: break;  // run by optrace-torch, which parses it
+#endif
       case Command::merge: detail::parse_merge(rest, inv); break;
       case Command::convert: detail::parse_convert(rest, inv); break;
       case Command::none: break;

@@ -19,16 +19,38 @@
 //
 // The command line is parsed by cli::parse_args (cli.hpp, fuzzed by tests/fuzz/fuzz_cli.cpp);
 // each subcommand here is one function that runs a parsed Invocation.
+//
+// This file is built twice. `optrace-torch` (target optrace_cli_torch) is the whole tool, linked
+// with libtorch. `optrace` (target optrace_cli, OPTRACE_CLI_FRONT_END) is built without libtorch,
+// whose loading costs ~0.3 s per run: it runs summary, merge and convert of traces itself, reading
+// Kineto traces by the operator facts captured from the same libtorch at build time
+// (op_catalog.inc, written by op_catalog.cpp), and hands everything else (replay, observation
+// files, Kineto and text outputs) to optrace-torch next to it, by exec, with the same arguments.
 #include "cli.hpp"
 #include "files.hpp"
 #include "parallel.hpp"
 
 #include <optrace/json/writer.hpp>
+#include <optrace/op_trace.hpp>
+#ifdef OPTRACE_CLI_FRONT_END
+#include <optrace/detail/common/op_catalog.hpp>
+#include <optrace/detail/common/text_table.hpp>
+#include <optrace/detail/kineto/load.hpp>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "op_catalog.inc"
+#else
 #include <optrace/kineto.hpp>
 #include <optrace/observations.hpp>
-#include <optrace/op_trace.hpp>
 #include <optrace/operator_inputs.hpp>
 #include <optrace/replay.hpp>
+#endif
 
 #include <algorithm>
 #include <csignal>
@@ -44,9 +66,34 @@ namespace cli {
 
 // The trace at `path`, whatever its format, with the import report. The library's errors name
 // the file (optrace::Error::file).
+#ifdef OPTRACE_CLI_FRONT_END
+// The operator facts of the libtorch optrace-torch is built with, read (~15 ms) only when a
+// Kineto trace first asks for an op, once for all threads.
+class BuiltInCatalog final : public optrace::detail::OpCatalog {
+ public:
+  const std::vector<const optrace::detail::OpInfo*>& overloads_of(std::string_view qualified) const override {
+    std::call_once(once_, [this] {
+      std::string text;
+      for (const char* part : kOpCatalog) text += part;
+      catalog_ = std::make_unique<optrace::detail::CapturedCatalog>(text);
+    });
+    return catalog_->overloads_of(qualified);
+  }
+
+ private:
+  mutable std::once_flag once_;
+  mutable std::unique_ptr<optrace::detail::CapturedCatalog> catalog_;
+};
+
+optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
+  static const BuiltInCatalog catalog;
+  return optrace::detail::kineto::load_any(path, options, catalog);
+}
+#else
 optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
   return optrace::kineto::load_any(path, options);
 }
+#endif
 
 optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::ImportOptions& options) {
   return load_file(path, options).trace;
@@ -54,6 +101,7 @@ optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::Impo
 
 // ---------------------------------------------------------------------------------------------
 
+#ifndef OPTRACE_CLI_FRONT_END
 // An observation file (InputObserver::save) in one view: what export needs, then the history.
 std::string summary_of_observations(const Invocation& inv, const std::string& path) {
   std::ostringstream out;
@@ -120,11 +168,14 @@ std::string summary_of_observations(const Invocation& inv, const std::string& pa
   if (shown < order.size()) out << "(" << order.size() - shown << " more; --top to show more)\n";
   return out.str();
 }
+#endif
 
 // What `summary` prints for the file at `path` (a trace or an observation file); JSON without
 // its final newline.
 std::string summary_of(const Invocation& inv, const std::string& path) {
+#ifndef OPTRACE_CLI_FRONT_END
   if (files::is_observation_file(path)) return summary_of_observations(inv, path);
+#endif
   std::ostringstream out;
   const optrace::kineto::ImportResult imported = load_file(path, inv.import);
   const optrace::OpTrace& trace = imported.trace;
@@ -187,6 +238,7 @@ int summary(const Invocation& inv) {
   return 0;
 }
 
+#ifndef OPTRACE_CLI_FRONT_END
 // The signal that asked a replay to stop (0: none). The handler only sets it, and puts the
 // default action back, so that a second Ctrl-C ends the program at once.
 volatile std::sig_atomic_t stop_signal = 0;
@@ -268,6 +320,8 @@ int replay(const Invocation& inv) {
   return report.all_ok() ? 0 : 1;
 }
 
+#endif
+
 // What writing `trace` as format `to` ("hf", "kineto") cannot carry, one line each: the extended
 // fields a plain reader ignores or the format has no place for. (Text: operator_inputs::WriteReport.)
 std::vector<std::string> not_carried(const optrace::OpTrace& trace, const std::string& to) {
@@ -302,6 +356,7 @@ std::vector<std::string> not_carried(const optrace::OpTrace& trace, const std::s
 // Writes `trace` to `path` as `to` ("hf", "kineto", "text"); returns what the format could not hold.
 std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::string& path, const std::string& to,
                                      bool keep_non_compute) {
+#ifndef OPTRACE_CLI_FRONT_END
   if (to == "text") {
     optrace::operator_inputs::WriteReport report;
     optrace::operator_inputs::save(trace, path, optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute),
@@ -310,6 +365,10 @@ std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::s
   }
   if (to == "kineto") optrace::kineto::save(trace, path);
   else trace.save(path);
+#else
+  (void)keep_non_compute;  // only hf: other formats were handed to optrace-torch
+  trace.save(path);
+#endif
   return not_carried(trace, to);
 }
 
@@ -372,7 +431,35 @@ std::string one_line(std::string s) {
   return s;
 }
 
+#ifdef OPTRACE_CLI_FRONT_END
+// Runs optrace-torch (next to this program) with the same arguments, in this process's place.
+int hand_to_optrace_torch(char** argv) {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string(argv[0]);
+  dir = dir.find('/') == std::string::npos ? "." : dir.substr(0, dir.rfind('/'));
+  const std::string full = dir + "/optrace-torch";
+  std::cout.flush();
+  ::execv(full.c_str(), argv);
+  throw optrace::IoError("this command needs libtorch, and " + full + " (the tool built with it) cannot be run: " +
+                         std::strerror(errno));
+}
+
+// What the front end cannot do without libtorch: replay, observation files, Kineto and text outputs.
+bool needs_libtorch(const Invocation& inv) {
+  if (inv.command == Command::replay) return true;
+  if ((inv.command == Command::merge || inv.command == Command::convert) && inv.to != "hf") return true;
+  if (inv.command == Command::summary)
+    for (const std::string& path : inv.inputs)
+      if (files::is_observation_file(path)) return true;
+  return false;
+}
+#endif
+
 int run(int argc, char** argv) {
+#ifdef OPTRACE_CLI_FRONT_END
+  if (argc > 1 && std::string(argv[1]) == "replay") return hand_to_optrace_torch(argv);
+#endif
   const Invocation inv = parse_args(argc, argv);
   if (inv.help) {
     if (inv.command != Command::none) {
@@ -382,9 +469,16 @@ int run(int argc, char** argv) {
     print_help(inv.help_error ? std::cerr : std::cout);
     return inv.help_error ? 2 : 0;
   }
+#ifdef OPTRACE_CLI_FRONT_END
+  if (needs_libtorch(inv)) return hand_to_optrace_torch(argv);
+#endif
   switch (inv.command) {
     case Command::summary: return summary(inv);
+#ifndef OPTRACE_CLI_FRONT_END
     case Command::replay: return replay(inv);
+#else
+    case Command::replay: break;
+#endif
     case Command::merge: return merge(inv);
     case Command::convert: return convert(inv);
     case Command::none: break;
@@ -399,8 +493,10 @@ int main(int argc, char** argv) {
     return cli::run(argc, argv);
   } catch (const cli::UsageError& e) {
     std::cerr << "optrace: " << cli::one_line(e.message()) << " (see optrace --help)\n";
+#ifndef OPTRACE_CLI_FRONT_END
   } catch (const c10::Error& e) {
     std::cerr << "optrace: " << cli::one_line(e.what_without_backtrace()) << "\n";
+#endif
   } catch (const optrace::Error& e) {
     std::cerr << "optrace: " << cli::one_line(e.what_without_prefix()) << "\n";
   } catch (const std::exception& e) {

@@ -10,7 +10,8 @@
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/kineto/exporter.hpp>
-#include <optrace/detail/kineto/importer.hpp>
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/kineto/load.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/kineto_types.hpp>
@@ -33,18 +34,13 @@ namespace kineto {
 /// Example:
 ///   auto [trace, report] = optrace::kineto::parse(text);
 inline ImportResult parse(std::string_view text, const ImportOptions& options = {}) {
-  std::string data;
-  data.reserve(text.size() + simdjson::SIMDJSON_PADDING);
-  data.assign(text.data(), text.size());
-  return detail::kineto::import_text(data, options);
+  return detail::kineto::parse(text, options, detail::live_catalog());
 }
 
 /// As above; a string with simdjson's padding spare in its capacity
 /// (`text.reserve(text.size() + simdjson::SIMDJSON_PADDING)`) is parsed in place, not copied.
 inline ImportResult parse(const std::string& text, const ImportOptions& options = {}) {
-  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) return parse(std::string_view(text), options);
-  detail::kineto::Importer importer(options);
-  return importer.run(text.data(), text.size(), text.capacity());
+  return detail::kineto::parse(text, options, detail::live_catalog());
 }
 inline ImportResult parse(const char* text, const ImportOptions& options = {}) {
   return parse(std::string_view(text), options);
@@ -59,28 +55,14 @@ inline ImportResult parse(const char* text, const ImportOptions& options = {}) {
 ///   r.trace.save("hf_op_trace.json");
 ///   std::cerr << r.report.to_string();
 inline ImportResult load(const std::string& path, const ImportOptions& options = {}) {
-  return optrace::detail::about_file(path, [&]() -> ImportResult {
-    {
-      optrace::detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
-      if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
-        detail::kineto::Importer importer(options);
-        return importer.run(file.data(), file.size(), file.capacity());
-      }
-    }
-    std::string data = optrace::detail::read_file_maybe_gzip(path);
-    return detail::kineto::import_text(data, options);
-  });
+  return detail::kineto::load(path, options, detail::live_catalog());
 }
 
 /// What the file at `path` (gzip-compressed or not) holds: a Kineto trace (an object with
 /// "traceEvents", or a list of events), an hf op trace (ops mapping to objects with
 /// "unique_inputs"), an operator-inputs log (starting with `Operator:`), or none of them (also
 /// for malformed JSON). Throws IoError if it cannot be read.
-inline TraceFormat detect_format(const std::string& path) {
-  std::string data = optrace::detail::read_file_maybe_gzip(path);  // names the file
-  if (operator_inputs::looks_like(data)) return TraceFormat::OperatorInputs;
-  return detail::kineto::detect_text(data);
-}
+inline TraceFormat detect_format(const std::string& path) { return detail::kineto::detect_format(path); }
 
 /// Loads the op trace at `path` whatever its format, decided by its content: an hf op trace
 /// (`OpTrace::load`; the report then only says `format = "hf_op_trace"` and the calls), a Kineto
@@ -91,35 +73,7 @@ inline TraceFormat detect_format(const std::string& path) {
 /// Example (what `optrace convert` does):
 ///   optrace::kineto::load_any("trace.pt.trace.json.gz").trace.save("hf_op_trace.json");
 inline ImportResult load_any(const std::string& path, const ImportOptions& options = {}) {
-  return optrace::detail::about_file(path, [&]() -> ImportResult {
-    std::string data = optrace::detail::read_file_maybe_gzip(path);
-    if (operator_inputs::looks_like(data)) {
-      operator_inputs::ReadResult read = operator_inputs::parse(data, path);
-      ImportResult result;
-      result.trace = std::move(read.trace);
-      result.report.format = "operator_inputs";
-      result.report.events = read.report.lines;
-      result.report.kept = result.trace.total_calls();
-      for (auto& l : read.report.left_out) {
-        result.report.left_out += l.calls;
-        result.report.issues.push_back(ImportReport::Issue{l.reason, false, l.calls, std::move(l.examples)});
-      }
-      return result;
-    }
-    TraceFormat format = detail::kineto::detect_text(data);
-    if (format == TraceFormat::Kineto) return detail::kineto::import_text(data, options);
-    if (format == TraceFormat::Unknown) {
-      // Let the Kineto reader name the problem (malformed JSON, or not a trace at all).
-      auto probe = json::Document::parse(data);
-      throw JsonError("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
-                              probe->root().describe());
-    }
-    ImportResult result;
-    result.trace = OpTrace::from_json(data);
-    result.report.format = "hf_op_trace";
-    result.report.kept = result.trace.total_calls();
-    return result;
-  });
+  return detail::kineto::load_any(path, options, detail::live_catalog());
 }
 
 /// The op trace as a Kineto-style trace (Trace Event Format, which chrome://tracing, Perfetto and

@@ -8,12 +8,14 @@
 //
 // It holds keyword arguments and strides, which an OpTrace keeps in its extended fields
 // (`OpInput::kwargs`, `input_strides`, `TensorListInfo::strides`). The parser and the Python-repr
-// writer live in detail/op_trace/operator_inputs_text.hpp (no libtorch); this header adds what
-// only the dispatcher knows: which ops and calls PyTorch's logger leaves out.
+// writer live in detail/op_trace/operator_inputs_text.hpp (no libtorch), reading a log into a trace
+// in detail/op_trace/operator_inputs_read.hpp (no libtorch); this header adds what only the
+// dispatcher knows: which ops and calls PyTorch's logger leaves out.
 
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/op_trace/operator_inputs_read.hpp>
 #include <optrace/detail/op_trace/operator_inputs_text.hpp>
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
@@ -40,7 +42,7 @@ inline op_trace::oplog::OpFacts op_facts(std::string_view op) {
   op_trace::oplog::OpFacts f;
   const OpInfo* info = find_op(op);
   if (info == nullptr) return f;
-  const c10::FunctionSchema& schema = *info->schema;
+  const c10::FunctionSchema& schema = *info->live->schema;
   const auto& args = schema.arguments();
   const auto& returns = schema.returns();
   f.returns_tensor = false;
@@ -75,76 +77,6 @@ inline op_trace::oplog::OpFacts op_facts(std::string_view op) {
 }  // namespace detail
 
 namespace operator_inputs {
-
-/// What reading a log kept and left out.
-struct ReadReport {
-  int64_t lines = 0;  ///< `cnt:` lines read
-  int64_t calls = 0;  ///< calls kept (the trace's total_calls)
-  /// Lines left out by reason ("sparse tensor (ST): ..."), with their calls and up to three
-  /// examples ("log.txt:12: aten._sparse_coo_tensor_with_dims_and_tensors.default").
-  std::vector<detail::op_trace::oplog::LeftOut> left_out;
-
-  /// A few lines for people.
-  std::string to_string() const {
-    std::string out = "format: operator_inputs\nlines: " + std::to_string(lines) + ", kept calls: " + std::to_string(calls) + "\n";
-    for (const auto& l : left_out) {
-      out += "left out: " + l.reason + ": " + std::to_string(l.lines) + " lines, " + std::to_string(l.calls) + " calls\n";
-      for (const std::string& e : l.examples) out += "    e.g. " + e + "\n";
-    }
-    return out;
-  }
-};
-
-/// Writes `report.to_string()`.
-inline std::ostream& operator<<(std::ostream& out, const ReadReport& report) { return out << report.to_string(); }
-
-/// A log read into a trace, with the report.
-struct ReadResult {
-  OpTrace trace;
-  ReadReport report;
-};
-
-/// Reads a log from memory. `source` names it in errors. Every construct PyTorch's loaders
-/// evaluate is read: `T(size, dtype[, stride])` (keyword or positional stride), the dtype
-/// abbreviations (`f16`, `b8`, ... also quoted, as `deserialize_args` unquotes them) and
-/// `torch.*` / `th.*` dtypes, layouts and memory formats, nested lists and tuples, None,
-/// True/False, ints, floats (`1e-05`, `inf`, `-inf`, `nan`), quoted strings (`'cuda'`,
-/// `"torch.device('cpu')"`). Lines with a sparse tensor (`ST(...)`) are left out and reported.
-/// Repeated lines (and repeated `Operator:` blocks, as in concatenated logs) add their counts;
-/// `aten.sum.SymInt` is read as `sum.dim_IntList`, as both loaders do. Ops are named as in the
-/// hf schema (`addmm.default`; other namespaces `quantized::linear.default`).
-/// Throws TextError naming source, line and column, e.g.
-/// `optrace: TextError at log.txt:2:28: expected ')' closing (args, kwargs), got the end of the line`.
-inline ReadResult parse(std::string_view text, const std::string& source = "<text>") {
-  detail::op_trace::oplog::ReadResult r = detail::op_trace::oplog::Reader(text, source).run();
-  ReadResult out;
-  out.trace = OpTrace::from_entries(std::move(r.ops));
-  out.report.lines = r.lines;
-  out.report.calls = out.trace.total_calls();
-  out.report.left_out = std::move(r.left_out);
-  return out;
-}
-
-/// Reads the log at `path` (gzip-compressed or not). Throws IoError, or TextError as `parse`.
-///
-/// Example:
-///   optrace::OpTrace trace = optrace::operator_inputs::load("resnet18_training.txt").trace;
-///   optrace::replay(trace, optrace::ReplayOptions().device(torch::kMeta));
-inline ReadResult load(const std::string& path) {
-  return detail::about_file(path, [&] {
-    const std::string text = detail::read_file_maybe_gzip(path);
-    return parse(text, path);
-  });
-}
-
-/// Whether `text` looks like a log rather than JSON: its first non-blank line starts with
-/// `Operator:` (or, malformed, `cnt:`). What `kineto::load_any` decides a file's format by.
-inline bool looks_like(std::string_view text) {
-  size_t i = text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) ++i;
-  text.remove_prefix(i);
-  return text.rfind("Operator:", 0) == 0 || text.rfind("cnt:", 0) == 0;
-}
 
 /// Options of `to_text` / `save`.
 class WriteOptions {

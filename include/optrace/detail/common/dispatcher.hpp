@@ -13,6 +13,7 @@
 // process, and OpTracer's hot path reads them through a pointer.
 
 #include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/op_schema.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -28,18 +29,6 @@
 namespace optrace::detail {
 
 // ---- argument types ----
-
-/// What an argument of a schema takes, as Python sees it.
-enum class ArgKind { Tensor, Int, Float, Bool, Number, Complex, Dtype, Layout, MemoryFormat, List, Tuple, String, Device,
-                     Generator, None, Other };
-
-/// An argument's type: optional or not, what it takes, and for a list what its elements take.
-struct ArgType {
-  bool optional = false;
-  ArgKind kind = ArgKind::Other;
-  ArgKind element = ArgKind::Other;  ///< List: the elements' kind (optional stripped)
-  bool element_optional = false;     ///< List: `Tensor?[]`, `int?[]`
-};
 
 inline ArgKind arg_kind_of(const c10::TypePtr& t) {
   switch (t->kind()) {
@@ -84,73 +73,14 @@ inline ArgType arg_type(const c10::Argument& a) {
   return out;
 }
 
-/// `str(type(x))` for a value `x` of kind `k`, as the op-trace schema's `input_dtypes` holds it.
-/// A `Number` argument is written as a float (what the profiler and Python's scalars give).
-inline const char* python_type_name(ArgKind k) {
-  switch (k) {
-    case ArgKind::Int: return "<class 'int'>";
-    case ArgKind::Float:
-    case ArgKind::Number: return "<class 'float'>";
-    case ArgKind::Bool: return "<class 'bool'>";
-    case ArgKind::Complex: return "<class 'complex'>";
-    case ArgKind::Dtype: return "<class 'torch.dtype'>";
-    case ArgKind::Layout: return "<class 'torch.layout'>";
-    case ArgKind::MemoryFormat: return "<class 'torch.memory_format'>";
-    case ArgKind::List: return "<class 'list'>";
-    case ArgKind::Tuple: return "<class 'tuple'>";
-    case ArgKind::String: return "<class 'str'>";
-    case ArgKind::Device: return "<class 'torch.device'>";
-    case ArgKind::Generator: return "<class 'torch._C.Generator'>";
-    case ArgKind::None: return "<class 'NoneType'>";
-    default: return "<class 'object'>";
-  }
-}
-
-/// Whether `type` (an `input_dtypes` entry) names a Python scalar type the profiler records a
-/// value for: int, float, bool, complex, dtype, layout, memory format.
-inline bool is_python_scalar_type(std::string_view type) {
-  for (ArgKind k : {ArgKind::Int, ArgKind::Float, ArgKind::Bool, ArgKind::Complex, ArgKind::Dtype, ArgKind::Layout,
-                    ArgKind::MemoryFormat})
-    if (type == python_type_name(k)) return true;
-  return false;
-}
-
 // ---- names ----
-
-/// The op-trace name of a dispatcher op: ("aten::add", "Tensor") -> "add.Tensor",
-/// ("aten::addmm", "") -> "addmm.default". The namespace is dropped, as OpOverload.__name__ does.
-inline std::string display_name(std::string_view qualified, std::string_view overload) {
-  const size_t colons = qualified.find("::");
-  if (colons != std::string_view::npos) qualified.remove_prefix(colons + 2);
-  std::string out(qualified);
-  out += '.';
-  out += overload.empty() ? std::string_view("default") : overload;
-  return out;
-}
 
 /// The dispatcher name of an op-trace name: "addmm.default" -> ("aten::addmm", ""),
 /// "add.Tensor" -> ("aten::add", "Tensor"), "myops::f.default" -> ("myops::f", ""). A name
 /// without a namespace is aten's; one without a dot has the empty overload.
 inline c10::OperatorName dispatcher_name(std::string_view display) {
-  std::string name, overload;
-  const size_t colons = display.find("::");
-  const size_t dot = display.rfind('.');
-  if (dot == std::string_view::npos || (colons != std::string_view::npos && dot < colons)) {
-    name = std::string(display);
-  } else {
-    name = std::string(display.substr(0, dot));
-    overload = std::string(display.substr(dot + 1));
-  }
-  if (overload == "default") overload.clear();
-  if (colons == std::string_view::npos) name = "aten::" + name;
+  auto [name, overload] = qualified_name(display);
   return c10::OperatorName(std::move(name), std::move(overload));
-}
-
-/// The op's name without namespace and overload: "aten::scatter_add.default" -> "scatter_add".
-inline std::string base_name(std::string_view display) {
-  const size_t colons = display.find("::");
-  if (colons != std::string_view::npos) display.remove_prefix(colons + 2);
-  return std::string(display.substr(0, display.find('.')));
 }
 
 // ---- the reference tracer's view ----
@@ -164,89 +94,43 @@ inline bool decomposes(const c10::OperatorHandle& h) {
          !h.hasKernelForDispatchKey(K::CPU) && !h.hasKernelForDispatchKey(K::CompositeExplicitAutograd);
 }
 
-/// Where the reference tracer sees a different call than a C++ program runs. CompositeImplicit-
-/// Autograd kernels (and the backward helpers that are such ops) branch on
-/// `at::isTensorSubclassLike`, which is true for every tensor while a Python dispatch mode is
-/// active: under the reference tracer they take their functional branch, in C++ the in-place or
-/// out= one. Each rule names the composites open around the call, the op the C++ branch runs
-/// directly in them and what the other branch runs instead: another op taking the same leading
-/// arguments, and/or one bool argument with another value. Every call site of those predicates
-/// in PyTorch 1.13 and 2.6 was read; the README ("What OpTracer records") lists them all, with
-/// the branches no rule can express (another sequence of ops) and the test of each rule.
-struct ContextRule {
-  /// The decomposing ops open around the call, outermost first, by name without overload; the
-  /// last one's kernel makes the call. Empty: none open (a backward formula's direct call).
-  std::vector<std::string> within;
-  const char* op;            ///< what a C++ program runs: "add_.Tensor"
-  const char* recorded;      ///< what the reference records: "add.Tensor" (may be `op`)
-  int set_arg = -1;          ///< an argument of `op` the reference gets with another value, or -1
-  bool set_to = false;       ///< that value
-  bool since_2_0 = false;    ///< the branch exists from libtorch 2.0 (not in 1.13)
-  /// Made by the autograd engine itself, between backward nodes (`within` empty): adding up the
-  /// gradients that several uses of a tensor give it.
-  bool engine = false;
-};
-
-inline const std::vector<ContextRule>& context_rules() {
-  static const auto* rules = new std::vector<ContextRule>{
-      // Forward (inference).
-      {{"linear"}, "add_.Tensor", "add.Tensor"},  // output.add_(bias) after matmul
-      {{"reshape"}, "_reshape_alias.default", "view.default", -1, false, true},  // view(self, size)
-      {{"_scaled_dot_product_attention_math"}, "add_.Tensor", "add.Tensor", -1, false, true},  // + attn_mask
-      {{"linalg_matrix_rank"}, "sum.IntList_out", "sum.dim_IntList", -1, false, true},  // sum(S > tol, -1)
-      {{"linalg_eigvalsh"}, "_linalg_eigh.default", "_linalg_eigh.default", 2, true},    // compute_v
-      {{"linalg_svdvals"}, "_linalg_svd.default", "_linalg_svd.default", 2, true},       // compute_uv
-      {{"linalg_eigvals"}, "_linalg_eigvals.default", "linalg_eig.default", -1, false, true},
-      // Backward (loss.backward()): the helpers derivatives.yaml calls.
-      {{"index_select_backward"}, "index_add_.default", "index_add.default"},
-      {{"gather_backward"}, "scatter_add_.default", "scatter_add.default"},
-      {{"cummaxmin_backward"}, "scatter_add_.default", "scatter_add.default"},
-      {{"masked_select_backward"}, "masked_scatter_.default", "masked_scatter.default"},
-      {{"trace_backward"}, "index_fill_.int_Tensor", "index_fill.int_Tensor"},
-      {{"value_selecting_reduction_backward"}, "scatter_.src", "scatter.src"},
-      {{}, "_index_put_impl_.default", "index_put.default"},  // index_backward (x[idx])
-      // The engine's InputBuffer::add: old.add_(new), or old + new (2.x).
-      {{}, "add_.Tensor", "add.Tensor", -1, false, true, true},
-  };
-  return *rules;
+/// An argument's default as the Kineto importer compares with it (op_schema.hpp).
+inline DefaultValue default_value_of(const c10::IValue& d) {
+  DefaultValue out;
+  using K = DefaultValue::Kind;
+  if (d.isNone()) {
+    out.kind = K::None;
+  } else if (d.isInt()) {
+    out.kind = K::Int;
+    out.int_value = d.toInt();
+  } else if (d.isDouble()) {
+    out.kind = K::Double;
+    out.real = d.toDouble();
+  } else if (d.isBool()) {
+    out.kind = K::Bool;
+    out.bool_value = d.toBool();
+  } else if (d.isComplexDouble()) {
+    out.kind = K::Complex;
+    out.real = d.toComplexDouble().real();
+    out.imag = d.toComplexDouble().imag();
+  } else if (d.isString()) {
+    out.kind = K::String;
+    out.text = d.toStringRef();
+  } else if (d.isDevice()) {
+    out.kind = K::Device;
+    out.text = d.toDevice().str();
+  } else if (d.isList()) {
+    out.kind = K::List;
+    for (const c10::IValue& item : d.toListRef()) out.items.push_back(default_value_of(item));
+  }
+  return out;
 }
 
-/// What optrace knows about one dispatcher op. Made once per op by `op_info`, never freed.
-struct OpInfo {
+/// The live dispatcher's side of an OpInfo: what OpTracer and replay call through.
+struct LiveOp {
   c10::OperatorHandle handle;
   const c10::FunctionSchema* schema = nullptr;
-  std::string name;  ///< "addmm.default"
-  std::string base;  ///< "addmm"
-  bool decomposes = false;
-  size_t positional = 0;      ///< arguments before the first keyword-only one
-  std::vector<ArgType> args;  ///< one per schema argument
-  /// The context rules for calls of this op (rarely more than one).
-  struct Rule {
-    std::vector<std::string> within;
-    const OpInfo* recorded = nullptr;
-    int set_arg = -1;
-    bool set_to = false;
-    bool engine = false;
-  };
-  std::vector<Rule> rules;
-
-  /// The rule for a call made with `composites` open (outermost first), or nullptr.
-  /// `between_nodes()`: whether the autograd engine made it outside any backward node; asked
-  /// only for an engine rule (it reads libtorch's thread state).
-  template <class BetweenNodes>
-  const Rule* rule_within(const std::vector<const OpInfo*>& composites, BetweenNodes between_nodes) const {
-    for (const Rule& r : rules) {
-      if (r.within.empty() ? !composites.empty() : composites.size() < r.within.size()) continue;
-      if (r.engine && !between_nodes()) continue;
-      const size_t skip = composites.size() - r.within.size();
-      bool match = true;
-      for (size_t i = 0; i < r.within.size() && match; ++i) match = composites[skip + i]->base == r.within[i];
-      if (match) return &r;
-    }
-    return nullptr;
-  }
-
-  explicit OpInfo(c10::OperatorHandle h) : handle(std::move(h)) {}
+  explicit LiveOp(c10::OperatorHandle h) : handle(std::move(h)), schema(&handle.schema()) {}
 };
 
 /// The facts of the dispatcher op `name`; nullptr if the dispatcher has no such op with a schema.
@@ -254,34 +138,33 @@ struct OpInfo {
 inline const OpInfo* op_info(const c10::OperatorName& name) {
   static std::mutex mutex;
   static auto* infos = new std::unordered_map<std::string, std::unique_ptr<OpInfo>>();  // used at exit: never freed
+  static auto* lives = new std::vector<std::unique_ptr<LiveOp>>();
   // The rules' ops before taking the lock (no rule records an op that has rules of its own).
-  std::vector<OpInfo::Rule> rules;
-  std::string display;
-  for (const ContextRule& rule : context_rules()) {
-    if (rule.since_2_0 && !kTorch2Branches) continue;
-    if (display.empty()) display = display_name(name.name, name.overload_name);
-    if (display != rule.op) continue;
-    const bool renames = std::string_view(rule.recorded) != rule.op;  // else: the op itself, set below
-    const OpInfo* recorded = renames ? op_info(dispatcher_name(rule.recorded)) : nullptr;
-    if (renames && recorded == nullptr) continue;  // not in this libtorch
-    rules.push_back(OpInfo::Rule{rule.within, recorded, rule.set_arg, rule.set_to, rule.engine});
-  }
+  const std::string display = display_name(name.name, name.overload_name);
+  std::vector<OpInfo::Rule> rules =
+      rules_of(display, kTorch2Branches, [](const char* recorded) { return op_info(dispatcher_name(recorded)); });
   std::string key = name.name + "." + name.overload_name;
   std::lock_guard<std::mutex> lock(mutex);
   auto it = infos->find(key);
   if (it != infos->end()) return it->second.get();
   auto handle = c10::Dispatcher::singleton().findSchema(name);
   if (!handle || !handle->hasSchema()) return infos->emplace(key, nullptr).first->second.get();
-  auto info = std::make_unique<OpInfo>(*handle);
-  const c10::FunctionSchema& schema = handle->schema();
-  info->schema = &schema;
-  info->name = display_name(name.name, name.overload_name);
+  lives->push_back(std::make_unique<LiveOp>(*handle));
+  auto info = std::make_unique<OpInfo>();
+  info->live = lives->back().get();
+  const c10::FunctionSchema& schema = *info->live->schema;
+  info->qualified = name.name;
+  info->overload = name.overload_name;
+  info->name = display;
   info->base = base_name(info->name);
   info->decomposes = decomposes(*handle);
   const auto& args = schema.arguments();
   info->positional = args.size();
   while (info->positional > 0 && args[info->positional - 1].kwarg_only()) --info->positional;
-  for (const auto& a : args) info->args.push_back(arg_type(a));
+  for (const auto& a : args) {
+    info->args.push_back(arg_type(a));
+    info->defaults.push_back(a.default_value() ? std::optional<DefaultValue>(default_value_of(*a.default_value())) : std::nullopt);
+  }
   info->rules = std::move(rules);
   for (OpInfo::Rule& r : info->rules)
     if (r.recorded == nullptr) r.recorded = info.get();
@@ -309,6 +192,25 @@ inline const std::vector<const OpInfo*>& overloads_of(std::string_view qualified
   static const std::vector<const OpInfo*> none;
   auto it = index->find(std::string(qualified));
   return it == index->end() ? none : it->second;
+}
+
+/// Every op of the live dispatcher (with a schema).
+inline std::vector<const OpInfo*> all_ops() {
+  std::vector<const OpInfo*> out;
+  for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames())
+    if (const OpInfo* info = op_info(name)) out.push_back(info);
+  return out;
+}
+
+/// The live dispatcher as the Kineto importer's catalog.
+inline const OpCatalog& live_catalog() {
+  struct Live final : OpCatalog {
+    const std::vector<const OpInfo*>& overloads_of(std::string_view qualified) const override {
+      return detail::overloads_of(qualified);
+    }
+  };
+  static const Live* live = new Live();
+  return *live;
 }
 
 }  // namespace optrace::detail

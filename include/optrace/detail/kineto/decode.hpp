@@ -8,7 +8,7 @@
 //   defaults dropped, in Python's words (the rules of detail/common/dispatcher.hpp);
 // - what the profiler did not record is reported, not invented.
 
-#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/reader.hpp>
@@ -135,37 +135,36 @@ inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<i
   return true;
 }
 
-inline bool scalar_equals_default(const Scalar& s, const c10::IValue& d) {
+inline bool scalar_equals_default(const Scalar& s, const DefaultValue& d) {
+  using K = DefaultValue::Kind;
   switch (s.kind) {
     case Scalar::Kind::Missing: return true;  // unknown: taken as the default
-    case Scalar::Kind::Int: return d.isInt() && d.toInt() == s.int_value;
-    case Scalar::Kind::Double: return d.isDouble() && (d.toDouble() == s.real || (std::isnan(d.toDouble()) && std::isnan(s.real)));
-    case Scalar::Kind::Bool: return d.isBool() && d.toBool() == s.bool_value;
-    case Scalar::Kind::Complex:
-      return d.isComplexDouble() && d.toComplexDouble().real() == s.real && d.toComplexDouble().imag() == s.imag;
+    case Scalar::Kind::Int: return d.kind == K::Int && d.int_value == s.int_value;
+    case Scalar::Kind::Double: return d.kind == K::Double && (d.real == s.real || (std::isnan(d.real) && std::isnan(s.real)));
+    case Scalar::Kind::Bool: return d.kind == K::Bool && d.bool_value == s.bool_value;
+    case Scalar::Kind::Complex: return d.kind == K::Complex && d.real == s.real && d.imag == s.imag;
     default: return false;
   }
 }
 
 // Whether the recorded argument is its schema default (what PyTorch drops before calling
 // Python). Values the trace does not hold count as the default.
-inline bool equals_default(const RecArg& r, const c10::Argument& a) {
-  if (!a.default_value().has_value()) return false;
-  const c10::IValue& d = *a.default_value();
+inline bool equals_default(const RecArg& r, const std::optional<DefaultValue>& default_value) {
+  if (!default_value) return false;
+  const DefaultValue& d = *default_value;
+  using K = DefaultValue::Kind;
   switch (r.kind) {
     case RecArg::Kind::Empty:
-      if (d.isNone() || r.text.empty()) return true;
-      if (d.isString()) return d.toStringRef() == r.text;
-      if (d.isDevice()) return d.toDevice().str() == r.text;
+      if (d.kind == K::None || r.text.empty()) return true;
+      if (d.kind == K::String || d.kind == K::Device) return d.text == r.text;
       return false;
     case RecArg::Kind::Scalar: return scalar_equals_default(r.scalar, d);
     case RecArg::Kind::ScalarList: {
       if (!r.list) return true;
-      if (!d.isList()) return false;
-      auto items = d.toListRef();
-      if (items.size() != r.list->size()) return false;
-      for (size_t k = 0; k < items.size(); ++k)
-        if (!scalar_equals_default((*r.list)[k], items[k])) return false;
+      if (d.kind != K::List) return false;
+      if (d.items.size() != r.list->size()) return false;
+      for (size_t k = 0; k < d.items.size(); ++k)
+        if (!scalar_equals_default((*r.list)[k], d.items[k])) return false;
       return true;
     }
     default: return false;
@@ -405,10 +404,9 @@ inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> ar
     a.scalar.kind = Scalar::Kind::Bool;
     a.scalar.bool_value = rule->set_to;
   }
-  const auto& params = best.schema->arguments();
   size_t positional = std::min(best.positional, args.size());
-  while (positional > 0 && equals_default(args[positional - 1], params[positional - 1])) --positional;
-  positional = std::min(positional, recorded.schema->arguments().size());
+  while (positional > 0 && equals_default(args[positional - 1], best.defaults[positional - 1])) --positional;
+  positional = std::min(positional, recorded.args.size());
   std::string guess = "torch.float32";
   for (const RecArg& r : args)
     if (r.kind == RecArg::Kind::Tensor) {
@@ -441,12 +439,12 @@ inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> ar
   }
 }
 
-inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::string& args_path,
+inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const RawFields& raw, const std::string& args_path,
                       const ImportOptions& options) {
   KeyInfo info;
   info.example = args_path.substr(0, args_path.size() - 5) + ": " + std::string(name) + " (Input type " +
                  (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
-  const std::vector<const OpInfo*>& overloads = overloads_of(name);
+  const std::vector<const OpInfo*>& overloads = catalog.overloads_of(name);
   auto left_out = [&](std::string reason) {
     info.status = Status::LeftOut;
     bool all_decompose = !overloads.empty();
@@ -501,9 +499,9 @@ inline KeyInfo decode(std::string_view name, const RawFields& raw, const std::st
   for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
     if (pass == 1 && has_hint) break;
     for (const OpInfo* o : overloads) {
-      const auto& params = o->schema->arguments();
+      const auto& params = o->args;
       if (has_hint) {
-        if (o->schema->overload_name() != overload_hint || args.size() > params.size()) continue;
+        if (o->overload != overload_hint || args.size() > params.size()) continue;
       } else if (pass == 0 ? params.size() != args.size() : params.size() >= args.size()) {
         continue;
       }

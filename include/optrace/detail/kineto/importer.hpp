@@ -18,7 +18,7 @@
 // is decoded once: its argument fields' raw JSON text is the cache key, and only then parsed
 // (into a small DOM of that event's fields, to reuse optrace's path-naming reader).
 
-#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/common/ondemand.hpp>
 #include <optrace/detail/common/string_map.hpp>
@@ -101,7 +101,7 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
 
 class Importer {
  public:
-  explicit Importer(const ImportOptions& options) : options_(options) {}
+  explicit Importer(const ImportOptions& options, const OpCatalog& catalog) : options_(options), catalog_(catalog) {}
 
   ImportResult run(const char* data, size_t size, size_t capacity) {
     od::parser parser;
@@ -159,7 +159,7 @@ class Importer {
   // Whether `name` may be a dispatcher op (else the event is transparent).
   bool is_op_name(std::string_view name) {
     if (const bool* known = op_names_.find(name)) return *known;
-    bool op = !overloads_of(name).empty() || (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
+    bool op = !catalog_.overloads_of(name).empty() || (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
     return op_names_.insert(name, op);
   }
 
@@ -325,7 +325,7 @@ class Importer {
         info.op = display_name(ev.name, overload);
         rec.count = *ev.dropped;
       } else {
-        info = decode(ev.name, ev.raw, event_path() + "/args", options_);
+        info = decode(catalog_, ev.name, ev.raw, event_path() + "/args", options_);
       }
       key = &keys_.insert(scratch_, static_cast<uint32_t>(infos_.size()));
       infos_.push_back(std::move(info));
@@ -468,6 +468,7 @@ class Importer {
   }
 
   ImportOptions options_;
+  const OpCatalog& catalog_;
   ImportReport report_;
   od::parser sub_parser_;
   std::string scratch_;
@@ -486,9 +487,9 @@ class Importer {
 
 // Runs the importer over `data`, growing its capacity by simdjson's padding first (no copy when
 // the string has room, as read_file's and gunzip's results usually do).
-inline ImportResult import_text(std::string& data, const ImportOptions& options) {
+inline ImportResult import_text(std::string& data, const ImportOptions& options, const OpCatalog& catalog) {
   if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
-  Importer importer(options);
+  Importer importer(options, catalog);
   return importer.run(data.data(), data.size(), data.capacity());
 }
 

@@ -191,7 +191,7 @@ inline OpInput decode_call(const std::vector<int64_t>& key, const OpInfo& op, co
       size_t index = static_cast<size_t>(dec.next());
       Decoded d = dec.value();
       OpKwarg kw;
-      kw.name = op.schema->arguments().at(index).name();
+      kw.name = op.live->schema->arguments().at(index).name();
       if (d.list) d.value = in.add_tensor_list(std::move(*d.list));
       kw.shape = std::move(d.shape);
       kw.dtype = std::move(d.dtype);

@@ -352,7 +352,7 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
                         c10::ArrayRef<const c10::IValue> inputs) {
   const OpInfo& op = *slot.info;
   const OpInfo& recorded = rule != nullptr ? *rule->recorded : op;
-  const auto& args = op.schema->arguments();
+  const auto& args = op.live->schema->arguments();
   // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack:
   // the op's arguments are its last ones.
   if (inputs.size() > args.size()) inputs = inputs.slice(inputs.size() - args.size());
@@ -364,7 +364,7 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
   }
   size_t n = std::min(inputs.size(), args.size());
   size_t positional = std::min(op.positional, n);
-  if (&recorded != &op) positional = std::min(positional, recorded.schema->arguments().size());
+  if (&recorded != &op) positional = std::min(positional, recorded.args.size());
   while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
   const bool extended = s.settings.extended;
   KeyWriter& key = ts.scratch;

@@ -205,7 +205,7 @@ class PlanBuilder {
       raise<UnknownOp>("this libtorch has no operator ", name.name, name.overload_name.empty() ? "" : ".",
                        name.overload_name, " (renamed or removed since the trace was recorded?)");
     }
-    CallPlan plan(info->handle);
+    CallPlan plan(info->live->handle);
     plan.base = info->base;
     const c10::FunctionSchema& schema = plan.op.schema();
     plan.mutates = schema.is_mutable() || (!plan.base.empty() && plan.base.back() == '_');

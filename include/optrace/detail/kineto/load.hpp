@@ -1,0 +1,94 @@
+// optrace/detail/kineto/load.hpp: reading a trace file of any format, with the ops of a catalog (no libtorch)
+#pragma once
+// What kineto.hpp's parse / load / detect_format / load_any do, given the catalog of ops to decode
+// Kineto events by: kineto.hpp passes the live dispatcher's; the `optrace` tool's front end, built
+// without libtorch, passes one captured from the same libtorch at build time (op_catalog.hpp).
+
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/op_schema.hpp>
+#include <optrace/detail/kineto/importer.hpp>
+#include <optrace/detail/op_trace/operator_inputs_read.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/kineto_types.hpp>
+#include <optrace/op_trace.hpp>
+
+#include <simdjson.h>
+
+#include <string>
+#include <string_view>
+
+namespace optrace::detail::kineto {
+
+using optrace::kineto::ImportOptions;
+using optrace::kineto::ImportReport;
+using optrace::kineto::ImportResult;
+using optrace::kineto::TraceFormat;
+
+inline ImportResult parse(std::string_view text, const ImportOptions& options, const OpCatalog& catalog) {
+  std::string data;
+  data.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  data.assign(text.data(), text.size());
+  return import_text(data, options, catalog);
+}
+
+inline ImportResult parse(const std::string& text, const ImportOptions& options, const OpCatalog& catalog) {
+  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) return parse(std::string_view(text), options, catalog);
+  Importer importer(options, catalog);
+  return importer.run(text.data(), text.size(), text.capacity());
+}
+
+inline ImportResult load(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
+  return optrace::detail::about_file(path, [&]() -> ImportResult {
+    {
+      optrace::detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+      if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
+        Importer importer(options, catalog);
+        return importer.run(file.data(), file.size(), file.capacity());
+      }
+    }
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
+    return import_text(data, options, catalog);
+  });
+}
+
+inline TraceFormat detect_format(const std::string& path) {
+  std::string data = optrace::detail::read_file_maybe_gzip(path);  // names the file
+  if (operator_inputs::looks_like(data)) return TraceFormat::OperatorInputs;
+  return detect_text(data);
+}
+
+inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
+  return optrace::detail::about_file(path, [&]() -> ImportResult {
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
+    if (operator_inputs::looks_like(data)) {
+      operator_inputs::ReadResult read = operator_inputs::parse(data, path);
+      ImportResult result;
+      result.trace = std::move(read.trace);
+      result.report.format = "operator_inputs";
+      result.report.events = read.report.lines;
+      result.report.kept = result.trace.total_calls();
+      for (auto& l : read.report.left_out) {
+        result.report.left_out += l.calls;
+        result.report.issues.push_back(ImportReport::Issue{l.reason, false, l.calls, std::move(l.examples)});
+      }
+      return result;
+    }
+    TraceFormat format = detect_text(data);
+    if (format == TraceFormat::Kineto) return import_text(data, options, catalog);
+    if (format == TraceFormat::Unknown) {
+      // Let the Kineto reader name the problem (malformed JSON, or not a trace at all).
+      auto probe = json::Document::parse(data);
+      throw JsonError("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
+                              probe->root().describe());
+    }
+    ImportResult result;
+    result.trace = OpTrace::from_json(data);
+    result.report.format = "hf_op_trace";
+    result.report.kept = result.trace.total_calls();
+    return result;
+  });
+}
+
+}  // namespace optrace::detail::kineto

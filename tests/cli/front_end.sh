@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# tests/cli/front_end.sh OPTRACE OPTRACE_TORCH DATA WORKDIR: the front end (`optrace`, built
+# without libtorch) answers as the whole tool (`optrace-torch`) does, and hands it what it cannot do.
+#  - it does not load libtorch (ldd);
+#  - summary (text and --json, with --strides too), merge and convert to hf: the same stdout,
+#    stderr, exit status and written bytes as optrace-torch, on every format (Kineto .gz, logs, hf)
+#    and on bad input;
+#  - replay, an observation file, Kineto and text outputs: run by optrace-torch (same results).
+set -u
+front=$1 full=$2 data=$3 work=$4
+rm -rf "$work" && mkdir -p "$work/front" "$work/full" || exit 1
+fail() { echo "FAILED: $*"; exit 1; }
+
+if ldd "$front" | grep -q "libtorch"; then ldd "$front"; fail "$front links libtorch"; fi
+
+inputs=("$data/kineto/mtia_inference.pt.trace.json.gz" "$data/kineto/rocm_minitoy_train.pt.trace.json.gz"
+        "$data/kineto/small_base.pt.trace.json.gz" "$data/oplogs/resnet18_training.txt"
+        "$data/peer/mlp.hf_op_trace.json")
+# Runs "$@" with both programs (OUT in the arguments: each its own folder); compares everything.
+same() {
+  local name=$1; shift
+  local a=() b=()
+  for x in "$@"; do a+=("${x//OUT/$work/front}"); b+=("${x//OUT/$work/full}"); done
+  "$front" "${a[@]}" >"$work/front/$name.out" 2>"$work/front/$name.err"; local ra=$?
+  "$full" "${b[@]}" >"$work/full/$name.out" 2>"$work/full/$name.err"; local rb=$?
+  [ "$ra" = "$rb" ] || fail "$name: exit $ra (front end) vs $rb (optrace-torch)"
+  for f in out err; do
+    # (replay's wall time aside)
+    sed "s|$work/front|OUT|g; s|, [0-9.]* s)|, T s)|" "$work/front/$name.$f" >"$work/front/$name.$f.n"
+    sed "s|$work/full|OUT|g; s|, [0-9.]* s)|, T s)|" "$work/full/$name.$f" >"$work/full/$name.$f.n"
+    cmp -s "$work/front/$name.$f.n" "$work/full/$name.$f.n" ||
+      { diff "$work/front/$name.$f.n" "$work/full/$name.$f.n" | head -10; fail "$name: std$f differs"; }
+  done
+}
+for k in "${!inputs[@]}"; do
+  same "summary$k" summary "${inputs[$k]}"
+  same "summary_json$k" summary "${inputs[$k]}" --json --strides
+  same "convert$k" convert "${inputs[$k]}" -o "OUT/c$k.json"
+  cmp -s "$work/front/c$k.json" "$work/full/c$k.json" || fail "convert ${inputs[$k]}: the written traces differ"
+done
+same merge merge "${inputs[@]}" -o OUT/merged.json
+cmp -s "$work/front/merged.json" "$work/full/merged.json" || fail "merge: the written traces differ"
+same many summary "${inputs[@]}" --top 3
+# Bad input and bad usage: the same message and status.
+printf '{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": "x", "dur": 1}]}' >"$work/bad.json"
+same bad summary "$work/bad.json"
+same missing summary "$work/no-such-file.json"
+same usage summary --nope
+same convert_exists convert "${inputs[4]}" -o "OUT/c0.json"
+# What needs libtorch is handed over: the same results as optrace-torch's own.
+same replay replay "${inputs[4]}" --device meta --no-progress
+same observations summary "$data/observations/masked.json"
+same to_kineto convert "${inputs[3]}" -o OUT/k.pt.trace.json
+cmp -s "$work/front/k.pt.trace.json" "$work/full/k.pt.trace.json" || fail "convert --to kineto: the written traces differ"
+same to_text convert "${inputs[0]}" -o OUT/t.txt
+echo "front end and optrace-torch agree"
