@@ -25,7 +25,7 @@
 // whose loading costs ~0.3 s per run: it runs summary, merge and convert of traces itself, reading
 // Kineto traces by the operator facts captured from the same libtorch at build time
 // (op_catalog.inc, written by op_catalog.cpp), and hands everything else (replay, observation
-// files, Kineto and text outputs) to optrace-torch next to it, by exec, with the same arguments.
+// files, text outputs) to optrace-torch next to it, by exec, with the same arguments.
 #include "cli.hpp"
 #include "files.hpp"
 #include "parallel.hpp"
@@ -35,6 +35,7 @@
 #ifdef OPTRACE_CLI_FRONT_END
 #include <optrace/detail/common/op_catalog.hpp>
 #include <optrace/detail/common/text_table.hpp>
+#include <optrace/detail/kineto/exporter.hpp>
 #include <optrace/detail/kineto/load.hpp>
 
 #include <unistd.h>
@@ -366,8 +367,9 @@ std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::s
   if (to == "kineto") optrace::kineto::save(trace, path);
   else trace.save(path);
 #else
-  (void)keep_non_compute;  // only hf: other formats were handed to optrace-torch
-  trace.save(path);
+  (void)keep_non_compute;  // text outputs were handed to optrace-torch
+  if (to == "kineto") optrace::detail::write_file_maybe_gzip(path, optrace::detail::kineto::export_trace(trace, {}));
+  else trace.save(path);
 #endif
   return not_carried(trace, to);
 }
@@ -445,10 +447,11 @@ int hand_to_optrace_torch(char** argv) {
                          std::strerror(errno));
 }
 
-// What the front end cannot do without libtorch: replay, observation files, Kineto and text outputs.
+// What the front end cannot do without libtorch: replay, observation files, text outputs (the
+// logger's rules read the schemas' return types and aliasing, which the catalog does not hold).
 bool needs_libtorch(const Invocation& inv) {
   if (inv.command == Command::replay) return true;
-  if ((inv.command == Command::merge || inv.command == Command::convert) && inv.to != "hf") return true;
+  if ((inv.command == Command::merge || inv.command == Command::convert) && inv.to == "text") return true;
   if (inv.command == Command::summary)
     for (const std::string& path : inv.inputs)
       if (files::is_observation_file(path)) return true;

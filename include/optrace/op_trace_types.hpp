@@ -19,6 +19,22 @@
 
 namespace optrace {
 
+namespace detail {
+
+/// Contiguous strides for `sizes` (what a freshly allocated tensor has). Saturates at INT64_MAX
+/// for sizes no tensor can have (read from a file).
+inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> strides(sizes.size());
+  int64_t running = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = running;
+    if (__builtin_mul_overflow(running, sizes[i] > 1 ? sizes[i] : 1, &running)) running = INT64_MAX;
+  }
+  return strides;
+}
+
+}  // namespace detail
+
 /// A tensor's shape, or `std::nullopt` where the argument is not a tensor (JSON `null`).
 using OptionalShape = std::optional<std::vector<int64_t>>;
 

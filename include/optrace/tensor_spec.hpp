@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optrace/detail/common/compat.hpp>
+#include <optrace/op_trace_types.hpp>
 
 #include <cstdint>
 #include <vector>
@@ -38,13 +39,7 @@ struct TensorSpec {
   /// Contiguous strides for `sizes` (what a freshly allocated tensor has). Saturates at
   /// INT64_MAX for sizes no tensor can have (read from a file).
   static std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
-    std::vector<int64_t> strides(sizes.size());
-    int64_t running = 1;
-    for (size_t i = sizes.size(); i-- > 0;) {
-      strides[i] = running;
-      if (__builtin_mul_overflow(running, sizes[i] > 1 ? sizes[i] : 1, &running)) running = INT64_MAX;
-    }
-    return strides;
+    return detail::contiguous_strides(sizes);
   }
 
   int64_t dim() const { return static_cast<int64_t>(sizes.size()); }

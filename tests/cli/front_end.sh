@@ -5,7 +5,8 @@
 #  - summary (text and --json, with --strides too), merge and convert to hf: the same stdout,
 #    stderr, exit status and written bytes as optrace-torch, on every format (Kineto .gz, logs, hf)
 #    and on bad input;
-#  - replay, an observation file, Kineto and text outputs: run by optrace-torch (same results).
+#  - Kineto outputs: written by the front end, the same bytes;
+#  - replay, an observation file, text outputs: run by optrace-torch (same results).
 set -u
 front=$1 full=$2 data=$3 work=$4
 rm -rf "$work" && mkdir -p "$work/front" "$work/full" || exit 1
@@ -47,10 +48,24 @@ same bad summary "$work/bad.json"
 same missing summary "$work/no-such-file.json"
 same usage summary --nope
 same convert_exists convert "${inputs[4]}" -o "OUT/c0.json"
+# Kineto outputs (.gz too), from every format.
+for k in "${!inputs[@]}"; do
+  same "to_kineto$k" convert "${inputs[$k]}" -o "OUT/k$k.pt.trace.json.gz"
+  cmp -s <(gzip -dc "$work/front/k$k.pt.trace.json.gz") <(gzip -dc "$work/full/k$k.pt.trace.json.gz") ||
+    fail "convert ${inputs[$k]} to Kineto: the written traces differ"
+done
+same merge_kineto merge "${inputs[@]}" -o OUT/merged.pt.trace.json
+cmp -s "$work/front/merged.pt.trace.json" "$work/full/merged.pt.trace.json" || fail "merge to Kineto: the written traces differ"
 # What needs libtorch is handed over: the same results as optrace-torch's own.
 same replay replay "${inputs[4]}" --device meta --no-progress
 same observations summary "$data/observations/masked.json"
-same to_kineto convert "${inputs[3]}" -o OUT/k.pt.trace.json
-cmp -s "$work/front/k.pt.trace.json" "$work/full/k.pt.trace.json" || fail "convert --to kineto: the written traces differ"
 same to_text convert "${inputs[0]}" -o OUT/t.txt
+cmp -s "$work/front/t.txt" "$work/full/t.txt" || fail "convert to text: the written logs differ"
+# Without optrace-torch beside it, what needs libtorch fails clearly (exit 2, one line naming it).
+mkdir -p "$work/alone" && cp "$front" "$work/alone/optrace"
+"$work/alone/optrace" replay "${inputs[4]}" >"$work/alone.out" 2>"$work/alone.err"; rc=$?
+[ "$rc" = 2 ] || fail "replay without optrace-torch: exit $rc"
+grep -q "^optrace: IoError: this command needs libtorch, and $work/alone/optrace-torch (the tool built with it) cannot be run: No such file or directory$" "$work/alone.err" ||
+  { cat "$work/alone.err"; fail "replay without optrace-torch: unexpected message"; }
+"$work/alone/optrace" summary "${inputs[0]}" >/dev/null || fail "summary without optrace-torch"
 echo "front end and optrace-torch agree"

@@ -4,13 +4,12 @@
 // plus what the profiler does not write and the importer reads back: "Overload name", "count",
 // "TensorList dtypes", "Dropped calls".
 
-#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
 #include <optrace/json/writer.hpp>
 #include <optrace/kineto_types.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/python_names.hpp>
-#include <optrace/tensor_spec.hpp>
 
 #include <cstdint>
 #include <string>
@@ -95,7 +94,7 @@ inline void export_value(const std::string& dtype, const OpValue& v, std::string
 
 inline void export_input(json::Writer& w, const std::string& op, const OpInput& in, int64_t ts, int64_t id,
                          const optrace::kineto::ExportOptions& options) {
-  const c10::OperatorName name = dispatcher_name(op);
+  const auto [qualified, overload] = qualified_name(op);
   std::vector<std::string> types, concretes;
   bool any_list = false;
   for (size_t k = 0; k < in.input_shapes.size(); ++k) {
@@ -117,7 +116,7 @@ inline void export_input(json::Writer& w, const std::string& op, const OpInput& 
     return v.kind() == OpValue::Kind::TensorListRef ? in.tensor_list(v.as_tensor_list_ref()) : nullptr;
   };
   w.begin_object();
-  w.key("ph").value("X").key("cat").value("cpu_op").key("name").value(name.name);
+  w.key("ph").value("X").key("cat").value("cpu_op").key("name").value(qualified);
   w.key("pid").value(options.pid()).key("tid").value(options.tid()).key("ts").value(ts).key("dur").value(int64_t{1});
   w.key("args").begin_object();
   w.key("External id").value(id);
@@ -141,10 +140,10 @@ inline void export_input(json::Writer& w, const std::string& op, const OpInput& 
   for (size_t k = 0; k < types.size(); ++k) {
     if (in.input_shapes[k]) {
       bool given = k < in.input_strides.size() && in.input_strides[k];
-      write_ints(w, given ? *in.input_strides[k] : TensorSpec::contiguous_strides(*in.input_shapes[k]));
+      write_ints(w, given ? *in.input_strides[k] : contiguous_strides(*in.input_shapes[k]));
     } else if (const TensorListInfo* list = list_of(k)) {
       w.begin_array();
-      for (const auto& s : list->shapes) write_ints(w, s ? TensorSpec::contiguous_strides(*s) : std::vector<int64_t>{});
+      for (const auto& s : list->shapes) write_ints(w, s ? contiguous_strides(*s) : std::vector<int64_t>{});
       w.end_array();
     } else {
       w.begin_array().end_array();
@@ -171,7 +170,7 @@ inline void export_input(json::Writer& w, const std::string& op, const OpInput& 
     }
     w.end_array();
   }
-  w.key("Overload name").value(name.overload_name);
+  w.key("Overload name").value(overload);
   w.key("count").value(in.count);
   w.end_object();
   w.end_object();
@@ -194,10 +193,10 @@ inline std::string export_trace(const OpTrace& trace, const ExportOptions& optio
       ++slot;
     }
     if (e.dropped_calls > 0) {
-      const c10::OperatorName name = dispatcher_name(e.name);
-      w.begin_object().key("ph").value("X").key("cat").value("cpu_op").key("name").value(name.name);
+      const auto [qualified, overload] = qualified_name(e.name);
+      w.begin_object().key("ph").value("X").key("cat").value("cpu_op").key("name").value(qualified);
       w.key("pid").value(options.pid()).key("tid").value(options.tid()).key("ts").value(2 * slot).key("dur").value(int64_t{1});
-      w.key("args").begin_object().key("External id").value(slot + 1).key("Overload name").value(name.overload_name);
+      w.key("args").begin_object().key("External id").value(slot + 1).key("Overload name").value(overload);
       w.key("Dropped calls").value(e.dropped_calls).end_object().end_object();
       ++slot;
     }
