@@ -568,6 +568,10 @@ TEST_CASE("op catalog: every op of the live dispatcher, written and read back, h
   CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 99 0 0 -\n"),
                     "optrace: Error: malformed op catalog, line 3: unknown argument kind 99");
   CHECK_THROWS_WITH(CapturedCatalog("not a catalog"), OPTRACE_CONTAINS("not an optrace op catalog"));
+  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 0 0 0 s99:ab\n"),
+                    "optrace: Error: malformed op catalog, line 3: length past the end");
+  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 0 0 0 l1:i3\n"),
+                    "optrace: Error: malformed op catalog, line 3: expected ';'");
 }
 
 TEST_CASE("op catalog: traces imported by captured facts equal the live dispatcher's imports", "[kineto]") {

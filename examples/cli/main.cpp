@@ -65,10 +65,8 @@
 
 namespace cli {
 
-// The trace at `path`, whatever its format, with the import report. The library's errors name
-// the file (optrace::Error::file).
 #ifdef OPTRACE_CLI_FRONT_END
-// The operator facts of the libtorch optrace-torch is built with, read (~15 ms) only when a
+// The operator facts of the libtorch optrace-torch is built with, read (~7 ms) only when a
 // Kineto trace first asks for an op, once for all threads.
 class BuiltInCatalog final : public optrace::detail::OpCatalog {
  public:
@@ -86,11 +84,14 @@ class BuiltInCatalog final : public optrace::detail::OpCatalog {
   mutable std::unique_ptr<optrace::detail::CapturedCatalog> catalog_;
 };
 
+// The trace at `path`, whatever its format, with the import report. The library's errors name
+// the file (optrace::Error::file).
 optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
   static const BuiltInCatalog catalog;
   return optrace::detail::kineto::load_any(path, options, catalog);
 }
 #else
+// The trace at `path`, whatever its format, with the import report.
 optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
   return optrace::kineto::load_any(path, options);
 }
@@ -364,13 +365,11 @@ std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::s
                                    &report);
     return report.lines();
   }
-  if (to == "kineto") optrace::kineto::save(trace, path);
-  else trace.save(path);
 #else
   (void)keep_non_compute;  // text outputs were handed to optrace-torch
-  if (to == "kineto") optrace::detail::write_file_maybe_gzip(path, optrace::detail::kineto::export_trace(trace, {}));
-  else trace.save(path);
 #endif
+  if (to == "kineto") optrace::detail::kineto::save_trace(trace, path, {});
+  else trace.save(path);
   return not_carried(trace, to);
 }
 

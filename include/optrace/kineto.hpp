@@ -7,10 +7,10 @@
 // report, never invented. How: detail/kineto/ (importer.hpp: the streaming pass; decode.hpp: one
 // event's arguments; exporter.hpp: the way back).
 
+#include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/kineto/exporter.hpp>
-#include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/kineto/load.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/reader.hpp>
@@ -96,7 +96,7 @@ inline std::string to_json(const OpTrace& trace, const ExportOptions& options = 
 /// `.gz` (`step.pt.trace.json.gz`, as tensorboard_trace_handler(use_gzip=True) names them).
 /// Throws IoError naming the path.
 inline void save(const OpTrace& trace, const std::string& path, const ExportOptions& options = {}) {
-  optrace::detail::write_file_maybe_gzip(path, to_json(trace, options));
+  detail::kineto::save_trace(trace, path, options);
 }
 }  // namespace kineto
 }  // namespace optrace

@@ -9,8 +9,10 @@
 // - the reference tracer's view of composite kernels' subclass branches (`context_rules`);
 // - which arguments are positional (the ones before the first keyword-only one);
 // - each argument's type in Python's words (`<class 'int'>`).
-// Facts are worked out once per operator (`op_info`) and kept: operators live as long as the
-// process, and OpTracer's hot path reads them through a pointer.
+// The facts themselves (OpInfo, the names, the context rules) are libtorch-free, in
+// op_schema.hpp; this header fills them from the live dispatcher. They are worked out once per
+// operator (`op_info`) and kept: operators live as long as the process, and OpTracer's hot path
+// reads them through a pointer.
 
 #include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/op_schema.hpp>

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,13 +84,7 @@ class Reader {
     if (start == at_) fail("expected a word");
     return text_.substr(start, at_ - start);
   }
-  int64_t number() {
-    std::string w(word());
-    char* end = nullptr;
-    long long v = std::strtoll(w.c_str(), &end, 10);
-    if (end == w.c_str() || *end != '\0') fail("expected a number, got '" + w + "'");
-    return v;
-  }
+  int64_t number() { return integer(std::string(word())); }
   void end_line() {
     skip_spaces();
     if (at_ < text_.size() && text_[at_] != '\n') fail("expected the end of the line");
@@ -114,21 +109,32 @@ class Reader {
     if (at_ >= text_.size()) fail("unexpected end");
     return text_[at_++];
   }
-  std::string until(char stop) {
+  // The text up to the next separator of the default-value encoding.
+  std::string token() {
     size_t start = at_;
-    while (at_ < text_.size() && text_[at_] != stop && text_[at_] != ' ' && text_[at_] != '\n' && text_[at_] != ';' &&
-           text_[at_] != ',' && text_[at_] != ':')
-      ++at_;
-    if (at_ >= text_.size() || text_[at_] != stop) {
-      if (stop != ' ') fail(std::string("expected '") + stop + "'");
-    }
+    while (at_ < text_.size() && std::strchr(" \n;,:", text_[at_]) == nullptr) ++at_;
     return std::string(text_.substr(start, at_ - start));
+  }
+  void expect(char c) {
+    if (next() != c) fail(std::string("expected '") + c + "'");
+  }
+  int64_t integer(const std::string& s) {
+    char* end = nullptr;
+    const long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0') fail("expected an integer, got '" + s + "'");
+    return v;
   }
   double real(const std::string& s) {
     char* end = nullptr;
-    double d = std::strtod(s.c_str(), &end);
+    const double d = std::strtod(s.c_str(), &end);
     if (s.empty() || *end != '\0') fail("expected a number, got '" + s + "'");
     return d;
+  }
+  size_t length() {
+    const int64_t n = integer(token());
+    expect(':');
+    if (n < 0 || static_cast<size_t>(n) > text_.size() - at_) fail("length past the end");
+    return static_cast<size_t>(n);
   }
   DefaultValue value() {
     DefaultValue d;
@@ -137,38 +143,28 @@ class Reader {
       case 'N': d.kind = K::None; break;
       case 'o': d.kind = K::Other; break;
       case 'b': d.kind = K::Bool; d.bool_value = next() == '1'; break;
-      case 'i': {
-        d.kind = K::Int;
-        std::string s = until(' ');
-        char* end = nullptr;
-        d.int_value = std::strtoll(s.c_str(), &end, 10);
-        if (s.empty() || *end != '\0') fail("expected an integer, got '" + s + "'");
-        break;
-      }
-      case 'd': d.kind = K::Double; d.real = real(until(' ')); break;
+      case 'i': d.kind = K::Int; d.int_value = integer(token()); break;
+      case 'd': d.kind = K::Double; d.real = real(token()); break;
       case 'c':
         d.kind = K::Complex;
-        d.real = real(until(','));
-        ++at_;
-        d.imag = real(until(' '));
+        d.real = real(token());
+        expect(',');
+        d.imag = real(token());
         break;
       case 's':
       case 'v': {
         d.kind = text_[at_ - 1] == 's' ? K::String : K::Device;
-        const size_t n = static_cast<size_t>(real(until(':')));
-        ++at_;
-        if (at_ + n > text_.size()) fail("string past the end");
+        const size_t n = length();
         d.text = std::string(text_.substr(at_, n));
         at_ += n;
         break;
       }
       case 'l': {
         d.kind = K::List;
-        const size_t n = static_cast<size_t>(real(until(':')));
-        ++at_;
+        const size_t n = length();
         for (size_t k = 0; k < n; ++k) {
           d.items.push_back(value());
-          if (next() != ';') fail("expected ';' after a list item");
+          expect(';');
         }
         break;
       }

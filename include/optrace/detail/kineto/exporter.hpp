@@ -4,6 +4,7 @@
 // plus what the profiler does not write and the importer reads back: "Overload name", "count",
 // "TensorList dtypes", "Dropped calls".
 
+#include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
 #include <optrace/json/writer.hpp>
@@ -204,6 +205,12 @@ inline std::string export_trace(const OpTrace& trace, const ExportOptions& optio
   w.end_array();
   w.end_object();
   return w.take();
+}
+
+// Writes export_trace's text to `path` (see kineto::save): what the CLI's front end, built without
+// libtorch, calls too.
+inline void save_trace(const OpTrace& trace, const std::string& path, const ExportOptions& options) {
+  write_file_maybe_gzip(path, export_trace(trace, options));
 }
 
 }  // namespace optrace::detail::kineto
