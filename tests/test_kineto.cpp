@@ -426,6 +426,13 @@ TEST_CASE("kineto: malformed input", "[kineto]") {
         "optrace: JsonError at /traceEvents/0/args/Input type/0: expected a string, got integer 7");
   check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": ["float"], "count": 0)")}),
         "optrace: JsonError at /traceEvents/0/args/count: expected a count of at least 1, got integer 0");
+  // An op's fields are read when the op is used: the fields of a call hidden inside a kept op
+  // (its inner calls) are not, so their faults are not errors; the same call outermost is one.
+  const std::string bad_inner = R"("Input Dims": [["a"]], "Input type": ["float"])";
+  CHECK(kineto::parse(trace_of({op("aten::neg", 0, 10, in("[[3]]", R"(["float"])")), op("aten::neg", 2, 3, bad_inner)}))
+            .report.nested == 1);
+  check(trace_of({op("aten::neg", 0, 10, in("[[3]]", R"(["float"])")), op("aten::neg", 20, 3, bad_inner)}),
+        "optrace: JsonError at /traceEvents/1/args/Input Dims/0/0: expected an integer, got string \"a\"");
   // args before name: read after the event's other fields, errors still name the path.
   check(R"({"traceEvents": [{"args": {"Input Dims": {}, "Input type": ["float"]}, "ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "dur": 1}]})",
         "optrace: JsonError at /traceEvents/0/args/Input Dims: expected a list, got an object");
@@ -536,6 +543,9 @@ TEST_CASE("op catalog: every op of the live dispatcher, written and read back, h
     CHECK(c->base == op->base);
     CHECK(c->decomposes == op->decomposes);
     CHECK(c->positional == op->positional);
+    CHECK(c->returns_tensor == op->returns_tensor);
+    CHECK(c->storage_arg == op->storage_arg);
+    CHECK(c->non_compute == op->non_compute);
     REQUIRE(c->args.size() == op->args.size());
     for (size_t k = 0; k < op->args.size(); ++k) {
       CHECK(c->args[k].optional == op->args[k].optional);
@@ -565,12 +575,12 @@ TEST_CASE("op catalog: every op of the live dispatcher, written and read back, h
   }
   CHECK(with_rules >= 10);
   CHECK(with_defaults > 1000);
-  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 99 0 0 -\n"),
+  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 2 torch2=1\nop aten::x - 0 1 1 -1 0 1\na 0 99 0 0 -\n"),
                     "optrace: Error: malformed op catalog, line 3: unknown argument kind 99");
   CHECK_THROWS_WITH(CapturedCatalog("not a catalog"), OPTRACE_CONTAINS("not an optrace op catalog"));
-  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 0 0 0 s99:ab\n"),
+  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 2 torch2=1\nop aten::x - 0 1 1 -1 0 1\na 0 0 0 0 s99:ab\n"),
                     "optrace: Error: malformed op catalog, line 3: length past the end");
-  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 1 torch2=1\nop aten::x - 0 1 1\na 0 0 0 0 l1:i3\n"),
+  CHECK_THROWS_WITH(CapturedCatalog("optrace-op-catalog 2 torch2=1\nop aten::x - 0 1 1 -1 0 1\na 0 0 0 0 l1:i3\n"),
                     "optrace: Error: malformed op catalog, line 3: expected ';'");
 }
 

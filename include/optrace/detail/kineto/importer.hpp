@@ -202,6 +202,7 @@ class Importer {
   }
 
   void read_events(od::array& events, const std::string& base) {
+    events_path_ = base;
     uint32_t index = 0;
     for (auto element : events) {
       std::string path;
@@ -324,11 +325,12 @@ class Importer {
         if (!ev.raw.overload.empty()) overload = std::string(json::Document::parse(ev.raw.overload)->root().as_string());
         info.op = display_name(ev.name, overload);
         rec.count = *ev.dropped;
-      } else {
-        info = decode(catalog_, ev.name, ev.raw, event_path() + "/args", options_);
       }
       key = &keys_.insert(scratch_, static_cast<uint32_t>(infos_.size()));
       infos_.push_back(std::move(info));
+      // Decoded when finish() first meets it outermost: most distinct inputs of a real trace are
+      // ops' inner calls (conv2d's convolution, _convolution, ...), hidden by their caller.
+      undecoded_.push_back(ev.dropped ? Undecoded{} : Undecoded{ev.name, ev.raw, index, true});
     } else if (ev.dropped) {
       rec.count = *ev.dropped;
     }
@@ -338,6 +340,17 @@ class Importer {
       throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
                       "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
     records_.push_back(rec);
+  }
+
+  // The info of `key`, decoded now if it was not yet. The fields' text still lies in the
+  // document (and the names in the parser's string buffer): finish() runs before either goes.
+  KeyInfo& info_of(uint32_t key) {
+    if (key < undecoded_.size() && undecoded_[key].pending) {
+      Undecoded& u = undecoded_[key];
+      u.pending = false;
+      infos_[key] = decode(catalog_, u.name, u.raw, events_path_ + "/" + std::to_string(u.index) + "/args", options_);
+    }
+    return infos_[key];
   }
 
   void note(const std::string& reason, bool kept, int64_t count, const std::string& example) {
@@ -398,7 +411,7 @@ class Importer {
       }
       while (!composites.empty() && !(r.ts >= composites.back().start && r.end <= composites.back().end))
         composites.pop_back();
-      if (infos_[r.key].rebuild != nullptr) {
+      if (info_of(r.key).rebuild != nullptr) {
         context.clear();
         for (const Open& o : composites) context.push_back(o.op);
         // The trace does not tell the engine's own calls from a backward formula's: engine rules
@@ -478,6 +491,15 @@ class Importer {
   StringMap<uint32_t> threads_;
   StringMap<uint32_t> keys_;
   std::vector<KeyInfo> infos_;
+  // What decode() needs of a key not decoded yet (by key; dropped-calls keys are never pending).
+  struct Undecoded {
+    std::string_view name;
+    RawFields raw;
+    uint32_t index = 0;  // of its first event, for the error path
+    bool pending = false;
+  };
+  std::vector<Undecoded> undecoded_;
+  std::string events_path_;  // "/traceEvents" or "" (a bare list)
   std::vector<EventRec> records_;
   std::unordered_map<std::string, size_t> issue_index_;
   bool saw_concrete_ = false;
