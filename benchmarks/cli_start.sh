@@ -2,9 +2,10 @@
 # benchmarks/cli_start.sh [BUILD_DIR]: what one run of the optrace tool costs on a tiny input,
 # against `/usr/bin/python3 -c pass` in the same run (target: summary, merge and convert at most
 # 3x Python's start). Each line: the mean wall time of 20 runs (after one warm-up run).
-#   optrace        the front end, built without libtorch (summary, merge, convert of traces)
-#   optrace-torch  the whole tool, linked with libtorch (what `optrace` ran before; replay, and
-#                  observation files, which the front end hands to it)
+#   optrace        the front end, built without libtorch (summary, merge, convert of traces;
+#                  summary of observation files)
+#   optrace-torch  the whole tool, linked with libtorch (what `optrace` ran before; replay and
+#                  text outputs, which the front end hands to it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -34,6 +35,6 @@ row "optrace summary small_base.pt.trace.json.gz (Kineto)" "$bin/optrace" summar
 row "optrace summary tts_angular_training.txt (log)" "$bin/optrace" summary $data/oplogs/tts_angular_training.txt
 row "optrace convert small_base.pt.trace.json.gz -o x.json" "$bin/optrace" convert $data/kineto/small_base.pt.trace.json.gz -o $work/x.json --force --quiet
 row "optrace merge mlp + small_base -o m.json" "$bin/optrace" merge $data/peer/mlp.hf_op_trace.json $data/kineto/small_base.pt.trace.json.gz -o $work/m.json --force
-row "optrace summary masked.json (observations: optrace-torch)" "$bin/optrace" summary $data/observations/masked.json
+row "optrace summary masked.json (observation file)" "$bin/optrace" summary $data/observations/masked.json
 row "optrace-torch summary mlp.hf_op_trace.json" "$bin/optrace-torch" summary $data/peer/mlp.hf_op_trace.json
 row "optrace-torch summary small_base.pt.trace.json.gz" "$bin/optrace-torch" summary $data/kineto/small_base.pt.trace.json.gz

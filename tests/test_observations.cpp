@@ -45,7 +45,52 @@ std::string edited(const std::string& from, const std::string& to) {
   return text.replace(at, from.size(), to);
 }
 
+struct Batch {
+  torch::Tensor input_ids;
+  c10::optional<torch::Tensor> attention_mask;
+  int64_t num_beams;
+};
+OPTRACE_FIELDS(Batch, input_ids, attention_mask, num_beams)
+
 }  // namespace
+
+// The optrace front end (no libtorch) shows an observation file's arguments through
+// describe_arguments: it must read as infer_arguments().describe() for every choice of call.
+TEST_CASE("observations: describe_arguments reads as infer_arguments().describe(), building no tensor", "[observations]") {
+  auto same_for_every_call = [](const std::string& text) {
+    auto obs = optrace::Observations::from_json(text);
+    CHECK(obs.describe_arguments() == obs.infer_arguments().describe());
+    for (int64_t k = 0; k < obs.num_obs(); ++k) {
+      optrace::InferArgumentsOptions choice;
+      choice.call_index(k);
+      CHECK(obs.describe_arguments(choice) == obs.infer_arguments(choice).describe());
+    }
+    return obs.describe_arguments();
+  };
+  // Positional, with a synthesized input (the first call has no mask: int64[4, 0]).
+  CHECK(same_for_every_call(observed().to_json()) == "(int64[4, 24]@meta, int64[4, 24]@meta)");
+  // A struct (a dict once in IValues), a list, a dict, a tuple with a float, a nullopt field.
+  auto fn = [](const Batch&, const std::vector<torch::Tensor>&, const std::map<std::string, torch::Tensor>&,
+               const std::tuple<torch::Tensor, double>&) { return 0; };
+  optrace::InputObserver<decltype(fn)> nested(fn, optrace::ObserverOptions().arg_names({"batch", "cache", "extra", "pair"}));
+  for (int64_t s : {3, 5, 9, 11}) {
+    Batch batch{torch::ones({2, s}, torch::kLong), s == 3 ? c10::nullopt : c10::optional<torch::Tensor>(torch::ones({2, s})), 4};
+    nested(batch, std::vector<torch::Tensor>{torch::ones({2, 4, s}), torch::ones({2, 4, s})},
+           std::map<std::string, torch::Tensor>{{"pos", torch::arange(s)}}, std::make_tuple(torch::ones({7}), 0.5));
+  }
+  CHECK(same_for_every_call(nested.to_json()) ==
+        "(dict(input_ids: int64[2, 5]@meta, attention_mask: float32[2, 5]@meta, num_beams: int 4), "
+        "[float32[2, 4, 5]@meta, float32[2, 4, 5]@meta], dict(pos: int64[5]@meta), (float32[7]@meta, float 0.5))");
+  // Keyword calls: a dict of the arguments, a synthesized mask where a call had none.
+  auto free = [](const std::vector<c10::IValue>&, const torch::jit::Kwargs&) { return c10::IValue(); };
+  optrace::InputObserver<decltype(free)> keyed(free);
+  keyed.call({}, {{"x", torch::randn({2, 8})}});
+  keyed.call({}, {{"x", torch::randn({3, 8})}, {"mask", torch::ones({3, 8})}});
+  keyed.call({}, {{"x", torch::randn({4, 8})}, {"mask", torch::ones({4, 8})}});
+  CHECK(same_for_every_call(keyed.to_json()) == "dict(x: float32[3, 8]@meta, mask: float32[3, 8]@meta)");
+  CHECK(optrace::Observations::from_json(keyed.to_json()).describe_arguments(optrace::InferArgumentsOptions().call_index(0)) ==
+        "dict(x: float32[2, 8]@meta, mask: float32[0, 8]@meta)");
+}
 
 TEST_CASE("observations: the file has what Python tools read", "[observations]") {
   std::string text = portable(observed().to_json());

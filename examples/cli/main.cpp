@@ -24,19 +24,22 @@
 // with libtorch. `optrace` (target optrace_cli, OPTRACE_CLI_FRONT_END) is built without libtorch,
 // whose loading costs ~0.3 s per run: it runs summary, merge and convert of traces itself, reading
 // Kineto traces by the operator facts captured from the same libtorch at build time
-// (op_catalog.inc, written by op_catalog.cpp), and hands everything else (replay, observation
-// files, text outputs) to optrace-torch next to it, by exec, with the same arguments.
+// (op_catalog.inc, written by op_catalog.cpp), writes logs by the same facts, and shows
+// observation files from their specs (Observations::describe_arguments builds no tensor); it
+// hands replay to optrace-torch next to it, by exec, with the same arguments.
 #include "cli.hpp"
 #include "files.hpp"
 #include "parallel.hpp"
 
 #include <optrace/json/writer.hpp>
+#include <optrace/observations.hpp>
 #include <optrace/op_trace.hpp>
 #ifdef OPTRACE_CLI_FRONT_END
 #include <optrace/detail/common/op_catalog.hpp>
 #include <optrace/detail/common/text_table.hpp>
 #include <optrace/detail/kineto/exporter.hpp>
 #include <optrace/detail/kineto/load.hpp>
+#include <optrace/detail/op_trace/operator_inputs_write.hpp>
 
 #include <unistd.h>
 
@@ -48,7 +51,6 @@
 #include "op_catalog.inc"
 #else
 #include <optrace/kineto.hpp>
-#include <optrace/observations.hpp>
 #include <optrace/operator_inputs.hpp>
 #include <optrace/replay.hpp>
 #endif
@@ -67,30 +69,41 @@ namespace cli {
 
 #ifdef OPTRACE_CLI_FRONT_END
 // The operator facts of the libtorch optrace-torch is built with, read (~7 ms) only when a
-// Kineto trace first asks for an op, once for all threads.
+// Kineto trace or a text output first asks for an op, once for all threads.
 class BuiltInCatalog final : public optrace::detail::OpCatalog {
  public:
   const std::vector<const optrace::detail::OpInfo*>& overloads_of(std::string_view qualified) const override {
+    return captured().overloads_of(qualified);
+  }
+  const optrace::detail::OpInfo* find(std::string_view display) const override { return captured().find(display); }
+
+ private:
+  const optrace::detail::CapturedCatalog& captured() const {
     std::call_once(once_, [this] {
       std::string text;
       for (const char* part : kOpCatalog) text += part;
       catalog_ = std::make_unique<optrace::detail::CapturedCatalog>(text);
     });
-    return catalog_->overloads_of(qualified);
+    return *catalog_;
   }
 
- private:
   mutable std::once_flag once_;
   mutable std::unique_ptr<optrace::detail::CapturedCatalog> catalog_;
 };
 
+const optrace::detail::OpCatalog& op_catalog() {
+  static const BuiltInCatalog catalog;
+  return catalog;
+}
+
 // The trace at `path`, whatever its format, with the import report. The library's errors name
 // the file (optrace::Error::file).
 optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
-  static const BuiltInCatalog catalog;
-  return optrace::detail::kineto::load_any(path, options, catalog);
+  return optrace::detail::kineto::load_any(path, options, op_catalog());
 }
 #else
+const optrace::detail::OpCatalog& op_catalog() { return optrace::detail::live_catalog(); }
+
 // The trace at `path`, whatever its format, with the import report.
 optrace::kineto::ImportResult load_file(const std::string& path, const optrace::kineto::ImportOptions& options) {
   return optrace::kineto::load_any(path, options);
@@ -103,7 +116,6 @@ optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::Impo
 
 // ---------------------------------------------------------------------------------------------
 
-#ifndef OPTRACE_CLI_FRONT_END
 // An observation file (InputObserver::save) in one view: what export needs, then the history.
 std::string summary_of_observations(const Invocation& inv, const std::string& path) {
   std::ostringstream out;
@@ -116,7 +128,7 @@ std::string summary_of_observations(const Invocation& inv, const std::string& pa
     shapes = ds.to_python();
     named = obs.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named)).to_python();
     warnings = ds.warnings();
-    arguments = obs.infer_arguments().describe();  // meta tensors: shapes and dtypes, no device to show
+    arguments = obs.describe_arguments();  // meta tensors: shapes and dtypes, no device to show
     for (size_t at; (at = arguments.find("@meta")) != std::string::npos;) arguments.erase(at, 5);
   } catch (const optrace::Error& e) {
     why_not = e.what_without_prefix();  // calls that do not fit together: said, not fatal here
@@ -170,14 +182,11 @@ std::string summary_of_observations(const Invocation& inv, const std::string& pa
   if (shown < order.size()) out << "(" << order.size() - shown << " more; --top to show more)\n";
   return out.str();
 }
-#endif
 
 // What `summary` prints for the file at `path` (a trace or an observation file); JSON without
 // its final newline.
 std::string summary_of(const Invocation& inv, const std::string& path) {
-#ifndef OPTRACE_CLI_FRONT_END
   if (files::is_observation_file(path)) return summary_of_observations(inv, path);
-#endif
   std::ostringstream out;
   const optrace::kineto::ImportResult imported = load_file(path, inv.import);
   const optrace::OpTrace& trace = imported.trace;
@@ -358,16 +367,12 @@ std::vector<std::string> not_carried(const optrace::OpTrace& trace, const std::s
 // Writes `trace` to `path` as `to` ("hf", "kineto", "text"); returns what the format could not hold.
 std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::string& path, const std::string& to,
                                      bool keep_non_compute) {
-#ifndef OPTRACE_CLI_FRONT_END
   if (to == "text") {
     optrace::operator_inputs::WriteReport report;
-    optrace::operator_inputs::save(trace, path, optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute),
-                                   &report);
+    const auto options = optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute);
+    optrace::detail::write_file_maybe_gzip(path, optrace::detail::operator_inputs_text(trace, op_catalog(), options, &report));
     return report.lines();
   }
-#else
-  (void)keep_non_compute;  // text outputs were handed to optrace-torch
-#endif
   if (to == "kineto") optrace::detail::kineto::save_trace(trace, path, {});
   else trace.save(path);
   return not_carried(trace, to);
@@ -446,16 +451,6 @@ int hand_to_optrace_torch(char** argv) {
                          std::strerror(errno));
 }
 
-// What the front end cannot do without libtorch: replay, observation files, text outputs (the
-// logger's rules read the schemas' return types and aliasing, which the catalog does not hold).
-bool needs_libtorch(const Invocation& inv) {
-  if (inv.command == Command::replay) return true;
-  if ((inv.command == Command::merge || inv.command == Command::convert) && inv.to == "text") return true;
-  if (inv.command == Command::summary)
-    for (const std::string& path : inv.inputs)
-      if (files::is_observation_file(path)) return true;
-  return false;
-}
 #endif
 
 int run(int argc, char** argv) {
@@ -472,7 +467,7 @@ int run(int argc, char** argv) {
     return inv.help_error ? 2 : 0;
   }
 #ifdef OPTRACE_CLI_FRONT_END
-  if (needs_libtorch(inv)) return hand_to_optrace_torch(argv);
+  if (inv.command == Command::replay) return hand_to_optrace_torch(argv);  // runs ops: needs libtorch
 #endif
   switch (inv.command) {
     case Command::summary: return summary(inv);

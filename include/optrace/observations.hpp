@@ -65,7 +65,7 @@ class Observations {
   Arguments materialize(const MaterializeOptions& options = {}, const InferArgumentsOptions& choice = {}) const {
     // Inputs the chosen call lacks come back synthesized on meta (empty or zeros, see
     // infer_arguments); they are allocated here, after the budget check, with the others.
-    Value call = detail::infer_argument_value(calls_, choice, c10::Device(c10::kMeta));
+    Value call = detail::infer_argument_value(calls_, choice, c10::Device(c10::kMeta), detail::zeros_of_spec);
     std::vector<Value*> recorded, synthesized;
     std::function<void(Value&)> collect = [&](Value& v) {
       if (v.is_tensor()) (v.data.defined() ? synthesized : recorded).push_back(&v);
@@ -80,6 +80,13 @@ class Observations {
     for (Value* v : recorded) v->data = materializer.tensor(v->spec);
     for (Value* v : synthesized) v->data = at::zeros(v->data.sizes(), v->data.options().device(options.device()));
     return detail::to_arguments(calls_, call);
+  }
+
+  /// `infer_arguments(choice).describe()`, with every tensor on the meta device, from the specs
+  /// alone: builds no tensor (the optrace front end, which has no libtorch, shows it).
+  std::string describe_arguments(const InferArgumentsOptions& choice = {}) const {
+    const c10::Device meta(c10::kMeta);
+    return detail::describe_arguments(calls_.keyed, detail::infer_argument_value(calls_, choice, meta, nullptr), meta);
   }
 
   /// Number of stored calls.

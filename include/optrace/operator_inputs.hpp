@@ -8,15 +8,17 @@
 //
 // It holds keyword arguments and strides, which an OpTrace keeps in its extended fields
 // (`OpInput::kwargs`, `input_strides`, `TensorListInfo::strides`). The parser and the Python-repr
-// writer live in detail/op_trace/operator_inputs_text.hpp (no libtorch), reading a log into a trace
-// in detail/op_trace/operator_inputs_read.hpp (no libtorch); this header adds what only the
-// dispatcher knows: which ops and calls PyTorch's logger leaves out.
+// writer live in detail/op_trace/operator_inputs_text.hpp, reading a log into a trace in
+// detail/op_trace/operator_inputs_read.hpp, writing one by PyTorch's logger's rules given each
+// op's schema facts in detail/op_trace/operator_inputs_write.hpp (all three without libtorch);
+// this header gives the writer those facts from the live dispatcher.
 
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/op_trace/operator_inputs_read.hpp>
 #include <optrace/detail/op_trace/operator_inputs_text.hpp>
+#include <optrace/detail/op_trace/operator_inputs_write.hpp>
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 
@@ -27,109 +29,7 @@
 #include <vector>
 
 namespace optrace {
-namespace detail {
-
-inline bool contains_tensor_type(const c10::TypePtr& t) {
-  if (t->kind() == c10::TypeKind::TensorType) return true;
-  for (const c10::TypePtr& inner : t->containedTypes())
-    if (contains_tensor_type(inner)) return true;
-  return false;
-}
-
-// What PyTorch's logger decides from op's schema (operator_inp_utils.py: non_compute_operator,
-// and its __torch_dispatch__'s checks). An op this libtorch lacks is written as recorded.
-inline op_trace::oplog::OpFacts op_facts(std::string_view op) {
-  op_trace::oplog::OpFacts f;
-  const OpInfo* info = find_op(op);
-  if (info == nullptr) return f;
-  const c10::FunctionSchema& schema = *info->live->schema;
-  const auto& args = schema.arguments();
-  const auto& returns = schema.returns();
-  f.returns_tensor = false;
-  for (const c10::Argument& r : returns) f.returns_tensor = f.returns_tensor || contains_tensor_type(r.type());
-  bool tensor_arg = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    tensor_arg = tensor_arg || contains_tensor_type(args[i].type());
-    if (f.storage_arg < 0 && args[i].type()->kind() == c10::TypeKind::StorageType) f.storage_arg = static_cast<int>(i);
-  }
-  const std::string full = schema.name() + "." + schema.overload_name();
-  if (!tensor_arg || full.find("_like") != std::string::npos) {
-    f.non_compute = true;  // constructors and *_like
-    return f;
-  }
-  if (schema.is_mutable()) return f;  // in-place writes are kept
-  const c10::Argument* out = nullptr;
-  int tensor_outputs = 0;
-  for (const c10::Argument& r : returns)
-    if (r.type()->kind() == c10::TypeKind::TensorType) {
-      ++tensor_outputs;
-      out = &r;
-    }
-  if (tensor_outputs != 1 || out->alias_info() == nullptr) return f;
-  for (const c10::Argument& a : args) {
-    if (a.type()->kind() != c10::TypeKind::TensorType || a.alias_info() == nullptr) continue;
-    for (const auto& set : a.alias_info()->beforeSets())
-      if (out->alias_info()->afterSets().count(set)) f.non_compute = true;  // a view of an input
-  }
-  return f;
-}
-
-}  // namespace detail
-
 namespace operator_inputs {
-
-/// Options of `to_text` / `save`.
-class WriteOptions {
- public:
-  /// Leave out ops PyTorch's logger calls non-compute (`log_to_file(skip_non_compute_operators=True)`):
-  /// those with no tensor argument (constructors), `*_like` ops, and views (one tensor output
-  /// aliasing an input). Default: true, as the logger.
-  WriteOptions& skip_non_compute(bool skip) {
-    skip_non_compute_ = skip;
-    return *this;
-  }
-  bool skip_non_compute() const { return skip_non_compute_; }
-
- private:
-  bool skip_non_compute_ = true;
-};
-
-/// What writing a trace as a log left out (PyTorch's logger's rules) or could not carry.
-struct WriteReport : detail::op_trace::oplog::WriteReport {
-  /// One line per kind of loss, empty when nothing was lost.
-  std::vector<std::string> lines() const {
-    std::vector<std::string> out;
-    auto add = [&out](int64_t n, const std::string& what) {
-      if (n > 0) out.push_back(std::to_string(n) + " " + what);
-    };
-    if (!non_compute.empty()) {
-      int64_t calls = 0;
-      std::string names;
-      for (const auto& [op, n] : non_compute) {
-        calls += n;
-        if (names.size() < 200) names += (names.empty() ? "" : ", ") + op;
-      }
-      out.push_back(std::to_string(non_compute.size()) + " non-compute ops (" + std::to_string(calls) +
-                    " calls) left out, as PyTorch's logger does: " + names);
-    }
-    add(no_tensor_input, "calls without a tensor argument left out, as PyTorch's logger does");
-    add(no_tensor_output, "calls of ops that return no tensor left out, as PyTorch's logger does");
-    add(memory_format, "calls with a memory format or storage argument left out, as PyTorch's logger does");
-    add(unknown_values, "calls with an argument whose value the trace lacks left out");
-    add(dropped, "calls counted but not kept as unique inputs not written (a log holds inputs only)");
-    add(devices, "unique inputs' devices not written (a log names none)");
-    add(value_ranges, "unique inputs' integer value ranges not written (a log holds none)");
-    add(merged, "unique inputs written on the line of an equal earlier one (they differed only in what a log does not hold)");
-    return out;
-  }
-};
-
-/// Writes `report.lines()`, one per line ("" when nothing was lost).
-inline std::ostream& operator<<(std::ostream& out, const WriteReport& report) {
-  for (const std::string& line : report.lines()) out << line << '\n';
-  return out;
-}
-
 
 /// The trace as PyTorch's `OperatorInputsMode.log_to_file` writes the same calls: operators
 /// sorted by name (`aten.addmm.default`), each op's lines in first-seen order, each line
@@ -146,11 +46,7 @@ inline std::ostream& operator<<(std::ostream& out, const WriteReport& report) {
 ///   ... tracer.start(); model.forward(inputs); tracer.stop();
 ///   optrace::operator_inputs::save(tracer.trace(), "model_inputs.txt");  // for BackendBench
 inline std::string to_text(const OpTrace& trace, const WriteOptions& options = {}, WriteReport* report = nullptr) {
-  WriteReport local;
-  const optrace::detail::op_trace::oplog::OpFactsFn facts = [](std::string_view op) { return optrace::detail::op_facts(op); };
-  std::string text = optrace::detail::op_trace::oplog::Writer(facts, options.skip_non_compute()).write(trace.ops(), local);
-  if (report) *report = std::move(local);
-  return text;
+  return detail::operator_inputs_text(trace, detail::live_catalog(), options, report);
 }
 
 /// Writes `to_text(trace, options, report)` to `path` atomically, gzip-compressed when `path` ends

@@ -512,25 +512,55 @@ inline std::string describe(const Value& v) {
   return out;
 }
 
-inline std::string Arguments::describe() const {
+namespace detail {
+
+// Arguments::describe's text for arguments of these values: keyword arguments named `names`
+// when `keyed`, else positional ones.
+inline std::string describe_argument_list(bool keyed, const std::vector<std::string>& names, const std::vector<Value>& values) {
   std::string out;
-  if (!kwargs.is_empty() || args.empty()) {
+  if (keyed || values.empty()) {
     out = "dict(";
-    bool first = true;
-    for (const auto& item : kwargs) {
-      if (!first) out += ", ";
-      first = false;
-      out += item.key() + ": " + optrace::describe(to_value(item.value()));
-    }
+    for (size_t k = 0; k < values.size(); ++k) out += (k ? ", " : "") + names[k] + ": " + optrace::describe(values[k]);
     return out + ")";
   }
   out = "(";
-  for (size_t k = 0; k < args.size(); ++k) {
-    if (k) out += ", ";
-    out += optrace::describe(to_value(args[k]));
-  }
-  if (args.size() == 1) out += ",";
+  for (size_t k = 0; k < values.size(); ++k) out += (k ? ", " : "") + optrace::describe(values[k]);
+  if (values.size() == 1) out += ",";
   return out + ")";
+}
+
+// `v` as it comes back from Arguments (to_value(to_ivalue(v))), given its tensors' device:
+// IValues have no struct, so structs come back as dicts.
+inline Value as_argument_reads_back(Value v, c10::Device device) {
+  if (v.is_tensor()) v.spec.device = device;
+  if (v.kind == Value::Kind::Struct) {
+    v.kind = Value::Kind::Dict;
+    v.text.clear();
+  }
+  for (Value& item : v.items) item = as_argument_reads_back(std::move(item), device);
+  return v;
+}
+
+// Arguments::describe() of the arguments made from `call` (infer_argument_value's Dict of them),
+// with every tensor on `device`, without making the tensors.
+inline std::string describe_arguments(bool keyed, const Value& call, c10::Device device) {
+  std::vector<Value> values;
+  for (const Value& item : call.items) values.push_back(as_argument_reads_back(item, device));
+  return describe_argument_list(keyed, call.keys, values);
+}
+
+}  // namespace detail
+
+inline std::string Arguments::describe() const {
+  std::vector<std::string> names;
+  std::vector<Value> values;
+  for (const auto& item : kwargs) {
+    names.push_back(item.key());
+    values.push_back(to_value(item.value()));
+  }
+  if (kwargs.is_empty())  // keyword arguments, when there are, are what is shown
+    for (const c10::IValue& arg : args) values.push_back(to_value(arg));
+  return detail::describe_argument_list(!kwargs.is_empty(), names, values);
 }
 
 inline c10::IValue to_ivalue(const Value& v) {

@@ -6,7 +6,11 @@
 #    stderr, exit status and written bytes as optrace-torch, on every format (Kineto .gz, logs, hf)
 #    and on bad input;
 #  - Kineto outputs: written by the front end, the same bytes;
-#  - replay, an observation file, text outputs: run by optrace-torch (same results).
+#  - observation files (every file of DATA/observations, text and --json): the same answers,
+#    and the front end shows them without optrace-torch beside it;
+#  - text outputs (PyTorch's logger's rules, by the captured schema facts): the same bytes and
+#    report, from every format;
+#  - replay: run by optrace-torch (same results).
 set -u
 front=$1 full=$2 data=$3 work=$4
 rm -rf "$work" && mkdir -p "$work/front" "$work/full" || exit 1
@@ -54,13 +58,24 @@ for k in "${!inputs[@]}"; do
   cmp -s <(gzip -dc "$work/front/k$k.pt.trace.json.gz") <(gzip -dc "$work/full/k$k.pt.trace.json.gz") ||
     fail "convert ${inputs[$k]} to Kineto: the written traces differ"
 done
+# Observation files, shown by the front end itself (also without optrace-torch, below).
+observations=("$data"/observations/*.json)
+for k in "${!observations[@]}"; do
+  same "observations$k" summary "${observations[$k]}"
+  same "observations_json$k" summary "${observations[$k]}" --json --top 1
+done
+same observations_many summary "${observations[@]}" "${inputs[4]}" --top 2
 same merge_kineto merge "${inputs[@]}" -o OUT/merged.pt.trace.json
 cmp -s "$work/front/merged.pt.trace.json" "$work/full/merged.pt.trace.json" || fail "merge to Kineto: the written traces differ"
 # What needs libtorch is handed over: the same results as optrace-torch's own.
 same replay replay "${inputs[4]}" --device meta --no-progress
-same observations summary "$data/observations/masked.json"
-same to_text convert "${inputs[0]}" -o OUT/t.txt
-cmp -s "$work/front/t.txt" "$work/full/t.txt" || fail "convert to text: the written logs differ"
+# Text outputs (logs), from every format, with and without non-compute ops.
+for k in "${!inputs[@]}"; do
+  same "to_text$k" convert "${inputs[$k]}" -o "OUT/t$k.txt"
+  cmp -s "$work/front/t$k.txt" "$work/full/t$k.txt" || fail "convert ${inputs[$k]} to text: the written logs differ"
+done
+same to_text_all merge "${inputs[@]}" -o OUT/all.txt.gz --keep-non-compute
+cmp -s <(gzip -dc "$work/front/all.txt.gz") <(gzip -dc "$work/full/all.txt.gz") || fail "merge to text: the written logs differ"
 # Without optrace-torch beside it, what needs libtorch fails clearly (exit 2, one line naming it).
 mkdir -p "$work/alone" && cp "$front" "$work/alone/optrace"
 "$work/alone/optrace" replay "${inputs[4]}" >"$work/alone.out" 2>"$work/alone.err"; rc=$?
@@ -68,4 +83,9 @@ mkdir -p "$work/alone" && cp "$front" "$work/alone/optrace"
 grep -q "^optrace: IoError: this command needs libtorch, and $work/alone/optrace-torch (the tool built with it) cannot be run: No such file or directory$" "$work/alone.err" ||
   { cat "$work/alone.err"; fail "replay without optrace-torch: unexpected message"; }
 "$work/alone/optrace" summary "${inputs[0]}" >/dev/null || fail "summary without optrace-torch"
+"$work/alone/optrace" convert "${inputs[0]}" -o "$work/alone.txt" >/dev/null 2>&1 || fail "convert to text without optrace-torch"
+cmp -s "$work/alone.txt" "$work/full/t0.txt" || fail "convert to text without optrace-torch: another log"
+"$work/alone/optrace" summary "${observations[@]}" >"$work/alone.obs" || fail "observation files without optrace-torch"
+"$full" summary "${observations[@]}" >"$work/full.obs"
+cmp -s "$work/alone.obs" "$work/full.obs" || fail "observation files without optrace-torch: other answers"
 echo "front end and optrace-torch agree"

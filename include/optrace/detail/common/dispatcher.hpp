@@ -137,6 +137,47 @@ struct LiveOp {
 
 /// The facts of the dispatcher op `name`; nullptr if the dispatcher has no such op with a schema.
 /// Thread-safe; the first call for an op takes a lock, later ones too (callers cache the pointer).
+inline bool contains_tensor_type(const c10::TypePtr& t) {
+  if (t->kind() == c10::TypeKind::TensorType) return true;
+  for (const c10::TypePtr& inner : t->containedTypes())
+    if (contains_tensor_type(inner)) return true;
+  return false;
+}
+
+// What PyTorch's operator-inputs logger decides from the schema (operator_inp_utils.py:
+// non_compute_operator, and its __torch_dispatch__'s checks): OpInfo's returns_tensor,
+// storage_arg, non_compute.
+inline void set_logger_facts(const c10::FunctionSchema& schema, OpInfo& info) {
+  const auto& args = schema.arguments();
+  const auto& returns = schema.returns();
+  info.returns_tensor = false;
+  for (const c10::Argument& r : returns) info.returns_tensor = info.returns_tensor || contains_tensor_type(r.type());
+  bool tensor_arg = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    tensor_arg = tensor_arg || contains_tensor_type(args[i].type());
+    if (info.storage_arg < 0 && args[i].type()->kind() == c10::TypeKind::StorageType) info.storage_arg = static_cast<int>(i);
+  }
+  const std::string full = schema.name() + "." + schema.overload_name();
+  if (!tensor_arg || full.find("_like") != std::string::npos) {
+    info.non_compute = true;  // constructors and *_like
+    return;
+  }
+  if (schema.is_mutable()) return;  // in-place writes are kept
+  const c10::Argument* out = nullptr;
+  int tensor_outputs = 0;
+  for (const c10::Argument& r : returns)
+    if (r.type()->kind() == c10::TypeKind::TensorType) {
+      ++tensor_outputs;
+      out = &r;
+    }
+  if (tensor_outputs != 1 || out->alias_info() == nullptr) return;
+  for (const c10::Argument& a : args) {
+    if (a.type()->kind() != c10::TypeKind::TensorType || a.alias_info() == nullptr) continue;
+    for (const auto& set : a.alias_info()->beforeSets())
+      if (out->alias_info()->afterSets().count(set)) info.non_compute = true;  // a view of an input
+  }
+}
+
 inline const OpInfo* op_info(const c10::OperatorName& name) {
   static std::mutex mutex;
   static auto* infos = new std::unordered_map<std::string, std::unique_ptr<OpInfo>>();  // used at exit: never freed
@@ -167,6 +208,7 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
     info->args.push_back(arg_type(a));
     info->defaults.push_back(a.default_value() ? std::optional<DefaultValue>(default_value_of(*a.default_value())) : std::nullopt);
   }
+  set_logger_facts(schema, *info);
   info->rules = std::move(rules);
   for (OpInfo::Rule& r : info->rules)
     if (r.recorded == nullptr) r.recorded = info.get();
@@ -207,6 +249,7 @@ inline std::vector<const OpInfo*> all_ops() {
 /// The live dispatcher as the Kineto importer's catalog.
 inline const OpCatalog& live_catalog() {
   struct Live final : OpCatalog {
+    const OpInfo* find(std::string_view display) const override { return find_op(display); }
     const std::vector<const OpInfo*>& overloads_of(std::string_view qualified) const override {
       return detail::overloads_of(qualified);
     }

@@ -8,12 +8,12 @@
 // derived again from `context_rules()` by the same function the live dispatcher uses.
 //
 // The text, one line per op, then one per argument:
-//   optrace-op-catalog 1 torch2=1
-//   op aten::add Tensor 0 2 3
+//   optrace-op-catalog 2 torch2=1
+//   op aten::add Tensor 0 2 1 -1 0 3
 //   a 0 0 0 0 -
 //   a 0 0 0 0 -
 //   a 0 4 0 0 i1
-// `op QUALIFIED OVERLOAD|- DECOMPOSES POSITIONAL ARGS`; `a OPTIONAL KIND ELEMENT ELEMENT_OPTIONAL
+// `op QUALIFIED OVERLOAD|- DECOMPOSES POSITIONAL RETURNS_TENSOR STORAGE_ARG NON_COMPUTE ARGS`; `a OPTIONAL KIND ELEMENT ELEMENT_OPTIONAL
 // DEFAULT`, kinds as ArgKind's numbers, DEFAULT `-` (none) or a DefaultValue: `N` None, `i7`,
 // `d<%a>` (exact), `b0`/`b1`, `c<%a>,<%a>`, `s<bytes>:<text>` (a string), `v<bytes>:<text>` (a
 // device), `l<n>:` then n values each ended by `;`, `o` (another kind).
@@ -182,10 +182,11 @@ class Reader {
 
 /// The catalog text of `ops` (op_info's facts; the rules are not written).
 inline std::string write_catalog(const std::vector<const OpInfo*>& ops, bool torch2) {
-  std::string out = std::string("optrace-op-catalog 1 torch2=") + (torch2 ? "1" : "0") + "\n";
+  std::string out = std::string("optrace-op-catalog 2 torch2=") + (torch2 ? "1" : "0") + "\n";
   for (const OpInfo* op : ops) {
     out += "op " + op->qualified + " " + (op->overload.empty() ? "-" : op->overload) + " " + (op->decomposes ? "1" : "0") +
-           " " + std::to_string(op->positional) + " " + std::to_string(op->args.size()) + "\n";
+           " " + std::to_string(op->positional) + " " + (op->returns_tensor ? "1" : "0") + " " + std::to_string(op->storage_arg) +
+           " " + (op->non_compute ? "1" : "0") + " " + std::to_string(op->args.size()) + "\n";
     for (size_t k = 0; k < op->args.size(); ++k) {
       const ArgType& t = op->args[k];
       out += "a " + std::to_string(t.optional) + " " + std::to_string(static_cast<int>(t.kind)) + " " +
@@ -204,7 +205,7 @@ class CapturedCatalog final : public OpCatalog {
  public:
   explicit CapturedCatalog(std::string_view text) {
     catalog_text::Reader in(text);
-    if (in.word() != "optrace-op-catalog" || in.number() != 1) in.fail("not an optrace op catalog (version 1)");
+    if (in.word() != "optrace-op-catalog" || in.number() != 2) in.fail("not an optrace op catalog (version 2)");
     const std::string_view flag = in.word();
     if (flag != "torch2=0" && flag != "torch2=1") in.fail("expected torch2=0|1");
     const bool torch2 = flag == "torch2=1";
@@ -217,6 +218,9 @@ class CapturedCatalog final : public OpCatalog {
       info->overload = overload == "-" ? "" : std::string(overload);
       info->decomposes = in.number() != 0;
       info->positional = static_cast<size_t>(in.number());
+      info->returns_tensor = in.number() != 0;
+      info->storage_arg = static_cast<int>(in.number());
+      info->non_compute = in.number() != 0;
       const int64_t n = in.number();
       in.end_line();
       info->name = display_name(info->qualified, info->overload);
@@ -254,7 +258,7 @@ class CapturedCatalog final : public OpCatalog {
 
   /// The op named `display` as the op-trace schema names it ("add.Tensor", "myops::f.default"),
   /// or nullptr (what find_op answers from the live dispatcher).
-  const OpInfo* find(std::string_view display) const {
+  const OpInfo* find(std::string_view display) const override {
     auto [name, overload] = qualified_name(display);
     auto it = by_name_.find(name + "." + overload);
     return it == by_name_.end() ? nullptr : it->second;

@@ -177,6 +177,10 @@ struct OpInfo {
   size_t positional = 0;      ///< arguments before the first keyword-only one
   std::vector<ArgType> args;  ///< one per schema argument
   std::vector<std::optional<DefaultValue>> defaults;  ///< one per schema argument: its default, if any
+  /// What PyTorch's operator-inputs logger reads of the schema (operator_inputs.hpp's rules).
+  bool returns_tensor = true;  ///< a tensor among its returns (calls returning none are not logged)
+  int storage_arg = -1;        ///< the first Storage argument's index (calls passing one are not logged)
+  bool non_compute = false;    ///< no tensor argument, a `*_like` op, or one tensor output viewing an input
   /// The context rules for calls of this op (rarely more than one).
   struct Rule {
     std::vector<std::string> within;
@@ -204,11 +208,13 @@ struct OpInfo {
   }
 };
 
-/// Where the Kineto importer finds ops: the live dispatcher (`live_catalog()`, dispatcher.hpp)
-/// or facts captured from it (`CapturedCatalog`, op_catalog.hpp).
+/// Where the Kineto importer and the log writer find ops: the live dispatcher (`live_catalog()`,
+/// dispatcher.hpp) or facts captured from it (`CapturedCatalog`, op_catalog.hpp).
 class OpCatalog {
  public:
   virtual ~OpCatalog() = default;
+  /// The op named `display` as the op-trace schema names it ("add.Tensor"), or nullptr.
+  virtual const OpInfo* find(std::string_view display) const = 0;
   /// Every overload of the op `qualified` ("aten::add"), the default overload first; empty if
   /// the catalog knows none.
   virtual const std::vector<const OpInfo*>& overloads_of(std::string_view qualified) const = 0;

@@ -378,9 +378,18 @@ inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const
 /// becomes an empty tensor shaped like the same input in other calls with its highest dynamic
 /// dim set to 0 (zeros of that shape when no dim is dynamic); a missing scalar takes the
 /// template's value.
-/// Synthesized tensors go to `device` (default: the device they were seen on).
-inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value& call,
-                           std::optional<c10::Device> device = std::nullopt) {
+/// Synthesized tensors go to `device` (default: the device they were seen on). They always have
+/// their spec; their data comes from `make` (zeros_of_spec), and stays undefined without it:
+/// the analysis only needs sizes, and the optrace front end has no libtorch to build tensors.
+using TensorMaker = at::Tensor (*)(const TensorSpec&);
+
+/// A tensor of zeros of `spec`'s sizes, dtype and device (contiguous).
+inline at::Tensor zeros_of_spec(const TensorSpec& spec) {
+  return at::zeros(spec.sizes, at::TensorOptions().dtype(spec.dtype).device(spec.device));
+}
+
+inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value& call, std::optional<c10::Device> device,
+                           TensorMaker make) {
   std::unordered_map<const Value*, size_t> leaf_of;
   for (size_t l = 0; l < a.leaves().size(); ++l) leaf_of[a.leaves()[l].node] = l;
 
@@ -395,17 +404,20 @@ inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value
           ref = s;
           break;
         }
-      std::vector<int64_t> sizes = ref->spec.sizes;
-      bool any_dynamic = false;
-      for (size_t d = sizes.size(); d-- > 0;)
-        if (facts.dynamic[l][d]) {
-          sizes[d] = 0;
-          any_dynamic = true;
+      // What a freshly allocated tensor has: contiguous, offset 0, no grad.
+      Value out;
+      out.kind = Value::Kind::Tensor;
+      out.spec.sizes = ref->spec.sizes;
+      for (size_t d = out.spec.sizes.size(); d-- > 0;)
+        if (facts.dynamic[l][d]) {  // the last dynamic dim is 0: no data to make up
+          out.spec.sizes[d] = 0;
           break;
         }
-      auto options = at::TensorOptions().dtype(ref->spec.dtype).device(device.value_or(ref->spec.device));
-      at::Tensor data = any_dynamic ? at::empty(sizes, options) : at::zeros(sizes, options);
-      return Value::tensor(data, true);
+      out.spec.strides = TensorSpec::contiguous_strides(out.spec.sizes);
+      out.spec.dtype = ref->spec.dtype;
+      out.spec.device = device.value_or(ref->spec.device);
+      if (make != nullptr) out.data = make(out.spec);
+      return out;
     }
     if (!t.is_container()) return v && !v->is_none() ? *v : t;
     Value out = t;
@@ -473,7 +485,7 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
   // synthesized inputs go to the meta device.
   if (!calls.stored.empty()) {
     DimFacts varied = dim_facts(a, {});
-    example = complete_call(a, varied, calls.stored[choose_stored_call(a, varied, {}, calls.stored)], c10::Device(c10::kMeta));
+    example = complete_call(a, varied, calls.stored[choose_stored_call(a, varied, {}, calls.stored)], c10::Device(c10::kMeta), nullptr);
   }
 
   // Equivalence classes of dynamic dims: (leaf, dim) pairs.
@@ -616,12 +628,13 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
 }
 
 /// The export arguments as a Dict Value keyed by argument (tensors without data where the
-/// stored call has none: a loaded observation file).
-inline Value infer_argument_value(const CallSet& calls, const InferArgumentsOptions& options,
-                                  std::optional<c10::Device> device = std::nullopt) {
+/// stored call has none: a loaded observation file; synthesized ones made by `make`, see
+/// complete_call).
+inline Value infer_argument_value(const CallSet& calls, const InferArgumentsOptions& options, std::optional<c10::Device> device,
+                                  TensorMaker make) {
   Analysis a(calls);
   DimFacts facts = dim_facts(a, {});
-  return complete_call(a, facts, calls.stored[choose_stored_call(a, facts, options, calls.stored)], device);
+  return complete_call(a, facts, calls.stored[choose_stored_call(a, facts, options, calls.stored)], device, make);
 }
 
 inline Arguments to_arguments(const CallSet& calls, const Value& call) {
@@ -635,7 +648,7 @@ inline Arguments to_arguments(const CallSet& calls, const Value& call) {
 
 /// infer_arguments over a CallSet.
 inline Arguments infer_arguments(const CallSet& calls, const InferArgumentsOptions& options) {
-  return to_arguments(calls, infer_argument_value(calls, options));
+  return to_arguments(calls, infer_argument_value(calls, options, std::nullopt, zeros_of_spec));
 }
 
 }  // namespace optrace::detail

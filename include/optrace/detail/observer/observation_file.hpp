@@ -154,7 +154,7 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
   try {
     analysis.emplace(calls);
     shapes = infer_dynamic_shapes(calls, {});
-    if (!calls.stored.empty()) example = infer_argument_value(calls, {}, c10::Device(c10::kMeta));
+    if (!calls.stored.empty()) example = infer_argument_value(calls, {}, c10::Device(c10::kMeta), nullptr);
   } catch (const ArgumentError& e) {
     analysis_error = e.what();
     analysis.reset();
