@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <sstream>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -615,4 +616,109 @@ TEST_CASE("op catalog: traces imported by captured facts equal the live dispatch
   });
   CHECK(optrace::detail::kineto::parse(text, {}, captured).trace.to_json() == optrace::kineto::parse(text).trace.to_json());
   CHECK(optrace::detail::kineto::parse(text, {}, captured).report.to_string() == optrace::kineto::parse(text).report.to_string());
+}
+
+namespace {
+
+// A recorded argument in one line, every field.
+std::string describe_rec(const optrace::detail::kineto::RecArg& r) {
+  std::ostringstream out;
+  out << static_cast<int>(r.kind) << "|" << r.type << "|" << r.dtype << "|" << optrace::detail::kineto::shorten(r.text, 1000) << "|";
+  for (int64_t d : r.shape) out << d << ",";
+  out << "|";
+  if (r.strides)
+    for (int64_t d : *r.strides) out << d << ",";
+  out << "|" << static_cast<int>(r.scalar.kind) << " " << r.scalar.int_value << " " << r.scalar.real << " " << r.scalar.imag << " "
+      << r.scalar.bool_value << " " << r.scalar.text << "|";
+  if (r.list)
+    for (const auto& s : *r.list) out << static_cast<int>(s.kind) << ":" << s.int_value << ":" << s.real << ",";
+  out << "|";
+  if (r.list_shapes)
+    for (const auto& s : *r.list_shapes) {
+      out << "[";
+      if (s)
+        for (int64_t d : *s) out << d << ",";
+      out << "]";
+    }
+  return out.str();
+}
+
+// Both readers of one event's fields: when the fast one reads them, the DOM one reads the same.
+// Returns whether the fast one did.
+bool same_read(const optrace::detail::kineto::RawFields& raw) {
+  using namespace optrace::detail::kineto;
+  std::vector<RecArg> fast, dom;
+  std::string fast_problem, dom_problem, hint;
+  bool has_hint = false;
+  if (!read_args_fast(raw, fast, fast_problem)) return false;
+  read_args_dom(raw, "/x/args", dom, hint, has_hint, dom_problem);
+  INFO("dims " << raw.dims << " types " << raw.types << " concrete " << raw.concrete << " strides " << raw.strides);
+  CHECK(fast_problem == dom_problem);
+  if (fast_problem.empty()) {
+    REQUIRE(fast.size() == dom.size());
+    for (size_t k = 0; k < fast.size(); ++k) CHECK(describe_rec(fast[k]) == describe_rec(dom[k]));
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("kineto: the fast field reader reads what the path-naming reader reads", "[kineto]") {
+  namespace od = simdjson::ondemand;
+  using optrace::detail::kineto::RawFields;
+  // Every op event of the real traces.
+  size_t events = 0, fast = 0;
+  for (const char* name : {"mtia_inference.pt.trace.json.gz", "rocm_minitoy_train.pt.trace.json.gz", "small_base.pt.trace.json.gz"}) {
+    std::string text = optrace::detail::read_file_maybe_gzip(std::string(OPTRACE_TEST_DATA) + "/kineto/" + name);
+    text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    od::parser parser;
+    od::document doc = parser.iterate(text.data(), text.size(), text.capacity());
+    for (auto event : doc["traceEvents"].get_array()) {
+      od::object args;
+      if (event["args"].get_object().get(args)) continue;
+      RawFields raw;
+      for (auto field : args) {
+        std::string_view key = field.unescaped_key().value(), value;
+        if (key != "Input Dims" && key != "Input type" && key != "Concrete Inputs" && key != "Input Strides") continue;
+        auto v = field.value();
+        REQUIRE_FALSE(optrace::detail::ondemand::raw_json(v, value));
+        (key == "Input Dims" ? raw.dims : key == "Input type" ? raw.types : key == "Concrete Inputs" ? raw.concrete : raw.strides) = value;
+      }
+      if (raw.types.empty()) continue;
+      ++events;
+      fast += same_read(raw);
+    }
+  }
+  CHECK(events > 4000);
+  CHECK(fast == events);  // the profiler's own fields all take the fast path
+  // Fields the fast reader leaves to the other (escapes, floats, null, deeper lists, bad text),
+  // and ones it reads (spaces, negative numbers, lists of shapes, odd strides, mismatches).
+  auto fields = [](const char* dims, const char* types, const char* concrete = "", const char* strides = "") {
+    RawFields r;
+    r.dims = dims;
+    r.types = types;
+    r.concrete = concrete;
+    r.strides = strides;
+    return r;
+  };
+  CHECK_FALSE(same_read(fields("[[2]]", R"(["fl\u006fat"])")));
+  CHECK_FALSE(same_read(fields("[[2.0]]", R"(["float"])")));
+  CHECK_FALSE(same_read(fields("[null]", R"(["float"])")));
+  CHECK_FALSE(same_read(fields("[[[[2]]]]", R"(["TensorList"])")));
+  CHECK_FALSE(same_read(fields("[[2]", R"(["float"])")));
+  CHECK_FALSE(same_read(fields("[[01]]", R"(["float"])")));
+  CHECK_FALSE(same_read(fields("[[12345678901234567890]]", R"(["float"])")));
+  CHECK_FALSE(same_read(fields("[[2]]", R"(["float"])", "", "[[[1]]]")));  // strides not integers: DOM says where
+  CHECK_FALSE(same_read(fields("[[2]]", R"(["float"])", "[3]")));          // a concrete input not a string
+  CHECK(same_read(fields(" [ [ 2 , -3 ] , [ ] ] ", R"( [ "float" , "Scalar" ] )", R"(["", "-1.5"])")));
+  CHECK(same_read(fields("[[[2, 3], [4]], []]", R"(["TensorList", "ScalarList"])", R"(["", "[1, 2]"])")));
+  CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1, 2]]")));
+  CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1]]")));  // strides of another rank: none
+  CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1], [1]]")));  // strides of another length: none
+  CHECK(same_read(fields("[[2], []]", R"(["float"])")));
+  CHECK(same_read(fields("[[2]]", R"(["float"])", R"(["", ""])")));
+  CHECK(same_read(fields("[[2]]", R"(["no_such_type"])")));
+  CHECK(same_read(fields("", R"(["float"])")));
+  CHECK(same_read(fields("[[2]]", "")));
+  CHECK(same_read(fields("[[2]]", R"(["", "None", "GenericList"])", R"(["x", "", "[[1], 2]"])")));
 }

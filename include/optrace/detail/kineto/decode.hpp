@@ -7,6 +7,8 @@
 // - the arguments become what OpTracer records for the same call: positional ones, trailing
 //   defaults dropped, in Python's words (the rules of detail/common/dispatcher.hpp);
 // - what the profiler did not record is reported, not invented.
+// The fields are read straight from their text (read_args_fast) when they are what the profiler
+// writes; anything else goes through a small DOM (read_args), whose errors name the path.
 
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
@@ -390,6 +392,196 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
   return "";
 }
 
+// The fields as the profiler writes them, read straight from their text: lists of plain strings
+// (no escapes), of integers and of lists of them. Anything else (escapes, floats, objects, deeper
+// lists, malformed text) is left to read_args above, which names the path of what is wrong: a
+// field text this reader accepts reads the same there.
+namespace fast_fields {
+
+struct Cursor {
+  const char* p;
+  const char* end;
+  void skip_spaces() {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) ++p;
+  }
+  bool eat(char c) {
+    skip_spaces();
+    if (p >= end || *p != c) return false;
+    ++p;
+    return true;
+  }
+};
+
+inline bool integer(Cursor& c, int64_t& out) {
+  c.skip_spaces();
+  const bool negative = c.p < c.end && *c.p == '-';
+  if (negative) ++c.p;
+  const char* start = c.p;
+  int64_t v = 0;
+  while (c.p < c.end && *c.p >= '0' && *c.p <= '9') v = v * 10 + (*c.p++ - '0');
+  const size_t digits = static_cast<size_t>(c.p - start);
+  // JSON's integers: no leading zero; at most 18 digits (no overflow); no fraction or exponent.
+  if (digits == 0 || digits > 18 || (digits > 1 && *start == '0')) return false;
+  if (c.p < c.end && (*c.p == '.' || *c.p == 'e' || *c.p == 'E')) return false;
+  out = negative ? -v : v;
+  return true;
+}
+
+inline bool string(Cursor& c, std::string_view& out) {
+  if (!c.eat('"')) return false;
+  const char* start = c.p;
+  while (c.p < c.end && *c.p != '"') {
+    if (*c.p == '\\' || static_cast<unsigned char>(*c.p) < 0x20) return false;
+    ++c.p;
+  }
+  if (c.p >= c.end) return false;
+  out = std::string_view(start, static_cast<size_t>(c.p - start));
+  ++c.p;
+  return true;
+}
+
+// `[v, v, ...]`, calling item(cursor) for each element (which reads it).
+template <class Item>
+bool list(Cursor& c, Item item) {
+  if (!c.eat('[')) return false;
+  if (c.eat(']')) return true;
+  do {
+    if (!item(c)) return false;
+  } while (c.eat(','));
+  return c.eat(']');
+}
+
+inline bool int_list(Cursor& c, std::vector<int64_t>& out) {
+  out.clear();
+  return list(c, [&out](Cursor& c) {
+    int64_t v;
+    if (!integer(c, v)) return false;
+    out.push_back(v);
+    return true;
+  });
+}
+
+// Skips an integer list, or (depth 2) a list of them; false for anything else.
+inline bool skip_int_lists(Cursor& c, int depth) {
+  return list(c, [depth](Cursor& c) {
+    if (depth == 2) return skip_int_lists(c, 1);
+    int64_t ignored;
+    return integer(c, ignored);
+  });
+}
+
+// The elements' texts of the list `text`, each a string, an integer list, or a list of integer lists.
+inline bool elements(std::string_view text, std::vector<std::string_view>& out) {
+  Cursor c{text.data(), text.data() + text.size()};
+  out.clear();
+  const bool ok = list(c, [&](Cursor& c) {
+    c.skip_spaces();
+    const char* start = c.p;
+    bool fine = false;
+    if (c.p < c.end && *c.p == '"') {
+      std::string_view ignored;
+      fine = string(c, ignored);
+    } else {
+      Cursor probe = c;  // an integer list, else a list of them
+      probe.skip_spaces();
+      bool nested = false;
+      if (probe.eat('[')) {
+        probe.skip_spaces();
+        nested = probe.p < probe.end && *probe.p == '[';
+      }
+      fine = skip_int_lists(c, nested ? 2 : 1);
+    }
+    if (fine) out.emplace_back(start, static_cast<size_t>(c.p - start));
+    return fine;
+  });
+  c.skip_spaces();
+  return ok && c.p == c.end;
+}
+
+}  // namespace fast_fields
+
+// read_args from the fields' text, for what fast_fields reads: true when done (`problem` set when
+// the fields do not line up), false to read them with read_args (the DOM, naming paths).
+inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::string& problem) {
+  using namespace fast_fields;
+  if (!raw.list_dtypes.empty()) return false;  // optrace's own export only
+  const bool has_dims = !raw.dims.empty(), has_types = !raw.types.empty(), has_concrete = !raw.concrete.empty();
+  bool has_strides = !raw.strides.empty();
+  std::vector<std::string_view> types, dims, concrete, strides;
+  if ((has_types && !elements(raw.types, types)) || (has_dims && !elements(raw.dims, dims)) ||
+      (has_concrete && !elements(raw.concrete, concrete)) || (has_strides && !elements(raw.strides, strides)))
+    return false;
+  if (!has_dims && !has_types) problem = "no Input Dims and Input type (profiled without record_shapes)";
+  else if (!has_types) problem = "no Input type";
+  else if (!has_dims) problem = "no Input Dims";
+  if (!problem.empty()) return true;
+  const size_t n = types.size();
+  if (dims.size() != n) problem = "Input Dims and Input type differ in length";
+  else if (has_concrete && concrete.size() != n) problem = "Concrete Inputs and Input type differ in length";
+  if (!problem.empty()) return true;
+  if (has_strides && strides.size() != n) has_strides = false;
+  out.clear();
+  out.reserve(n);
+  auto string_of = [](std::string_view element, std::string_view& into) {
+    Cursor c{element.data(), element.data() + element.size()};
+    return string(c, into);
+  };
+  auto ints_of = [](std::string_view element, std::vector<int64_t>& into) {
+    Cursor c{element.data(), element.data() + element.size()};
+    return int_list(c, into);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    std::string_view type, text;
+    if (!string_of(types[i], type) || (has_concrete && !string_of(concrete[i], text))) return false;
+    out.emplace_back();
+    RecArg& r = out.back();
+    r.type = std::string(type);
+    if (type.empty() || type == "None") {
+      r.kind = RecArg::Kind::Empty;
+      r.text = std::string(text);
+    } else if (type == "Scalar" || type == "Int" || type == "Double" || type == "Bool" || type == "ComplexDouble" ||
+               type == "SymInt" || type == "SymFloat" || type == "SymBool") {
+      r.kind = RecArg::Kind::Scalar;
+      r.scalar = parse_scalar(text);
+    } else if (type == "ScalarList" || type == "IntList" || type == "DoubleList" || type == "BoolList" || type == "SymIntList") {
+      r.kind = RecArg::Kind::ScalarList;
+      std::vector<Scalar> items;
+      if (has_concrete && parse_scalar_list(text, items)) r.list = std::move(items);
+    } else if (type == "TensorList") {
+      r.kind = RecArg::Kind::TensorList;
+      std::vector<OptionalShape> shapes;
+      Cursor c{dims[i].data(), dims[i].data() + dims[i].size()};
+      std::vector<int64_t> shape;
+      if (!list(c, [&](Cursor& c) {
+            if (!int_list(c, shape)) return false;
+            shapes.emplace_back(shape);
+            return true;
+          }))
+        return false;
+      if (!shapes.empty()) r.list_shapes = std::move(shapes);
+    } else if (type == "GenericList" || type == "List" || type == "TupleList") {
+      r.kind = RecArg::Kind::GenericList;
+      r.text = std::string(text);
+    } else if (auto py = python_dtype_of_type_name(type)) {
+      r.kind = RecArg::Kind::Tensor;
+      r.dtype = *py;
+      if (!ints_of(dims[i], r.shape)) return false;
+      if (has_strides) {
+        std::vector<int64_t> s;
+        if (ints_of(strides[i], s)) {
+          if (s.size() == r.shape.size()) r.strides = std::move(s);
+        } else if (strides[i].front() == '[') {
+          return false;  // a list, but not of integers: read_args says what is wrong where
+        }
+      }
+    } else {
+      problem = "unknown Input type \"" + r.type + "\"";
+      return true;
+    }
+  }
+  return true;
+}
+
 // Fills `info` (status Kept, or LeftOut when incomplete calls are not kept) with the call of
 // `best` with `args` as Python's __torch_dispatch__ gets it: positional arguments, trailing
 // defaults dropped; under a context `rule`, as the op and argument value the reference sees.
@@ -439,23 +631,9 @@ inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> ar
   }
 }
 
-inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const RawFields& raw, const std::string& args_path,
-                      const ImportOptions& options) {
-  KeyInfo info;
-  info.example = args_path.substr(0, args_path.size() - 5) + ": " + std::string(name) + " (Input type " +
-                 (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
-  const std::vector<const OpInfo*>& overloads = catalog.overloads_of(name);
-  auto left_out = [&](std::string reason) {
-    info.status = Status::LeftOut;
-    bool all_decompose = !overloads.empty();
-    for (const OpInfo* o : overloads) all_decompose = all_decompose && o->decomposes;
-    info.blocks = !all_decompose;
-    info.reasons = {std::move(reason)};
-    return info;
-  };
-  if (overloads.empty()) return left_out("op not in this libtorch");
-
-  // The fields, as one small document for the path-naming reader.
+// The fields, as one small document for the path-naming reader (read_args).
+inline void read_args_dom(const RawFields& raw, const std::string& args_path, std::vector<RecArg>& args,
+                          std::string& overload_hint, bool& has_hint, std::string& problem) {
   std::string text = "{";
   auto add = [&text](const char* key, std::string_view value) {
     if (value.empty()) return;
@@ -472,9 +650,6 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
   add("TensorList dtypes", raw.list_dtypes);
   add("Overload name", raw.overload);
   text += '}';
-  std::vector<RecArg> args;
-  std::string overload_hint;
-  bool has_hint = false;
   try {
     auto doc = json::Document::parse(text);
     json::Node hint(doc->root());
@@ -482,10 +657,42 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
       overload_hint = std::string(hint.as_string());
       has_hint = true;
     }
-    std::string problem = read_args(doc->root(), args);
-    if (!problem.empty()) return left_out(problem);
+    problem = read_args(doc->root(), args);
   } catch (const JsonError& e) {
     throw e.under(args_path);
+  }
+}
+
+inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const RawFields& raw, const std::string& args_path,
+                      const ImportOptions& options) {
+  KeyInfo info;
+  info.example = args_path.substr(0, args_path.size() - 5) + ": " + std::string(name) + " (Input type " +
+                 (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
+  const std::vector<const OpInfo*>& overloads = catalog.overloads_of(name);
+  auto left_out = [&](std::string reason) {
+    info.status = Status::LeftOut;
+    bool all_decompose = !overloads.empty();
+    for (const OpInfo* o : overloads) all_decompose = all_decompose && o->decomposes;
+    info.blocks = !all_decompose;
+    info.reasons = {std::move(reason)};
+    return info;
+  };
+  if (overloads.empty()) return left_out("op not in this libtorch");
+
+  std::vector<RecArg> args;
+  std::string overload_hint;
+  bool has_hint = false;
+  std::string problem;
+  fast_fields::Cursor hint_text{raw.overload.data(), raw.overload.data() + raw.overload.size()};
+  std::string_view hint_view;
+  const bool plain_hint = raw.overload.empty() || (fast_fields::string(hint_text, hint_view) && (hint_text.skip_spaces(), hint_text.p == hint_text.end));
+  if (plain_hint && read_args_fast(raw, args, problem)) {
+    if (!problem.empty()) return left_out(problem);
+    has_hint = !raw.overload.empty();
+    overload_hint = std::string(hint_view);
+  } else {
+    read_args_dom(raw, args_path, args, overload_hint, has_hint, problem);
+    if (!problem.empty()) return left_out(problem);
   }
 
   // The overload: the best-fitting schema.

@@ -15,8 +15,8 @@
 //
 // Streaming: the file is read (and inflated) into memory once, then walked with simdjson's
 // On-Demand API; no DOM of the trace is built. Each distinct (name, argument fields) combination
-// is decoded once: its argument fields' raw JSON text is the cache key, and only then parsed
-// (into a small DOM of that event's fields, to reuse optrace's path-naming reader).
+// is decoded once, when finish() first meets it outermost: its argument fields' raw JSON text is
+// the cache key, and only then read (decode.hpp).
 
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/common/json_text.hpp>
