@@ -417,11 +417,12 @@ inline bool integer(Cursor& c, int64_t& out) {
   const bool negative = c.p < c.end && *c.p == '-';
   if (negative) ++c.p;
   const char* start = c.p;
-  int64_t v = 0;
-  while (c.p < c.end && *c.p >= '0' && *c.p <= '9') v = v * 10 + (*c.p++ - '0');
+  while (c.p < c.end && *c.p >= '0' && *c.p <= '9') ++c.p;
   const size_t digits = static_cast<size_t>(c.p - start);
   // JSON's integers: no leading zero; at most 18 digits (no overflow); no fraction or exponent.
   if (digits == 0 || digits > 18 || (digits > 1 && *start == '0')) return false;
+  int64_t v = 0;
+  for (const char* d = start; d < c.p; ++d) v = v * 10 + (*d - '0');
   if (c.p < c.end && (*c.p == '.' || *c.p == 'e' || *c.p == 'E')) return false;
   out = negative ? -v : v;
   return true;
