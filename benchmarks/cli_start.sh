@@ -35,6 +35,7 @@ row "optrace summary small_base.pt.trace.json.gz (Kineto)" "$bin/optrace" summar
 row "optrace summary tts_angular_training.txt (log)" "$bin/optrace" summary $data/oplogs/tts_angular_training.txt
 row "optrace convert small_base.pt.trace.json.gz -o x.json" "$bin/optrace" convert $data/kineto/small_base.pt.trace.json.gz -o $work/x.json --force --quiet
 row "optrace merge mlp + small_base -o m.json" "$bin/optrace" merge $data/peer/mlp.hf_op_trace.json $data/kineto/small_base.pt.trace.json.gz -o $work/m.json --force
+row "optrace convert mlp.hf_op_trace.json -o x.txt (a log)" "$bin/optrace" convert $data/peer/mlp.hf_op_trace.json -o $work/x.txt --force --quiet
 row "optrace summary masked.json (observation file)" "$bin/optrace" summary $data/observations/masked.json
 row "optrace-torch summary mlp.hf_op_trace.json" "$bin/optrace-torch" summary $data/peer/mlp.hf_op_trace.json
 row "optrace-torch summary small_base.pt.trace.json.gz" "$bin/optrace-torch" summary $data/kineto/small_base.pt.trace.json.gz
