@@ -303,6 +303,36 @@ inline Converted convert(const RecArg& r, const ArgType& t, size_t position, con
   return c;
 }
 
+// The kind of a recorded argument by its "Input type"; Tensor for any other name (a dtype's, which
+// the caller checks).
+inline RecArg::Kind kind_of_input_type(std::string_view type) {
+  using K = RecArg::Kind;
+  if (type.empty() || type == "None") return K::Empty;
+  if (type == "Scalar" || type == "Int" || type == "Double" || type == "Bool" || type == "ComplexDouble" || type == "SymInt" ||
+      type == "SymFloat" || type == "SymBool")
+    return K::Scalar;
+  if (type == "ScalarList" || type == "IntList" || type == "DoubleList" || type == "BoolList" || type == "SymIntList")
+    return K::ScalarList;
+  if (type == "TensorList") return K::TensorList;
+  if (type == "GenericList" || type == "List" || type == "TupleList") return K::GenericList;
+  return K::Tensor;
+}
+
+// What the argument's "Concrete Inputs" text says, by its kind (tensors and lists of them: nothing).
+inline void set_concrete(RecArg& r, std::string_view text, bool has_concrete) {
+  switch (r.kind) {
+    case RecArg::Kind::Empty:
+    case RecArg::Kind::GenericList: r.text = std::string(text); break;
+    case RecArg::Kind::Scalar: r.scalar = parse_scalar(text); break;
+    case RecArg::Kind::ScalarList: {
+      std::vector<Scalar> items;
+      if (has_concrete && parse_scalar_list(text, items)) r.list = std::move(items);
+      break;
+    }
+    default: break;
+  }
+}
+
 // The recorded arguments of one event, from its fields' DOM. Throws JsonError (paths relative to
 // the args object); returns a non-empty reason when the fields do not line up.
 inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
@@ -337,20 +367,10 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
     RecArg r;
     r.type = std::string(tv.as_string());
     std::string_view type = r.type;
-    std::string text = has_concrete ? std::string(c[i].as_string()) : std::string();
-    if (type.empty() || type == "None") {
-      r.kind = RecArg::Kind::Empty;
-      r.text = text;
-    } else if (type == "Scalar" || type == "Int" || type == "Double" || type == "Bool" || type == "ComplexDouble" ||
-               type == "SymInt" || type == "SymFloat" || type == "SymBool") {
-      r.kind = RecArg::Kind::Scalar;
-      r.scalar = parse_scalar(text);
-    } else if (type == "ScalarList" || type == "IntList" || type == "DoubleList" || type == "BoolList" || type == "SymIntList") {
-      r.kind = RecArg::Kind::ScalarList;
-      std::vector<Scalar> items;
-      if (has_concrete && parse_scalar_list(text, items)) r.list = std::move(items);
-    } else if (type == "TensorList") {
-      r.kind = RecArg::Kind::TensorList;
+    const std::string_view text = has_concrete ? c[i].as_string() : std::string_view();
+    r.kind = kind_of_input_type(type);
+    set_concrete(r, text, has_concrete);
+    if (r.kind == RecArg::Kind::TensorList) {
       std::vector<OptionalShape> shapes;
       for (json::Node sv : d[i].array()) shapes.push_back(sv.as_int_list());
       if (has_list_dtypes && !l[i].is_null()) {
@@ -375,11 +395,9 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
       } else if (!shapes.empty()) {
         r.list_shapes = std::move(shapes);
       }
-    } else if (type == "GenericList" || type == "List" || type == "TupleList") {
-      r.kind = RecArg::Kind::GenericList;
-      r.text = text;
+    } else if (r.kind != RecArg::Kind::Tensor) {
+      // a scalar, a list of them, a generic list or nothing: its concrete value, set above
     } else if (auto py = python_dtype_of_type_name(type)) {
-      r.kind = RecArg::Kind::Tensor;
       r.dtype = *py;
       r.shape = d[i].as_int_list();
       if (has_strides && s[i].is_array() && s[i].size() == r.shape.size()) r.strides = s[i].as_int_list();
@@ -537,19 +555,9 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
     out.emplace_back();
     RecArg& r = out.back();
     r.type = std::string(type);
-    if (type.empty() || type == "None") {
-      r.kind = RecArg::Kind::Empty;
-      r.text = std::string(text);
-    } else if (type == "Scalar" || type == "Int" || type == "Double" || type == "Bool" || type == "ComplexDouble" ||
-               type == "SymInt" || type == "SymFloat" || type == "SymBool") {
-      r.kind = RecArg::Kind::Scalar;
-      r.scalar = parse_scalar(text);
-    } else if (type == "ScalarList" || type == "IntList" || type == "DoubleList" || type == "BoolList" || type == "SymIntList") {
-      r.kind = RecArg::Kind::ScalarList;
-      std::vector<Scalar> items;
-      if (has_concrete && parse_scalar_list(text, items)) r.list = std::move(items);
-    } else if (type == "TensorList") {
-      r.kind = RecArg::Kind::TensorList;
+    r.kind = kind_of_input_type(type);
+    set_concrete(r, text, has_concrete);
+    if (r.kind == RecArg::Kind::TensorList) {
       std::vector<OptionalShape> shapes;
       Cursor c{dims[i].data(), dims[i].data() + dims[i].size()};
       std::vector<int64_t> shape;
@@ -560,11 +568,9 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
           }))
         return false;
       if (!shapes.empty()) r.list_shapes = std::move(shapes);
-    } else if (type == "GenericList" || type == "List" || type == "TupleList") {
-      r.kind = RecArg::Kind::GenericList;
-      r.text = std::string(text);
+    } else if (r.kind != RecArg::Kind::Tensor) {
+      // a scalar, a list of them, a generic list or nothing: its concrete value, set above
     } else if (auto py = python_dtype_of_type_name(type)) {
-      r.kind = RecArg::Kind::Tensor;
       r.dtype = *py;
       if (!ints_of(dims[i], r.shape)) return false;
       if (has_strides) {
