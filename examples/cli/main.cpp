@@ -370,7 +370,7 @@ std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::s
   if (to == "text") {
     optrace::operator_inputs::WriteReport report;
     const auto options = optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute);
-    optrace::detail::write_file_maybe_gzip(path, optrace::detail::operator_inputs_text(trace, op_catalog(), options, &report));
+    optrace::detail::save_operator_inputs(trace, path, op_catalog(), options, &report);
     return report.lines();
   }
   if (to == "kineto") optrace::detail::kineto::save_trace(trace, path, {});

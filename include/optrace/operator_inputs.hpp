@@ -14,19 +14,12 @@
 // this header gives the writer those facts from the live dispatcher.
 
 #include <optrace/detail/common/dispatcher.hpp>
-#include <optrace/detail/common/gzip.hpp>
-#include <optrace/detail/common/io.hpp>
 #include <optrace/detail/op_trace/operator_inputs_read.hpp>
 #include <optrace/detail/op_trace/operator_inputs_text.hpp>
 #include <optrace/detail/op_trace/operator_inputs_write.hpp>
-#include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 
-#include <ostream>
 #include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
 
 namespace optrace {
 namespace operator_inputs {
@@ -52,7 +45,7 @@ inline std::string to_text(const OpTrace& trace, const WriteOptions& options = {
 /// Writes `to_text(trace, options, report)` to `path` atomically, gzip-compressed when `path` ends
 /// in `.gz`. Throws IoError naming the path.
 inline void save(const OpTrace& trace, const std::string& path, const WriteOptions& options = {}, WriteReport* report = nullptr) {
-  optrace::detail::write_file_maybe_gzip(path, to_text(trace, options, report));
+  detail::save_operator_inputs(trace, path, detail::live_catalog(), options, report);
 }
 
 }  // namespace operator_inputs

@@ -135,8 +135,6 @@ struct LiveOp {
   explicit LiveOp(c10::OperatorHandle h) : handle(std::move(h)), schema(&handle.schema()) {}
 };
 
-/// The facts of the dispatcher op `name`; nullptr if the dispatcher has no such op with a schema.
-/// Thread-safe; the first call for an op takes a lock, later ones too (callers cache the pointer).
 inline bool contains_tensor_type(const c10::TypePtr& t) {
   if (t->kind() == c10::TypeKind::TensorType) return true;
   for (const c10::TypePtr& inner : t->containedTypes())
@@ -178,6 +176,8 @@ inline void set_logger_facts(const c10::FunctionSchema& schema, OpInfo& info) {
   }
 }
 
+/// The facts of the dispatcher op `name`; nullptr if the dispatcher has no such op with a schema.
+/// Thread-safe; the first call for an op takes a lock, later ones too (callers cache the pointer).
 inline const OpInfo* op_info(const c10::OperatorName& name) {
   static std::mutex mutex;
   static auto* infos = new std::unordered_map<std::string, std::unique_ptr<OpInfo>>();  // used at exit: never freed

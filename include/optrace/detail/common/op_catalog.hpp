@@ -13,10 +13,11 @@
 //   a 0 0 0 0 -
 //   a 0 0 0 0 -
 //   a 0 4 0 0 i1
-// `op QUALIFIED OVERLOAD|- DECOMPOSES POSITIONAL RETURNS_TENSOR STORAGE_ARG NON_COMPUTE ARGS`; `a OPTIONAL KIND ELEMENT ELEMENT_OPTIONAL
-// DEFAULT`, kinds as ArgKind's numbers, DEFAULT `-` (none) or a DefaultValue: `N` None, `i7`,
-// `d<%a>` (exact), `b0`/`b1`, `c<%a>,<%a>`, `s<bytes>:<text>` (a string), `v<bytes>:<text>` (a
-// device), `l<n>:` then n values each ended by `;`, `o` (another kind).
+// `op QUALIFIED OVERLOAD|- DECOMPOSES POSITIONAL RETURNS_TENSOR STORAGE_ARG NON_COMPUTE ARGS`;
+// `a OPTIONAL KIND ELEMENT ELEMENT_OPTIONAL DEFAULT`, kinds as ArgKind's numbers, DEFAULT `-`
+// (none) or a DefaultValue: `N` None, `i7`, `d<%a>` (exact), `b0`/`b1`, `c<%a>,<%a>`,
+// `s<bytes>:<text>` (a string), `v<bytes>:<text>` (a device), `l<n>:` then n values each ended
+// by `;`, `o` (another kind).
 
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/error.hpp>

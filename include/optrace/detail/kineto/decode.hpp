@@ -419,6 +419,7 @@ namespace fast_fields {
 struct Cursor {
   const char* p;
   const char* end;
+  static Cursor of(std::string_view text) { return Cursor{text.data(), text.data() + text.size()}; }
   void skip_spaces() {
     while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) ++p;
   }
@@ -459,6 +460,14 @@ inline bool string(Cursor& c, std::string_view& out) {
   return true;
 }
 
+// Whether `text` is one plain string (spaces around it aside); `out` its characters.
+inline bool whole_string(std::string_view text, std::string_view& out) {
+  Cursor c = Cursor::of(text);
+  if (!string(c, out)) return false;
+  c.skip_spaces();
+  return c.p == c.end;
+}
+
 // `[v, v, ...]`, calling item(cursor) for each element (which reads it).
 template <class Item>
 bool list(Cursor& c, Item item) {
@@ -491,7 +500,7 @@ inline bool skip_int_lists(Cursor& c, int depth) {
 
 // The elements' texts of the list `text`, each a string, an integer list, or a list of integer lists.
 inline bool elements(std::string_view text, std::vector<std::string_view>& out) {
-  Cursor c{text.data(), text.data() + text.size()};
+  Cursor c = Cursor::of(text);
   out.clear();
   const bool ok = list(c, [&](Cursor& c) {
     c.skip_spaces();
@@ -541,17 +550,13 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
   if (has_strides && strides.size() != n) has_strides = false;
   out.clear();
   out.reserve(n);
-  auto string_of = [](std::string_view element, std::string_view& into) {
-    Cursor c{element.data(), element.data() + element.size()};
-    return string(c, into);
-  };
   auto ints_of = [](std::string_view element, std::vector<int64_t>& into) {
-    Cursor c{element.data(), element.data() + element.size()};
+    Cursor c = Cursor::of(element);
     return int_list(c, into);
   };
   for (size_t i = 0; i < n; ++i) {
     std::string_view type, text;
-    if (!string_of(types[i], type) || (has_concrete && !string_of(concrete[i], text))) return false;
+    if (!whole_string(types[i], type) || (has_concrete && !whole_string(concrete[i], text))) return false;
     out.emplace_back();
     RecArg& r = out.back();
     r.type = std::string(type);
@@ -559,7 +564,7 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
     set_concrete(r, text, has_concrete);
     if (r.kind == RecArg::Kind::TensorList) {
       std::vector<OptionalShape> shapes;
-      Cursor c{dims[i].data(), dims[i].data() + dims[i].size()};
+      Cursor c = Cursor::of(dims[i]);
       std::vector<int64_t> shape;
       if (!list(c, [&](Cursor& c) {
             if (!int_list(c, shape)) return false;
@@ -690,17 +695,14 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
   std::string overload_hint;
   bool has_hint = false;
   std::string problem;
-  fast_fields::Cursor hint_text{raw.overload.data(), raw.overload.data() + raw.overload.size()};
-  std::string_view hint_view;
-  const bool plain_hint = raw.overload.empty() || (fast_fields::string(hint_text, hint_view) && (hint_text.skip_spaces(), hint_text.p == hint_text.end));
-  if (plain_hint && read_args_fast(raw, args, problem)) {
-    if (!problem.empty()) return left_out(problem);
+  std::string_view hint;
+  if ((raw.overload.empty() || fast_fields::whole_string(raw.overload, hint)) && read_args_fast(raw, args, problem)) {
     has_hint = !raw.overload.empty();
-    overload_hint = std::string(hint_view);
+    overload_hint = std::string(hint);
   } else {
     read_args_dom(raw, args_path, args, overload_hint, has_hint, problem);
-    if (!problem.empty()) return left_out(problem);
   }
+  if (!problem.empty()) return left_out(problem);
 
   // The overload: the best-fitting schema.
   // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack: when

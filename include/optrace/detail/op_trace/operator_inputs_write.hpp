@@ -6,6 +6,7 @@
 // dispatcher's there, a captured catalog (op_catalog.hpp) in the `optrace` tool's front end,
 // built without libtorch.
 
+#include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/op_trace/operator_inputs_text.hpp>
 #include <optrace/op_trace.hpp>
 
@@ -71,7 +72,6 @@ inline std::ostream& operator<<(std::ostream& out, const WriteReport& report) {
   return out;
 }
 
-
 }  // namespace operator_inputs
 
 namespace detail {
@@ -97,6 +97,14 @@ std::string operator_inputs_text(const OpTrace& trace, const Catalog& catalog, c
   std::string text = op_trace::oplog::Writer(facts, options.skip_non_compute()).write(trace.ops(), local);
   if (report) *report = std::move(local);
   return text;
+}
+
+// operator_inputs::save with the ops' facts from `catalog`: what the CLI's front end, built
+// without libtorch, calls too.
+template <class Catalog>
+void save_operator_inputs(const OpTrace& trace, const std::string& path, const Catalog& catalog,
+                          const operator_inputs::WriteOptions& options, operator_inputs::WriteReport* report) {
+  write_file_maybe_gzip(path, operator_inputs_text(trace, catalog, options, report));
 }
 
 }  // namespace detail
