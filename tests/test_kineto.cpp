@@ -403,6 +403,35 @@ TEST_CASE("kineto: escaped strings, events left unread, bytes parsed in place", 
   CHECK(kineto::parse(R"({"traceEvents": []})").trace.size() == 0);
 }
 
+TEST_CASE("kineto: keys are matched whole, times read exactly", "[kineto]") {
+  // Keys that start like the ones read, or spell them with an escape, are other keys.
+  const std::string lookalikes =
+      R"({"phase": "M", "p\u0068": "M", "ph": "X", "cats": 1, "cat": "cpu_op", "names": 2, "name": "aten::neg", "pid": 7,)"
+      R"( "tid": 1, "tidy": 0, "ts": 1, "tsx": "x", "dur": 2, "durs": [], "argsx": 3, "args": {"Input Dimsx": 5,)"
+      R"( "Input Dims": [[3]], "Input types": 1, "Input type": ["float"], "counts": 0, "Concrete Input": 1, "Input Dim": 2}})";
+  auto r = kineto::parse(trace_of({lookalikes}));
+  CHECK(r.report.kept == 1);
+  CHECK(only_input(r.trace, "neg.default").input_shapes == std::vector<optrace::OptionalShape>{std::vector<int64_t>{3}});
+  // Times: microseconds to integer nanoseconds, exactly in the usual form, through a double with
+  // an exponent. Each second event starts inside the first (1000 to 1010 us) or after it.
+  auto nested = [](const std::string& ts) {
+    const std::string neg = in("[[3]]", R"(["float"])");
+    std::string second = op("aten::neg", 0, 0, neg);  // dur 0: inside when it starts inside
+    second.replace(second.find("\"ts\": ") + 6, second.find(", \"dur\"") - second.find("\"ts\": ") - 6, ts);
+    return kineto::parse(trace_of({op("aten::neg", 1000, 10, neg), second})).report.nested;
+  };
+  CHECK(nested("1000.5") == 1);
+  CHECK(nested("1009.999") == 1);
+  CHECK(nested("1009.9999") == 1);  // beyond nanoseconds: cut, as written
+  CHECK(nested("1010.001") == 0);
+  CHECK(nested("1.0005e3") == 1);
+  CHECK(nested("1.0105E3") == 0);
+  CHECK(nested("10000000000000000000e-16") == 1);  // 1000 us: a long mantissa is fine with an exponent
+  CHECK(nested("999.999") == 0);
+  CHECK_THROWS_WITH(kineto::parse(trace_of({R"({"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 99999999999999999999, "dur": 1})"})),
+                    "optrace: JsonError at /traceEvents/0/ts: expected a time in microseconds, got number 99999999999999999999");
+}
+
 TEST_CASE("kineto: malformed input", "[kineto]") {
   auto check = [](const std::string& text, const std::string& message) {
     CHECK_THROWS_WITH(kineto::parse(text), message);
@@ -623,7 +652,7 @@ namespace {
 // A recorded argument in one line, every field.
 std::string describe_rec(const optrace::detail::kineto::RecArg& r) {
   std::ostringstream out;
-  out << static_cast<int>(r.kind) << "|" << r.type << "|" << r.dtype << "|" << optrace::detail::kineto::shorten(r.text, 1000) << "|";
+  out << static_cast<int>(r.kind) << "|" << r.dtype << "|" << optrace::detail::kineto::shorten(r.text, 1000) << "|";
   for (int64_t d : r.shape) out << d << ",";
   out << "|";
   if (r.strides)

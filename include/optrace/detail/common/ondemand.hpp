@@ -112,13 +112,11 @@ std::string describe(V& v) {
   return "an unknown value";
 }
 
-/// A field's key without unescaping it: the text after the opening quote, up to the closing one.
-/// Keys with escapes never equal the plain names callers compare against.
-inline std::string_view raw_key(const od::field& f) {
-  const char* k = f.key().raw();
-  const char* end = static_cast<const char*>(std::memchr(k, '"', 64));
-  while (end != nullptr && end > k && end[-1] == '\\') end = static_cast<const char*>(std::memchr(end + 1, '"', 64));
-  return end == nullptr ? std::string_view(k, 64) : std::string_view(k, static_cast<size_t>(end - k));
+/// Whether a field's key is `name` (which holds no quote or backslash), compared in place: the
+/// name's bytes and then the closing quote (an escaped key never matches). Reads name.size() + 1
+/// bytes of the document, which simdjson's padding makes safe at its very end too.
+inline bool key_is(const char* raw_key, std::string_view name) {
+  return std::memcmp(raw_key, name.data(), name.size()) == 0 && raw_key[name.size()] == '"';
 }
 
 }  // namespace optrace::detail::ondemand

@@ -3,10 +3,11 @@
 // The importers look up a key for every event (an op's name, its inputs' text): std::unordered_map
 // would need a std::string to look up (a copy each time) and chases a node per probe. This one
 // keeps hashes and positions in one open-addressing array (power-of-two size, linear probing) and
-// the keys and values in insertion order.
+// the keys and values in insertion order. hash_bytes is its hash, and the Kineto importer's for
+// an event's argument fields.
 
 #include <cstdint>
-#include <functional>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -14,11 +15,65 @@
 
 namespace optrace::detail {
 
+// A fast 64-bit hash of bytes, for in-memory tables only (nothing stored depends on its values):
+// wyhash's scheme, 16 bytes per 64x64->128-bit multiply. std::hash (MurmurHash2, 8 bytes a round)
+// took twice as long on the ~100-300-byte argument fields of a Kineto event.
+inline uint64_t hash_mix(uint64_t a, uint64_t b) {
+#ifdef __SIZEOF_INT128__
+  const __uint128_t r = static_cast<__uint128_t>(a) * b;
+  return static_cast<uint64_t>(r) ^ static_cast<uint64_t>(r >> 64);
+#else
+  const uint64_t r = (a ^ (a >> 29)) * (b | 1);
+  return r ^ (r >> 32) ^ b;
+#endif
+}
+
+// The bytes of `s` mixed into `seed`, one multiply per 16 bytes and one for the rest: the body of
+// hash_bytes, and of hashes over several strings (their sizes mixed in: "ab","c" is not "a","bc").
+inline uint64_t hash_mix_bytes(std::string_view s, uint64_t seed) {
+  constexpr uint64_t k1 = 0xe7037ed1a0b428dbull;
+  auto load64 = [](const char* p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  };
+  auto load32 = [](const char* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return static_cast<uint64_t>(v);
+  };
+  const char* p = s.data();
+  const size_t n = s.size();
+  uint64_t a = 0, b = 0;
+  if (n <= 16) {
+    if (n >= 4) {
+      const size_t mid = (n >> 3) << 2;
+      a = (load32(p) << 32) | load32(p + mid);
+      b = (load32(p + n - 4) << 32) | load32(p + n - 4 - mid);
+    } else if (n > 0) {
+      a = (static_cast<uint64_t>(static_cast<unsigned char>(p[0])) << 16) |
+          (static_cast<uint64_t>(static_cast<unsigned char>(p[n >> 1])) << 8) | static_cast<unsigned char>(p[n - 1]);
+    }
+  } else {
+    size_t left = n;
+    for (; left > 16; left -= 16, p += 16) seed = hash_mix(load64(p) ^ k1, load64(p + 8) ^ seed);
+    a = load64(p + left - 16);
+    b = load64(p + left - 8);
+  }
+  return hash_mix(a ^ k1 ^ n, b ^ seed);
+}
+
+inline uint64_t hash_bytes(std::string_view s, uint64_t seed = 0) {
+  constexpr uint64_t k0 = 0xa0761d6478bd642full, k2 = 0x8ebc6af09c88c6e3ull;
+  return hash_mix(hash_mix_bytes(s, seed ^ k0), k2);
+}
+
 template <class V>
 class StringMap {
  public:
   /// The value of `key`, or nullptr.
-  V* find(std::string_view key) {
+  V* find(std::string_view key) { return const_cast<V*>(std::as_const(*this).find(key)); }
+  const V* find(std::string_view key) const {
     if (slots_.empty()) return nullptr;
     const uint64_t h = hash(key);
     for (size_t i = h & mask(); slots_[i].used; i = (i + 1) & mask())
@@ -45,7 +100,7 @@ class StringMap {
     bool used = false;
   };
 
-  static uint64_t hash(std::string_view key) { return std::hash<std::string_view>()(key); }
+  static uint64_t hash(std::string_view key) { return hash_bytes(key); }
   size_t mask() const { return slots_.size() - 1; }
 
   void place(uint64_t h, uint32_t index) {

@@ -35,10 +35,9 @@ using optrace::kineto::ImportOptions;
 struct RecArg {
   enum class Kind { Tensor, Empty, Scalar, ScalarList, TensorList, GenericList };
   Kind kind = Kind::Empty;
-  std::string type;   // "Input type" as written
   std::string dtype;  // Tensor: Python dtype
   std::vector<int64_t> shape;
-  std::optional<std::vector<int64_t>> strides;
+  std::optional<std::vector<int64_t>> strides;  // Tensor: only strides that are not the contiguous ones
   Scalar scalar;                  // Scalar: Missing when no Concrete Inputs
   std::optional<std::vector<Scalar>> list;  // ScalarList: nullopt when unknown
   std::optional<std::vector<OptionalShape>> list_shapes;  // TensorList
@@ -109,7 +108,7 @@ struct KeyInfo {
   std::string op;      // "add.Tensor"
   OpInput input;
   std::vector<std::string> reasons;  // Kept: what is missing; LeftOut: why (one)
-  std::string example;
+  std::string example;  // where, for the report: set when there are reasons (its only use) or a rebuild
   const OpInfo* decomposed = nullptr;  // Decomposed: the op (a context of context rules)
   // Kept ops with context rules: what decode_within needs to read the call again under one.
   struct Rebuild {
@@ -224,9 +223,9 @@ inline bool is_wrapped_number(const RecArg& r, const ArgType& t, size_t position
          !t.optional && (r.dtype == "torch.float64" || r.dtype == "torch.int64" || r.dtype == "torch.bool");
 }
 
-// Converts `r` for argument type `t` (argument `position`); adds to `missing` what the trace does
-// not hold.
-inline Converted convert(const RecArg& r, const ArgType& t, size_t position, const std::string& list_dtype_guess,
+// Converts `r` for argument type `t` (argument `position`), taking its shape and list; adds to
+// `missing` what the trace does not hold.
+inline Converted convert(RecArg& r, const ArgType& t, size_t position, const std::string& list_dtype_guess,
                          bool record_strides, std::vector<std::string>& missing) {
   Converted c;
   bool unknown = false;
@@ -239,9 +238,9 @@ inline Converted convert(const RecArg& r, const ArgType& t, size_t position, con
   }
   switch (r.kind) {
     case RecArg::Kind::Tensor:
-      c.shape = r.shape;
-      c.dtype = r.dtype;
-      if (record_strides && r.strides && !is_contiguous(r.shape, *r.strides)) c.strides = r.strides;
+      if (record_strides && r.strides && !is_contiguous(r.shape, *r.strides)) c.strides = std::move(r.strides);
+      c.shape = std::move(r.shape);
+      c.dtype = std::move(r.dtype);
       break;
     case RecArg::Kind::Empty:
       if (!r.text.empty() && (t.kind == ArgKind::String || t.kind == ArgKind::Device)) {
@@ -265,6 +264,7 @@ inline Converted convert(const RecArg& r, const ArgType& t, size_t position, con
         break;
       } else {
         std::vector<OpValue> items;
+        items.reserve(r.list->size());
         std::string ignored;
         for (const Scalar& s : *r.list) items.push_back(scalar_value(s, t.element, ignored, unknown));
         c.value = OpValue::list(std::move(items));
@@ -277,9 +277,9 @@ inline Converted convert(const RecArg& r, const ArgType& t, size_t position, con
         break;
       } else {
         TensorListInfo info;
-        info.shapes = *r.list_shapes;
+        info.shapes = std::move(*r.list_shapes);
         if (r.list_dtypes) {
-          info.dtypes = *r.list_dtypes;
+          info.dtypes = std::move(*r.list_dtypes);
         } else {
           for (const auto& s : info.shapes) info.dtypes.push_back(s ? list_dtype_guess : python_type_name(ArgKind::None));
           missing.push_back("tensor list dtypes not recorded (taken from the first tensor argument, else float32)");
@@ -307,7 +307,9 @@ inline Converted convert(const RecArg& r, const ArgType& t, size_t position, con
 // the caller checks).
 inline RecArg::Kind kind_of_input_type(std::string_view type) {
   using K = RecArg::Kind;
-  if (type.empty() || type == "None") return K::Empty;
+  if (type.empty()) return K::Empty;
+  if (type[0] < 'A' || type[0] > 'Z') return K::Tensor;  // dtype names: "float", "c10::Half", "long int", ...
+  if (type == "None") return K::Empty;
   if (type == "Scalar" || type == "Int" || type == "Double" || type == "Bool" || type == "ComplexDouble" || type == "SymInt" ||
       type == "SymFloat" || type == "SymBool")
     return K::Scalar;
@@ -365,8 +367,7 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
   out.clear();
   for (json::Node tv : types.array()) {
     RecArg r;
-    r.type = std::string(tv.as_string());
-    std::string_view type = r.type;
+    const std::string_view type = tv.as_string();
     const std::string_view text = has_concrete ? c[i].as_string() : std::string_view();
     r.kind = kind_of_input_type(type);
     set_concrete(r, text, has_concrete);
@@ -383,8 +384,8 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
             shapes[k] = std::nullopt;
             dtypes.push_back(python_type_name(ArgKind::None));
           } else {
-            auto py = python_dtype_of_type_name(name);
-            if (!py) return "unknown tensor type \"" + std::string(name) + "\" in TensorList dtypes";
+            const std::string* py = python_dtype_of_type_name(name);
+            if (py == nullptr) return "unknown tensor type \"" + std::string(name) + "\" in TensorList dtypes";
             dtypes.push_back(*py);
           }
           ++k;
@@ -397,12 +398,15 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
       }
     } else if (r.kind != RecArg::Kind::Tensor) {
       // a scalar, a list of them, a generic list or nothing: its concrete value, set above
-    } else if (auto py = python_dtype_of_type_name(type)) {
+    } else if (const std::string* py = python_dtype_of_type_name(type)) {
       r.dtype = *py;
       r.shape = d[i].as_int_list();
-      if (has_strides && s[i].is_array() && s[i].size() == r.shape.size()) r.strides = s[i].as_int_list();
+      if (has_strides && s[i].is_array() && s[i].size() == r.shape.size()) {
+        std::vector<int64_t> st = s[i].as_int_list();
+        if (!is_contiguous(r.shape, st)) r.strides = std::move(st);
+      }
     } else {
-      return "unknown Input type \"" + r.type + "\"";
+      return "unknown Input type \"" + std::string(type) + "\"";
     }
     out.push_back(std::move(r));
     ++i;
@@ -479,14 +483,23 @@ bool list(Cursor& c, Item item) {
   return c.eat(']');
 }
 
+// `[1, 2, 3]`: shapes and strides, mostly short: gathered on the stack, then stored at once.
 inline bool int_list(Cursor& c, std::vector<int64_t>& out) {
+  int64_t buffer[16];
+  size_t n = 0;
   out.clear();
-  return list(c, [&out](Cursor& c) {
+  const bool ok = list(c, [&](Cursor& c) {
     int64_t v;
     if (!integer(c, v)) return false;
-    out.push_back(v);
+    if (n == 16) {
+      out.insert(out.end(), buffer, buffer + n);
+      n = 0;
+    }
+    buffer[n++] = v;
     return true;
   });
+  out.insert(out.end(), buffer, buffer + n);
+  return ok;
 }
 
 // Skips an integer list, or (depth 2) a list of them; false for anything else.
@@ -535,7 +548,9 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
   if (!raw.list_dtypes.empty()) return false;  // optrace's own export only
   const bool has_dims = !raw.dims.empty(), has_types = !raw.types.empty(), has_concrete = !raw.concrete.empty();
   bool has_strides = !raw.strides.empty();
-  std::vector<std::string_view> types, dims, concrete, strides;
+  // The elements' texts; kept between calls (a decode per distinct input of a trace).
+  thread_local std::vector<std::string_view> types, dims, concrete, strides;
+  types.clear(), dims.clear(), concrete.clear(), strides.clear();
   if ((has_types && !elements(raw.types, types)) || (has_dims && !elements(raw.dims, dims)) ||
       (has_concrete && !elements(raw.concrete, concrete)) || (has_strides && !elements(raw.strides, strides)))
     return false;
@@ -559,7 +574,6 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
     if (!whole_string(types[i], type) || (has_concrete && !whole_string(concrete[i], text))) return false;
     out.emplace_back();
     RecArg& r = out.back();
-    r.type = std::string(type);
     r.kind = kind_of_input_type(type);
     set_concrete(r, text, has_concrete);
     if (r.kind == RecArg::Kind::TensorList) {
@@ -575,19 +589,19 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
       if (!shapes.empty()) r.list_shapes = std::move(shapes);
     } else if (r.kind != RecArg::Kind::Tensor) {
       // a scalar, a list of them, a generic list or nothing: its concrete value, set above
-    } else if (auto py = python_dtype_of_type_name(type)) {
+    } else if (const std::string* py = python_dtype_of_type_name(type)) {
       r.dtype = *py;
       if (!ints_of(dims[i], r.shape)) return false;
       if (has_strides) {
-        std::vector<int64_t> s;
+        thread_local std::vector<int64_t> s;  // most are the contiguous ones, not kept
         if (ints_of(strides[i], s)) {
-          if (s.size() == r.shape.size()) r.strides = std::move(s);
+          if (s.size() == r.shape.size() && !is_contiguous(r.shape, s)) r.strides = s;
         } else if (strides[i].front() == '[') {
           return false;  // a list, but not of integers: read_args says what is wrong where
         }
       }
     } else {
-      problem = "unknown Input type \"" + r.type + "\"";
+      problem = "unknown Input type \"" + std::string(type) + "\"";
       return true;
     }
   }
@@ -597,7 +611,7 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
 // Fills `info` (status Kept, or LeftOut when incomplete calls are not kept) with the call of
 // `best` with `args` as Python's __torch_dispatch__ gets it: positional arguments, trailing
 // defaults dropped; under a context `rule`, as the op and argument value the reference sees.
-inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> args, const OpInfo::Rule* rule,
+inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg>& args, const OpInfo::Rule* rule,
                        const ImportOptions& options) {
   const OpInfo& recorded = rule != nullptr ? *rule->recorded : best;
   info.op = recorded.name;
@@ -618,7 +632,9 @@ inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> ar
       break;
     }
   OpInput& in = info.input;
-  bool any_strides = false;
+  in.input_shapes.reserve(positional);
+  in.input_dtypes.reserve(positional);
+  in.non_tensor_inputs.reserve(positional);
   std::vector<std::string> missing;
   for (size_t k = 0; k < positional; ++k) {
     Converted c = convert(args[k], best.args[k], k, guess, options.record_strides(), missing);
@@ -626,10 +642,13 @@ inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg> ar
     in.input_shapes.push_back(std::move(c.shape));
     in.input_dtypes.push_back(std::move(c.dtype));
     in.non_tensor_inputs.push_back(std::move(c.value));
-    any_strides = any_strides || c.strides.has_value();
-    in.input_strides.push_back(std::move(c.strides));
+    if (c.strides) {  // input_strides: one per argument once any tensor's say more than its shape
+      in.input_strides.resize(k);
+      in.input_strides.push_back(std::move(c.strides));
+    } else if (!in.input_strides.empty()) {
+      in.input_strides.emplace_back();
+    }
   }
-  if (!any_strides) in.input_strides.clear();
   for (std::string& m : missing)
     if (std::find(info.reasons.begin(), info.reasons.end(), m) == info.reasons.end()) info.reasons.push_back(std::move(m));
   info.status = Status::Kept;
@@ -675,11 +694,16 @@ inline void read_args_dom(const RawFields& raw, const std::string& args_path, st
   }
 }
 
-inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const RawFields& raw, const std::string& args_path,
-                      const ImportOptions& options) {
+// Decodes the key of event `index` of the list at `events_path` (the paths of errors and examples,
+// built only for them).
+inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const RawFields& raw, std::string_view events_path,
+                      uint32_t index, const ImportOptions& options) {
   KeyInfo info;
-  info.example = args_path.substr(0, args_path.size() - 5) + ": " + std::string(name) + " (Input type " +
-                 (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
+  auto event_path = [&] { return std::string(events_path) + "/" + std::to_string(index); };
+  auto set_example = [&] {
+    info.example = event_path() + ": " + std::string(name) + " (Input type " +
+                   (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
+  };
   const std::vector<const OpInfo*>& overloads = catalog.overloads_of(name);
   auto left_out = [&](std::string reason) {
     info.status = Status::LeftOut;
@@ -687,11 +711,13 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
     for (const OpInfo* o : overloads) all_decompose = all_decompose && o->decomposes;
     info.blocks = !all_decompose;
     info.reasons = {std::move(reason)};
+    set_example();
     return info;
   };
   if (overloads.empty()) return left_out("op not in this libtorch");
 
-  std::vector<RecArg> args;
+  thread_local std::vector<RecArg> args;  // its storage kept between decodes; fill_input takes what it holds
+  args.clear();
   std::string overload_hint;
   bool has_hint = false;
   std::string problem;
@@ -700,7 +726,7 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
     has_hint = !raw.overload.empty();
     overload_hint = std::string(hint);
   } else {
-    read_args_dom(raw, args_path, args, overload_hint, has_hint, problem);
+    read_args_dom(raw, event_path() + "/args", args, overload_hint, has_hint, problem);
   }
   if (!problem.empty()) return left_out(problem);
 
@@ -749,15 +775,20 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
     info.decomposed = best;
     return info;
   }
+  std::string took;
   if (!tied.empty()) {
     std::string names;
     for (const OpInfo* o : tied) names += ", " + o->name;
     info.reasons.push_back("ambiguous overload (took the first)");
-    info.example += " took " + best->name + " over" + names.substr(1);
+    took = " took " + best->name + " over" + names.substr(1);
   }
 
   if (!best->rules.empty()) info.rebuild = std::make_shared<KeyInfo::Rebuild>(KeyInfo::Rebuild{best, args, info.reasons});
-  fill_input(info, *best, std::move(args), nullptr, options);
+  fill_input(info, *best, args, nullptr, options);
+  if (!info.reasons.empty() || info.rebuild) {  // decode_within's calls take it from here
+    set_example();
+    info.example += took;
+  }
   return info;
 }
 
@@ -767,7 +798,8 @@ inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, con
   KeyInfo info;
   info.example = plain.example;
   info.reasons = plain.rebuild->reasons;
-  fill_input(info, *plain.rebuild->best, plain.rebuild->args, &rule, options);
+  std::vector<RecArg> args = plain.rebuild->args;
+  fill_input(info, *plain.rebuild->best, args, &rule, options);
   return info;
 }
 

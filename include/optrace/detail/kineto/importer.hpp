@@ -71,29 +71,29 @@ std::string_view raw_of(V& v, const PathFn& path) {
 // anything else, and for times beyond int64 nanoseconds (292 years).
 inline bool parse_time_ns(std::string_view s, int64_t& out) {
   s = json::detail::trim(s);
-  bool negative = !s.empty() && s[0] == '-';
+  const bool negative = !s.empty() && s[0] == '-';
   if (negative) s.remove_prefix(1);
-  bool exponent = false;
-  for (char c : s) exponent |= (c == 'e' || c == 'E');
-  if (s.empty() || exponent) {
+  // One pass over the usual form, "123456.789": whole microseconds, then up to 3 decimals.
+  int64_t us = 0, ns = 0;
+  size_t k = 0;
+  bool overflow = false;  // an error unless an exponent follows
+  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k)
+    overflow = overflow || __builtin_mul_overflow(us, 10, &us) || __builtin_add_overflow(us, s[k] - '0', &us);
+  bool exponent = k < s.size() && (s[k] == 'e' || s[k] == 'E');
+  if (k > 0 && k < s.size() && s[k] == '.') {
+    int digits = 0;
+    for (++k; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k, ++digits)
+      if (digits < 3) ns = ns * 10 + (s[k] - '0');
+    exponent = k < s.size() && (s[k] == 'e' || s[k] == 'E');
+    for (; digits < 3; ++digits) ns *= 10;
+  }
+  if (exponent) {  // "1.5e3": as a double, rounded to nanoseconds
     double d;
     if (!parse_double(s, d) || !(std::fabs(d) < 9.2e15)) return false;  // NaN and inf fail too
     out = static_cast<int64_t>(std::llround(d * 1000.0)) * (negative ? -1 : 1);
     return true;
   }
-  int64_t us = 0, ns = 0;
-  size_t k = 0;
-  for (; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k)
-    if (__builtin_mul_overflow(us, 10, &us) || __builtin_add_overflow(us, s[k] - '0', &us)) return false;
-  if (k == 0) return false;
-  if (k < s.size()) {
-    if (s[k] != '.') return false;
-    int digits = 0;
-    for (++k; k < s.size() && s[k] >= '0' && s[k] <= '9'; ++k, ++digits)
-      if (digits < 3) ns = ns * 10 + (s[k] - '0');
-    if (k != s.size()) return false;
-    for (; digits < 3; ++digits) ns *= 10;
-  }
+  if (k == 0 || k != s.size() || overflow) return false;
   if (__builtin_mul_overflow(us, 1000, &us) || __builtin_add_overflow(us, ns, &out)) return false;
   if (negative) out = -out;
   return true;
@@ -145,6 +145,20 @@ class Importer {
     int64_t count;
   };
 
+  // What an event's key is made of, by key: views into the document, which decode() reads when
+  // finish() first meets the key outermost (`pending` until then; dropped-calls keys never are).
+  struct KeySource {
+    std::string_view name;
+    RawFields raw;
+    uint32_t index = 0;  // of its first event, for the error path
+    bool dropped = false;
+    bool pending = false;
+  };
+  struct KeySlot {  // find_key's open-addressing table (linear probing), a power of two long
+    uint64_t hash = 0;
+    uint32_t key = 0;
+    bool used = false;
+  };
   struct Event {
     std::string_view ph, cat, name, pid, tid, ts, dur, args;
     RawFields raw;
@@ -167,35 +181,59 @@ class Importer {
   template <class Obj, class PathFn>
   void read_args(Obj& args, Event& ev, const PathFn& path) {
     for (auto member : args) {
-      od::field f;
-      if (auto e = std::move(member).get(f)) malformed(path(), e);
-      std::string_view key = ondemand::raw_key(f);
-      if (key.empty() || (key[0] != 'I' && key[0] != 'C' && key[0] != 'O' && key[0] != 'T' && key[0] != 'c' && key[0] != 'D'))
-        continue;
+      if (auto e = member.error()) malformed(path(), e);
+      od::field& f = member.value_unsafe();  // not copied out (a hot loop)
+      // The keys by their first letter, then compared in place (a hot loop: every argument field
+      // of every op event).
+      const char* k = f.key().raw();
+      std::string_view key;
+      std::string_view* list_into = nullptr;
+      switch (k[0]) {
+        case 'I':
+          if (ondemand::key_is(k, key = "Input Dims")) list_into = &ev.raw.dims;
+          else if (ondemand::key_is(k, key = "Input type")) list_into = &ev.raw.types;
+          else if (ondemand::key_is(k, key = "Input Strides")) list_into = &ev.raw.strides;
+          else continue;
+          break;
+        case 'C':
+          if (!ondemand::key_is(k, key = "Concrete Inputs")) continue;
+          list_into = &ev.raw.concrete;
+          break;
+        case 'T':
+          if (!ondemand::key_is(k, key = "TensorList dtypes")) continue;
+          list_into = &ev.raw.list_dtypes;
+          break;
+        case 'O':
+          if (!ondemand::key_is(k, key = "Overload name")) continue;
+          break;
+        case 'c':
+          if (!ondemand::key_is(k, key = "count")) continue;
+          break;
+        case 'D':
+          if (!ondemand::key_is(k, key = "Dropped calls")) continue;
+          break;
+        default: continue;
+      }
       auto field_path = [&path, key] { return path() + "/" + std::string(key); };
-      // The fields are lists: take their text directly (raw_of words the error otherwise).
-      // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
-      // is an error here, not read again through raw_of (which broke simdjson's invariants).
-      auto list_field = [&f, &field_path](std::string_view& into) {
+      if (list_into != nullptr) {
+        // The fields are lists: take their text directly (raw_of words the error otherwise).
+        // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
+        // is an error here, not read again through raw_of (which broke simdjson's invariants).
         od::array a;
         if (f.value().get_array().get(a)) {
-          into = raw_of(f.value(), field_path);
-          return;
+          *list_into = raw_of(f.value(), field_path);
+          continue;
         }
-        if (auto e = a.raw_json().get(into)) malformed(field_path(), e);
-        into = json::detail::trim(into);
-      };
-      if (key == "Input Dims") list_field(ev.raw.dims);
-      else if (key == "Input type") list_field(ev.raw.types);
-      else if (key == "Concrete Inputs") list_field(ev.raw.concrete);
-      else if (key == "Input Strides") list_field(ev.raw.strides);
-      else if (key == "Overload name") ev.raw.overload = raw_of(f.value(), field_path);
-      else if (key == "TensorList dtypes") list_field(ev.raw.list_dtypes);
-      else if (key == "count" || key == "Dropped calls") {
+        if (auto e = a.raw_json().get(*list_into)) malformed(field_path(), e);
+        *list_into = json::detail::trim(*list_into);
+      } else if (k[0] == 'O') {
+        ev.raw.overload = raw_of(f.value(), field_path);
+      } else {
+        const bool count = k[0] == 'c';
         int64_t n;
-        if (f.value().get_int64().get(n) || n < (key == "count" ? 1 : 0))
-          expected(f.value(), field_path(), key == "count" ? "expected a count of at least 1" : "expected a count");
-        if (key == "count") ev.count = n;
+        if (f.value().get_int64().get(n) || n < (count ? 1 : 0))
+          expected(f.value(), field_path(), count ? "expected a count of at least 1" : "expected a count");
+        if (count) ev.count = n;
         else ev.dropped = n;
       }
     }
@@ -217,45 +255,49 @@ class Importer {
       ++report_.events;
       Event ev;
       for (auto member : obj) {
-        od::field f;
-        if (auto e = std::move(member).get(f)) malformed(event_path(), e);
-        std::string_view key = ondemand::raw_key(f);
-        if (key.size() > 4) continue;
-        auto string_field = [&](std::string_view& into) {
-          if (!ondemand::read_string(f.value(), into)) expected(f.value(), event_path() + "/" + std::string(key), "expected a string");
+        if (auto e = member.error()) malformed(event_path(), e);
+        od::field& f = member.value_unsafe();  // not copied out (a hot loop)
+        // The keys by their first letter, then compared in place (a hot loop: every field of
+        // every event).
+        const char* k = f.key().raw();
+        auto string_field = [&](std::string_view& into, const char* key) {
+          if (!ondemand::read_string(f.value(), into)) expected(f.value(), event_path() + "/" + key, "expected a string");
         };
-        auto number_field = [&](std::string_view& into) {
+        auto number_field = [&](std::string_view& into, const char* key) {
           into = ondemand::raw_token(f.value());
           if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
-            expected(f.value(), event_path() + "/" + std::string(key), "expected a number");
+            expected(f.value(), event_path() + "/" + key, "expected a number");
         };
-        // The keys by length and letters, without a string comparison each (a hot loop: every
-        // field of every event).
-        const char c0 = key[0], c1 = key.size() > 1 ? key[1] : 0;
         // Once "ph" or "cat" says the event is no op, its other fields are left unread (most
         // events of a real trace: metadata, kernels, flows).
         bool other = false;
-        switch (key.size()) {
-          case 2:
-            if (c0 == 'p' && c1 == 'h') {
-              string_field(ev.ph);
+        switch (k[0]) {
+          case 'p':
+            if (ondemand::key_is(k, "ph")) {
+              string_field(ev.ph, "ph");
               other = !(ev.ph.size() == 1 && ev.ph[0] == 'X');
-            } else if (c0 == 't' && c1 == 's') {
-              number_field(ev.ts);
+            } else if (ondemand::key_is(k, "pid")) {
+              ev.pid = ondemand::raw_token(f.value());
             }
             break;
-          case 3:
-            if (key[2] == 't' && c0 == 'c' && c1 == 'a') {
-              string_field(ev.cat);
+          case 'c':
+            if (ondemand::key_is(k, "cat")) {
+              string_field(ev.cat, "cat");
               other = !is_op_category(ev.cat);
-            } else if (key[2] == 'r' && c0 == 'd' && c1 == 'u') number_field(ev.dur);
-            else if (key[2] == 'd' && c1 == 'i' && c0 == 'p') ev.pid = ondemand::raw_token(f.value());
-            else if (key[2] == 'd' && c1 == 'i' && c0 == 't') ev.tid = ondemand::raw_token(f.value());
+            }
             break;
-          case 4:
-            if (c0 == 'n' && c1 == 'a' && key[2] == 'm' && key[3] == 'e') {
-              string_field(ev.name);
-            } else if (c0 == 'a' && c1 == 'r' && key[2] == 'g' && key[3] == 's') {
+          case 'n':
+            if (ondemand::key_is(k, "name")) string_field(ev.name, "name");
+            break;
+          case 't':
+            if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
+            else if (ondemand::key_is(k, "tid")) ev.tid = ondemand::raw_token(f.value());
+            break;
+          case 'd':
+            if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
+            break;
+          case 'a':
+            if (ondemand::key_is(k, "args")) {
               bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
               if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
               auto args_path = [&event_path] { return event_path() + "/args"; };
@@ -312,29 +354,13 @@ class Importer {
     }
     rec.thread = last_thread_;
 
-    scratch_.assign(ev.dropped ? "\x1e" : "").append(ev.name);
-    for (std::string_view part : {ev.raw.dims, ev.raw.types, ev.raw.concrete, ev.raw.strides, ev.raw.overload, ev.raw.list_dtypes})
-      scratch_.append("\x1f").append(part);
-    const uint32_t* key = keys_.find(scratch_);
-    if (key == nullptr) {
-      KeyInfo info;
-      if (ev.dropped) {
-        info.status = Status::Dropped;
-        info.blocks = false;
-        std::string overload;
-        if (!ev.raw.overload.empty()) overload = std::string(json::Document::parse(ev.raw.overload)->root().as_string());
-        info.op = display_name(ev.name, overload);
-        rec.count = *ev.dropped;
-      }
-      key = &keys_.insert(scratch_, static_cast<uint32_t>(infos_.size()));
-      infos_.push_back(std::move(info));
+    uint32_t key;
+    if (!find_key(ev.name, ev.raw, ev.dropped.has_value(), key))
       // Decoded when finish() first meets it outermost: most distinct inputs of a real trace are
       // ops' inner calls (conv2d's convolution, _convolution, ...), hidden by their caller.
-      undecoded_.push_back(ev.dropped ? Undecoded{} : Undecoded{ev.name, ev.raw, index, true});
-    } else if (ev.dropped) {
-      rec.count = *ev.dropped;
-    }
-    rec.key = *key;
+      sources_.push_back(KeySource{ev.name, ev.raw, index, ev.dropped.has_value(), !ev.dropped});
+    if (ev.dropped) rec.count = *ev.dropped;
+    rec.key = key;
     // Every count the report and the trace add up is part of this sum: it must fit int64.
     if (__builtin_add_overflow(calls_, rec.count, &calls_))
       throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
@@ -342,13 +368,51 @@ class Importer {
     records_.push_back(rec);
   }
 
+  // The key of an event's (name, argument fields, dropped or not); false when new, `key` then the
+  // next one (the caller adds its KeySource). The key's parts are views into the document: no
+  // copy, one hash over them.
+  bool find_key(std::string_view name, const RawFields& raw, bool dropped, uint32_t& key) {
+    uint64_t h = hash_mix_bytes(name, dropped);
+    for (std::string_view part : {raw.dims, raw.types, raw.concrete, raw.strides, raw.overload, raw.list_dtypes})
+      h = part.empty() ? (h << 7 | h >> 57) ^ 0x9e3779b97f4a7c15ull : hash_mix_bytes(part, h);  // absent: no multiply
+    h = hash_mix(h, 0x8ebc6af09c88c6e3ull);
+    if ((sources_.size() + 1) * 4 > key_slots_.size() * 3) {  // load factor 3/4
+      std::vector<KeySlot> old = std::move(key_slots_);
+      key_slots_.assign(old.empty() ? 256 : old.size() * 2, KeySlot{});
+      for (const KeySlot& s : old)
+        if (s.used) place_key(s);
+    }
+    const size_t mask = key_slots_.size() - 1;
+    size_t i = h & mask;
+    for (; key_slots_[i].used; i = (i + 1) & mask) {
+      if (key_slots_[i].hash != h) continue;
+      const KeySource& k = sources_[key_slots_[i].key];
+      if (k.dropped == dropped && k.name == name && k.raw.dims == raw.dims && k.raw.types == raw.types &&
+          k.raw.concrete == raw.concrete && k.raw.strides == raw.strides && k.raw.overload == raw.overload &&
+          k.raw.list_dtypes == raw.list_dtypes) {
+        key = key_slots_[i].key;
+        return true;
+      }
+    }
+    key = static_cast<uint32_t>(sources_.size());
+    key_slots_[i] = KeySlot{h, key, true};
+    return false;
+  }
+
+  void place_key(const KeySlot& s) {
+    const size_t mask = key_slots_.size() - 1;
+    size_t i = s.hash & mask;
+    while (key_slots_[i].used) i = (i + 1) & mask;
+    key_slots_[i] = s;
+  }
+
   // The info of `key`, decoded now if it was not yet. The fields' text still lies in the
   // document (and the names in the parser's string buffer): finish() runs before either goes.
   KeyInfo& info_of(uint32_t key) {
-    if (key < undecoded_.size() && undecoded_[key].pending) {
-      Undecoded& u = undecoded_[key];
+    if (key < sources_.size() && sources_[key].pending) {
+      KeySource& u = sources_[key];
       u.pending = false;
-      infos_[key] = decode(catalog_, u.name, u.raw, events_path_ + "/" + std::to_string(u.index) + "/args", options_);
+      infos_[key] = decode(catalog_, u.name, u.raw, events_path_, u.index, options_);
     }
     return infos_[key];
   }
@@ -370,6 +434,17 @@ class Importer {
   }
 
   ImportResult finish() {
+    infos_.resize(sources_.size());
+    for (size_t key = 0; key < sources_.size(); ++key) {
+      const KeySource& source = sources_[key];
+      if (!source.dropped) continue;
+      KeyInfo& info = infos_[key];
+      info.status = Status::Dropped;
+      info.blocks = false;
+      std::string overload;
+      if (!source.raw.overload.empty()) overload = std::string(json::Document::parse(source.raw.overload)->root().as_string());
+      info.op = display_name(source.name, overload);
+    }
     // Nesting, per thread: ops in start order, a parent before the children that share its start.
     std::vector<uint32_t> order(records_.size());
     for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
@@ -470,7 +545,7 @@ class Importer {
         result.trace.add_dropped(info.op, totals[key]);
         continue;
       }
-      OpInput in = info.input;
+      OpInput in = std::move(info.input);  // each key once; infos_ is done with
       in.count = totals[key];
       result.trace.add(info.op, std::move(in));
     }
@@ -489,16 +564,9 @@ class Importer {
   uint32_t last_thread_ = 0;
   StringMap<bool> op_names_;
   StringMap<uint32_t> threads_;
-  StringMap<uint32_t> keys_;
-  std::vector<KeyInfo> infos_;
-  // What decode() needs of a key not decoded yet (by key; dropped-calls keys are never pending).
-  struct Undecoded {
-    std::string_view name;
-    RawFields raw;
-    uint32_t index = 0;  // of its first event, for the error path
-    bool pending = false;
-  };
-  std::vector<Undecoded> undecoded_;
+  std::vector<KeyInfo> infos_;  // by key; then the keys of calls under a context rule (finish)
+  std::vector<KeySource> sources_;
+  std::vector<KeySlot> key_slots_;
   std::string events_path_;  // "/traceEvents" or "" (a bare list)
   std::vector<EventRec> records_;
   std::unordered_map<std::string, size_t> issue_index_;

@@ -12,6 +12,7 @@
 // Doubles print as IValue prints them: integral values as "1." / "-0.", others with 17
 // significant digits, "inf", "-inf", "nan".
 
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/python_names.hpp>
 #include <optrace/json/writer.hpp>
 
@@ -37,7 +38,7 @@ namespace optrace::detail::kineto {
 /// The Python dtype name ("torch.int64") of a profiler "Input type" that names a tensor dtype,
 /// whichever compiler built the profiling libtorch; nullopt if `type` names no dtype.
 /// `std::optional<T>` / `c10::optional<T>` wrappers are looked through.
-inline std::optional<std::string> python_dtype_of_type_name(std::string_view type) {
+inline const std::string* python_dtype_of_type_name(std::string_view type) {
   for (std::string_view wrapper : {std::string_view("std::optional<"), std::string_view("c10::optional<")}) {
     if (type.size() > wrapper.size() && type.substr(0, wrapper.size()) == wrapper && type.back() == '>') {
       type = type.substr(wrapper.size(), type.size() - wrapper.size() - 1);
@@ -45,7 +46,8 @@ inline std::optional<std::string> python_dtype_of_type_name(std::string_view typ
     }
   }
   static const auto* table = [] {
-    auto* m = new std::unordered_map<std::string, std::string>{
+    auto* m = new StringMap<std::string>;  // looked up once per decoded tensor argument: no copy
+    for (auto [type_name, dtype] : std::initializer_list<std::pair<const char*, const char*>>{
         // Spellings of other compilers and older libtorch versions.
         {"float", "torch.float32"},
         {"double", "torch.float64"},
@@ -81,22 +83,21 @@ inline std::optional<std::string> python_dtype_of_type_name(std::string_view typ
         {"c10::Float8_e4m3fn", "torch.float8_e4m3fn"},
         {"c10::Float8_e5m2fnuz", "torch.float8_e5m2fnuz"},
         {"c10::Float8_e4m3fnuz", "torch.float8_e4m3fnuz"},
-    };
+    })
+      if (m->find(type_name) == nullptr) m->insert(type_name, dtype);
     // And whatever this libtorch's TypeMeta calls its dtypes.
     for (int i = 0; i < static_cast<int>(c10::ScalarType::NumOptions); ++i) {
       auto t = static_cast<c10::ScalarType>(i);
       if (t == c10::ScalarType::Undefined) continue;
       try {
         std::string name(c10::scalarTypeToTypeMeta(t).name());
-        if (!name.empty()) m->emplace(name, python_dtype_name(t));
+        if (!name.empty() && m->find(name) == nullptr) m->insert(name, python_dtype_name(t));
       } catch (...) {
       }
     }
     return m;
   }();
-  auto it = table->find(std::string(type));
-  if (it == table->end()) return std::nullopt;
-  return it->second;
+  return table->find(type);
 }
 
 /// The "Input type" this libtorch's profiler writes for a tensor of Python dtype `dtype`
