@@ -742,6 +742,15 @@ TEST_CASE("kineto: the fast field reader reads what the path-naming reader reads
   CHECK(same_read(fields(" [ [ 2 , -3 ] , [ ] ] ", R"( [ "float" , "Scalar" ] )", R"(["", "-1.5"])")));
   CHECK(same_read(fields("[[[2, 3], [4]], []]", R"(["TensorList", "ScalarList"])", R"(["", "[1, 2]"])")));
   CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1, 2]]")));
+  {  // strides that are the contiguous ones say nothing: kept by neither reader
+    std::vector<optrace::detail::kineto::RecArg> args;
+    std::string problem;
+    REQUIRE(optrace::detail::kineto::read_args_fast(fields("[[2, 3], [4]]", R"(["float", "float"])", "", "[[3, 1], [2]]"), args, problem));
+    REQUIRE(args.size() == 2);
+    CHECK_FALSE(args[0].strides.has_value());
+    CHECK(args[1].strides == std::vector<int64_t>{2});
+    CHECK(same_read(fields("[[2, 3], [4]]", R"(["float", "float"])", "", "[[3, 1], [2]]")));
+  }
   CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1]]")));  // strides of another rank: none
   CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1], [1]]")));  // strides of another length: none
   CHECK(same_read(fields("[[2], []]", R"(["float"])")));

@@ -124,8 +124,8 @@ inline std::string shorten(std::string_view s, size_t n = 160) {
   return std::string(s.substr(0, n - 3)) + "...";
 }
 
-inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
-  if (strides.size() != shape.size()) return true;
+inline bool is_contiguous(const std::vector<int64_t>& shape, const int64_t* strides, size_t n) {
+  if (n != shape.size()) return true;
   int64_t expected = 1;
   bool beyond = false;  // the contiguous stride no longer fits int64 (a shape no tensor has)
   for (size_t k = shape.size(); k-- > 0;) {
@@ -134,6 +134,10 @@ inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<i
     beyond = beyond || __builtin_mul_overflow(expected, shape[k], &expected);
   }
   return true;
+}
+
+inline bool is_contiguous(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  return is_contiguous(shape, strides.data(), strides.size());
 }
 
 inline bool scalar_equals_default(const Scalar& s, const DefaultValue& d) {
@@ -539,6 +543,58 @@ inline bool elements(std::string_view text, std::vector<std::string_view>& out) 
   return ok && c.p == c.end;
 }
 
+// One element of Input Dims / Input Strides: an integer list, its values flat[begin, end), or a
+// list of them (`nested`: a TensorList's shapes, read from `text`).
+struct IntElement {
+  std::string_view text;
+  uint32_t begin = 0, end = 0;
+  bool nested = false;
+};
+
+// The elements of the list `text`, each read once (integers gathered in `flat`).
+inline bool int_elements(std::string_view text, std::vector<IntElement>& out, std::vector<int64_t>& flat) {
+  Cursor c = Cursor::of(text);
+  out.clear();
+  flat.clear();
+  const bool ok = list(c, [&](Cursor& c) {
+    c.skip_spaces();
+    IntElement e;
+    const char* start = c.p;
+    Cursor probe = c;  // an integer list, else a list of them
+    if (probe.eat('[')) {
+      probe.skip_spaces();
+      e.nested = probe.p < probe.end && *probe.p == '[';
+    }
+    e.begin = static_cast<uint32_t>(flat.size());
+    const bool fine = e.nested ? skip_int_lists(c, 2) : list(c, [&flat](Cursor& c) {
+      int64_t v;
+      if (!integer(c, v)) return false;
+      flat.push_back(v);
+      return true;
+    });
+    e.end = static_cast<uint32_t>(flat.size());
+    e.text = std::string_view(start, static_cast<size_t>(c.p - start));
+    if (fine) out.push_back(e);
+    return fine;
+  });
+  c.skip_spaces();
+  return ok && c.p == c.end;
+}
+
+// The contents of the list of plain strings `text` (Input type, Concrete Inputs), unquoted.
+inline bool strings(std::string_view text, std::vector<std::string_view>& out) {
+  Cursor c = Cursor::of(text);
+  out.clear();
+  const bool ok = list(c, [&out](Cursor& c) {
+    std::string_view s;
+    if (!string(c, s)) return false;
+    out.push_back(s);
+    return true;
+  });
+  c.skip_spaces();
+  return ok && c.p == c.end;
+}
+
 }  // namespace fast_fields
 
 // read_args from the fields' text, for what fast_fields reads: true when done (`problem` set when
@@ -548,11 +604,14 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
   if (!raw.list_dtypes.empty()) return false;  // optrace's own export only
   const bool has_dims = !raw.dims.empty(), has_types = !raw.types.empty(), has_concrete = !raw.concrete.empty();
   bool has_strides = !raw.strides.empty();
-  // The elements' texts; kept between calls (a decode per distinct input of a trace).
-  thread_local std::vector<std::string_view> types, dims, concrete, strides;
+  // The elements (texts of Input Dims' and Input Strides', contents of the strings of the others);
+  // kept between calls (a decode per distinct input of a trace).
+  thread_local std::vector<std::string_view> types, concrete;
+  thread_local std::vector<IntElement> dims, strides;
+  thread_local std::vector<int64_t> dim_values, stride_values;
   types.clear(), dims.clear(), concrete.clear(), strides.clear();
-  if ((has_types && !elements(raw.types, types)) || (has_dims && !elements(raw.dims, dims)) ||
-      (has_concrete && !elements(raw.concrete, concrete)) || (has_strides && !elements(raw.strides, strides)))
+  if ((has_types && !strings(raw.types, types)) || (has_dims && !int_elements(raw.dims, dims, dim_values)) ||
+      (has_concrete && !strings(raw.concrete, concrete)) || (has_strides && !int_elements(raw.strides, strides, stride_values)))
     return false;
   if (!has_dims && !has_types) problem = "no Input Dims and Input type (profiled without record_shapes)";
   else if (!has_types) problem = "no Input type";
@@ -565,20 +624,15 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
   if (has_strides && strides.size() != n) has_strides = false;
   out.clear();
   out.reserve(n);
-  auto ints_of = [](std::string_view element, std::vector<int64_t>& into) {
-    Cursor c = Cursor::of(element);
-    return int_list(c, into);
-  };
   for (size_t i = 0; i < n; ++i) {
-    std::string_view type, text;
-    if (!whole_string(types[i], type) || (has_concrete && !whole_string(concrete[i], text))) return false;
+    const std::string_view type = types[i], text = has_concrete ? concrete[i] : std::string_view();
     out.emplace_back();
     RecArg& r = out.back();
     r.kind = kind_of_input_type(type);
     set_concrete(r, text, has_concrete);
     if (r.kind == RecArg::Kind::TensorList) {
       std::vector<OptionalShape> shapes;
-      Cursor c = Cursor::of(dims[i]);
+      Cursor c = Cursor::of(dims[i].text);
       std::vector<int64_t> shape;
       if (!list(c, [&](Cursor& c) {
             if (!int_list(c, shape)) return false;
@@ -591,14 +645,13 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
       // a scalar, a list of them, a generic list or nothing: its concrete value, set above
     } else if (const std::string* py = python_dtype_of_type_name(type)) {
       r.dtype = *py;
-      if (!ints_of(dims[i], r.shape)) return false;
+      if (dims[i].nested) return false;
+      r.shape.assign(dim_values.begin() + dims[i].begin, dim_values.begin() + dims[i].end);
       if (has_strides) {
-        thread_local std::vector<int64_t> s;  // most are the contiguous ones, not kept
-        if (ints_of(strides[i], s)) {
-          if (s.size() == r.shape.size() && !is_contiguous(r.shape, s)) r.strides = s;
-        } else if (strides[i].front() == '[') {
-          return false;  // a list, but not of integers: read_args says what is wrong where
-        }
+        if (strides[i].nested) return false;  // a list, but not of integers: read_args says what is wrong where
+        const int64_t* st = stride_values.data() + strides[i].begin;
+        const size_t rank = strides[i].end - strides[i].begin;
+        if (rank == r.shape.size() && !is_contiguous(r.shape, st, rank)) r.strides.emplace(st, st + rank);  // most are not kept
       }
     } else {
       problem = "unknown Input type \"" + std::string(type) + "\"";

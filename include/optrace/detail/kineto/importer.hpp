@@ -34,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -165,10 +166,13 @@ class Importer {
     int64_t count = 1;
     std::optional<int64_t> dropped;
     std::optional<bool> op_name;  // is_op_name(name), once asked
+    bool op_category = false;     // is_op_category(cat)
   };
 
-  static bool is_op_category(std::string_view cat) { return cat == "cpu_op" || cat == "Operator"; }
-  static bool is_op_event(const Event& e) { return e.ph.size() == 1 && e.ph[0] == 'X' && is_op_category(e.cat); }
+  static bool is_op_category(std::string_view cat) {
+    return (cat.size() == 6 && std::memcmp(cat.data(), "cpu_op", 6) == 0) || cat == "Operator";
+  }
+  static bool is_op_event(const Event& e) { return e.op_category && e.ph.size() == 1 && e.ph[0] == 'X'; }
 
   // Whether `name` may be a dispatcher op (else the event is transparent).
   bool is_op_name(std::string_view name) {
@@ -283,7 +287,8 @@ class Importer {
           case 'c':
             if (ondemand::key_is(k, "cat")) {
               string_field(ev.cat, "cat");
-              other = !is_op_category(ev.cat);
+              ev.op_category = is_op_category(ev.cat);
+              other = !ev.op_category;
             }
             break;
           case 'n':
