@@ -2,8 +2,8 @@
 #pragma once
 // The importers look up a key for every event (an op's name, its inputs' text): std::unordered_map
 // would need a std::string to look up (a copy each time) and chases a node per probe. This one
-// keeps hashes and positions in one open-addressing array (power-of-two size, linear probing) and
-// the keys and values in insertion order. hash_bytes is its hash, and the Kineto importer's for
+// keeps hashes and positions in one open-addressing array (HashIndex) and the keys and values in
+// insertion order. hash_bytes is its hash, and the Kineto importer's for
 // an event's argument fields.
 
 #include <cstdint>
@@ -68,24 +68,70 @@ inline uint64_t hash_bytes(std::string_view s, uint64_t seed = 0) {
   return hash_mix(hash_mix_bytes(s, seed ^ k0), k2);
 }
 
+// An open-addressing index (power-of-two size, linear probing, load at most 3/4) from 64-bit
+// hashes to positions in the caller's own storage, which says when two keys are the same:
+// StringMap's table, and the Kineto importer's over an event's fields (kept as views).
+class HashIndex {
+ public:
+  /// The position stored under hash `h` for which `same(position)` holds; false if none.
+  template <class Same>
+  bool find(uint64_t h, const Same& same, uint32_t& position) const {
+    if (slots_.empty()) return false;
+    for (size_t i = h & mask(); slots_[i].used; i = (i + 1) & mask())
+      if (slots_[i].hash == h && same(slots_[i].position)) {
+        position = slots_[i].position;
+        return true;
+      }
+    return false;
+  }
+
+  /// Stores `position` under hash `h` (its key must not be stored yet).
+  void insert(uint64_t h, uint32_t position) {
+    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+    place(Slot{h, position, true});
+    ++size_;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t position = 0;
+    bool used = false;
+  };
+
+  size_t mask() const { return slots_.size() - 1; }
+
+  void place(const Slot& s) {
+    size_t i = s.hash & mask();
+    while (slots_[i].used) i = (i + 1) & mask();
+    slots_[i] = s;
+  }
+
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    for (const Slot& s : old)
+      if (s.used) place(s);
+  }
+
+  std::vector<Slot> slots_;
+  size_t size_ = 0;
+};
+
 template <class V>
 class StringMap {
  public:
   /// The value of `key`, or nullptr.
   V* find(std::string_view key) { return const_cast<V*>(std::as_const(*this).find(key)); }
   const V* find(std::string_view key) const {
-    if (slots_.empty()) return nullptr;
-    const uint64_t h = hash(key);
-    for (size_t i = h & mask(); slots_[i].used; i = (i + 1) & mask())
-      if (slots_[i].hash == h && keys_[slots_[i].index] == key) return &values_[slots_[i].index].value;
-    return nullptr;
+    uint32_t k;
+    if (!index_.find(hash_bytes(key), [&](uint32_t p) { return keys_[p] == key; }, k)) return nullptr;
+    return &values_[k].value;
   }
 
   /// Adds `key` (which must not be in the map) with `value`; returns the stored value.
   V& insert(std::string_view key, V value) {
-    if ((keys_.size() + 1) * 4 > slots_.size() * 3) grow();
-    const uint64_t h = hash(key);
-    place(h, static_cast<uint32_t>(keys_.size()));
+    index_.insert(hash_bytes(key), static_cast<uint32_t>(keys_.size()));
     keys_.emplace_back(key);
     values_.push_back(Value{std::move(value)});
     return values_.back().value;
@@ -94,29 +140,7 @@ class StringMap {
   size_t size() const { return keys_.size(); }
 
  private:
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t index = 0;
-    bool used = false;
-  };
-
-  static uint64_t hash(std::string_view key) { return hash_bytes(key); }
-  size_t mask() const { return slots_.size() - 1; }
-
-  void place(uint64_t h, uint32_t index) {
-    size_t i = h & mask();
-    while (slots_[i].used) i = (i + 1) & mask();
-    slots_[i] = Slot{h, index, true};
-  }
-
-  void grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
-    for (const Slot& s : old)
-      if (s.used) place(s.hash, s.index);
-  }
-
-  std::vector<Slot> slots_;
+  HashIndex index_;
   std::vector<std::string> keys_;
   struct Value {  // not std::vector<bool>'s packed bits
     V value;

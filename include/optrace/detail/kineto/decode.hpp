@@ -487,23 +487,19 @@ bool list(Cursor& c, Item item) {
   return c.eat(']');
 }
 
-// `[1, 2, 3]`: shapes and strides, mostly short: gathered on the stack, then stored at once.
-inline bool int_list(Cursor& c, std::vector<int64_t>& out) {
-  int64_t buffer[16];
-  size_t n = 0;
-  out.clear();
-  const bool ok = list(c, [&](Cursor& c) {
+// `[1, 2, 3]`, its integers appended to `out`.
+inline bool append_int_list(Cursor& c, std::vector<int64_t>& out) {
+  return list(c, [&out](Cursor& c) {
     int64_t v;
     if (!integer(c, v)) return false;
-    if (n == 16) {
-      out.insert(out.end(), buffer, buffer + n);
-      n = 0;
-    }
-    buffer[n++] = v;
+    out.push_back(v);
     return true;
   });
-  out.insert(out.end(), buffer, buffer + n);
-  return ok;
+}
+
+inline bool int_list(Cursor& c, std::vector<int64_t>& out) {
+  out.clear();
+  return append_int_list(c, out);
 }
 
 // Skips an integer list, or (depth 2) a list of them; false for anything else.
@@ -513,34 +509,6 @@ inline bool skip_int_lists(Cursor& c, int depth) {
     int64_t ignored;
     return integer(c, ignored);
   });
-}
-
-// The elements' texts of the list `text`, each a string, an integer list, or a list of integer lists.
-inline bool elements(std::string_view text, std::vector<std::string_view>& out) {
-  Cursor c = Cursor::of(text);
-  out.clear();
-  const bool ok = list(c, [&](Cursor& c) {
-    c.skip_spaces();
-    const char* start = c.p;
-    bool fine = false;
-    if (c.p < c.end && *c.p == '"') {
-      std::string_view ignored;
-      fine = string(c, ignored);
-    } else {
-      Cursor probe = c;  // an integer list, else a list of them
-      probe.skip_spaces();
-      bool nested = false;
-      if (probe.eat('[')) {
-        probe.skip_spaces();
-        nested = probe.p < probe.end && *probe.p == '[';
-      }
-      fine = skip_int_lists(c, nested ? 2 : 1);
-    }
-    if (fine) out.emplace_back(start, static_cast<size_t>(c.p - start));
-    return fine;
-  });
-  c.skip_spaces();
-  return ok && c.p == c.end;
 }
 
 // One element of Input Dims / Input Strides: an integer list, its values flat[begin, end), or a
@@ -566,12 +534,7 @@ inline bool int_elements(std::string_view text, std::vector<IntElement>& out, st
       e.nested = probe.p < probe.end && *probe.p == '[';
     }
     e.begin = static_cast<uint32_t>(flat.size());
-    const bool fine = e.nested ? skip_int_lists(c, 2) : list(c, [&flat](Cursor& c) {
-      int64_t v;
-      if (!integer(c, v)) return false;
-      flat.push_back(v);
-      return true;
-    });
+    const bool fine = e.nested ? skip_int_lists(c, 2) : append_int_list(c, flat);
     e.end = static_cast<uint32_t>(flat.size());
     e.text = std::string_view(start, static_cast<size_t>(c.p - start));
     if (fine) out.push_back(e);

@@ -155,11 +155,6 @@ class Importer {
     bool dropped = false;
     bool pending = false;
   };
-  struct KeySlot {  // find_key's open-addressing table (linear probing), a power of two long
-    uint64_t hash = 0;
-    uint32_t key = 0;
-    bool used = false;
-  };
   struct Event {
     std::string_view ph, cat, name, pid, tid, ts, dur, args;
     RawFields raw;
@@ -381,34 +376,16 @@ class Importer {
     for (std::string_view part : {raw.dims, raw.types, raw.concrete, raw.strides, raw.overload, raw.list_dtypes})
       h = part.empty() ? (h << 7 | h >> 57) ^ 0x9e3779b97f4a7c15ull : hash_mix_bytes(part, h);  // absent: no multiply
     h = hash_mix(h, 0x8ebc6af09c88c6e3ull);
-    if ((sources_.size() + 1) * 4 > key_slots_.size() * 3) {  // load factor 3/4
-      std::vector<KeySlot> old = std::move(key_slots_);
-      key_slots_.assign(old.empty() ? 256 : old.size() * 2, KeySlot{});
-      for (const KeySlot& s : old)
-        if (s.used) place_key(s);
-    }
-    const size_t mask = key_slots_.size() - 1;
-    size_t i = h & mask;
-    for (; key_slots_[i].used; i = (i + 1) & mask) {
-      if (key_slots_[i].hash != h) continue;
-      const KeySource& k = sources_[key_slots_[i].key];
-      if (k.dropped == dropped && k.name == name && k.raw.dims == raw.dims && k.raw.types == raw.types &&
-          k.raw.concrete == raw.concrete && k.raw.strides == raw.strides && k.raw.overload == raw.overload &&
-          k.raw.list_dtypes == raw.list_dtypes) {
-        key = key_slots_[i].key;
-        return true;
-      }
-    }
+    auto same = [&](uint32_t position) {
+      const KeySource& k = sources_[position];
+      return k.dropped == dropped && k.name == name && k.raw.dims == raw.dims && k.raw.types == raw.types &&
+             k.raw.concrete == raw.concrete && k.raw.strides == raw.strides && k.raw.overload == raw.overload &&
+             k.raw.list_dtypes == raw.list_dtypes;
+    };
+    if (key_index_.find(h, same, key)) return true;
     key = static_cast<uint32_t>(sources_.size());
-    key_slots_[i] = KeySlot{h, key, true};
+    key_index_.insert(h, key);
     return false;
-  }
-
-  void place_key(const KeySlot& s) {
-    const size_t mask = key_slots_.size() - 1;
-    size_t i = s.hash & mask;
-    while (key_slots_[i].used) i = (i + 1) & mask;
-    key_slots_[i] = s;
   }
 
   // The info of `key`, decoded now if it was not yet. The fields' text still lies in the
@@ -571,7 +548,7 @@ class Importer {
   StringMap<uint32_t> threads_;
   std::vector<KeyInfo> infos_;  // by key; then the keys of calls under a context rule (finish)
   std::vector<KeySource> sources_;
-  std::vector<KeySlot> key_slots_;
+  HashIndex key_index_;  // find_key's: hashes of the keys' parts -> key
   std::string events_path_;  // "/traceEvents" or "" (a bare list)
   std::vector<EventRec> records_;
   std::unordered_map<std::string, size_t> issue_index_;

@@ -36,7 +36,7 @@
 namespace optrace::detail::kineto {
 
 /// The Python dtype name ("torch.int64") of a profiler "Input type" that names a tensor dtype,
-/// whichever compiler built the profiling libtorch; nullopt if `type` names no dtype.
+/// whichever compiler built the profiling libtorch; nullptr if `type` names no dtype.
 /// `std::optional<T>` / `c10::optional<T>` wrappers are looked through.
 inline const std::string* python_dtype_of_type_name(std::string_view type) {
   for (std::string_view wrapper : {std::string_view("std::optional<"), std::string_view("c10::optional<")}) {
