@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
     if (path != file) std::remove(path.c_str());
     std::string name = file.substr(file.find_last_of('/') + 1);
     if (name.size() > 40) name = name.substr(0, 37) + "...";
-    std::printf("%-40s %7.1f %9lld %9.2f %9.2f %8.1f %9.2f %9.2f %7.2f\n", name.c_str(),
+    std::printf("%-40s %7.1f %9lld %9.3f %9.3f %8.1f %9.3f %9.3f %7.2f\n", name.c_str(),
                 static_cast<double>(text.size()) / 1e6, static_cast<long long>(result.report.kept), ours * 1e3,
                 python * 1e3, python > 0 ? python / ours : 0.0, parsed * 1e3, floor * 1e3, optrace_only ? 0.0 : parsed / floor);
     if (check == 0 && !optrace_only) std::printf("(empty walk)\n");

@@ -297,6 +297,27 @@ TEST_CASE("json reader: typed accessors and paths", "[json]") {
   CHECK(keys == 12);
 }
 
+TEST_CASE("op trace: add finds equal inputs however many an op has", "[op_trace]") {
+  // Below 8 inputs an op's inputs are compared one by one, from 8 on looked up by hash: both ways
+  // must find the same input, including in a trace read from JSON (not indexed until added to).
+  for (int64_t n : {3, 7, 8, 9, 40}) {
+    OpTrace trace;
+    for (int64_t k = 0; k < n; ++k) trace.add("x.default", tensor_input({k + 1, 2}));
+    for (int64_t k = n; k-- > 0;) trace.add("x.default", tensor_input({k + 1, 2}, 3));
+    const optrace::OpEntry* x = trace.find("x.default");
+    REQUIRE(static_cast<int64_t>(x->unique_inputs.size()) == n);
+    for (int64_t k = 0; k < n; ++k) {
+      CHECK(x->unique_inputs[static_cast<size_t>(k)].input_shapes[0]->at(0) == k + 1);  // first-seen order kept
+      CHECK(x->unique_inputs[static_cast<size_t>(k)].count == 4);
+    }
+    OpTrace back = OpTrace::from_json(trace.to_json());
+    back.add("x.default", tensor_input({1, 2})).add("x.default", tensor_input({n + 1, 2}));
+    const optrace::OpEntry* y = back.find("x.default");
+    CHECK(static_cast<int64_t>(y->unique_inputs.size()) == n + 1);
+    CHECK(back.total_calls() == 4 * n + 2);
+  }
+}
+
 TEST_CASE("StringMap: looked up by string_view, grows, keeps what it holds", "[op_trace]") {
   optrace::detail::StringMap<uint32_t> map;
   CHECK(map.find("a") == nullptr);

@@ -6,6 +6,7 @@
 
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/op_trace/fast_reader.hpp>
 #include <optrace/detail/op_trace/hf_json.hpp>
 #include <optrace/error.hpp>
@@ -18,7 +19,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -39,8 +39,8 @@ class OpTrace {
   const std::vector<OpEntry>& ops() const { return ops_; }
   /// The op named `name` (`"addmm.default"`), or nullptr.
   const OpEntry* find(std::string_view name) const {
-    auto it = index_.find(std::string(name));
-    return it == index_.end() ? nullptr : &ops_[it->second];
+    const size_t* k = index_.find(name);
+    return k == nullptr ? nullptr : &ops_[*k];
   }
   /// The op names, in first-seen order.
   std::vector<std::string> op_names() const {
@@ -84,20 +84,33 @@ class OpTrace {
     check_parallel(input, "OpTrace::add", name);
     const int64_t calls = add_calls(name, input.count);
     Slot& slot = slot_for(name);
-    OpEntry& entry = ops_[slot.op];
-    size_t h = input.hash();
-    auto range = slot.inputs.equal_range(h);
-    for (auto it = range.first; it != range.second; ++it) {
-      OpInput& existing = entry.unique_inputs[it->second];
-      if (existing.same_input(input)) {
-        existing.count += input.count;  // <= calls, which fits
-        calls_ = calls;
-        widen(existing.input_value_ranges, input.input_value_ranges);
-        return *this;
-      }
+    std::vector<OpInput>& inputs = ops_[slot.op].unique_inputs;
+    // Few inputs: compared one by one. More: looked up by hash (the index built once).
+    if (!slot.indexed && inputs.size() >= kIndexFrom) {
+      for (size_t i = 0; i < inputs.size(); ++i) slot.inputs.insert(inputs[i].hash(), static_cast<uint32_t>(i));
+      slot.indexed = true;
     }
-    slot.inputs.emplace(h, entry.unique_inputs.size());
-    entry.unique_inputs.push_back(std::move(input));
+    uint64_t h = 0;
+    OpInput* existing = nullptr;
+    if (!slot.indexed) {
+      for (OpInput& in : inputs)
+        if (in.same_input(input)) {
+          existing = &in;
+          break;
+        }
+    } else {
+      h = input.hash();
+      uint32_t position;
+      if (slot.inputs.find(h, [&](uint32_t p) { return inputs[p].same_input(input); }, position)) existing = &inputs[position];
+    }
+    if (existing != nullptr) {
+      existing->count += input.count;  // <= calls, which fits
+      calls_ = calls;
+      widen(existing->input_value_ranges, input.input_value_ranges);
+      return *this;
+    }
+    if (slot.indexed) slot.inputs.insert(h, static_cast<uint32_t>(inputs.size()));
+    inputs.push_back(std::move(input));
     calls_ = calls;
     return *this;
   }
@@ -158,7 +171,8 @@ class OpTrace {
     trace.ops_ = std::move(ops);
     for (size_t k = 0; k < trace.ops_.size(); ++k) {
       const OpEntry& e = trace.ops_[k];
-      OPTRACE_CHECK(trace.index_.emplace(e.name, k).second, ArgumentError, "OpTrace::from_entries: duplicate op '", e.name, "'");
+      OPTRACE_CHECK(trace.index_.find(e.name) == nullptr, ArgumentError, "OpTrace::from_entries: duplicate op '", e.name, "'");
+      trace.index_.insert(e.name, k);
       OPTRACE_CHECK(e.dropped_calls >= 0, ArgumentError, "OpTrace::from_entries('", e.name, "'): dropped_calls must be >= 0, got ",
                     e.dropped_calls);
       trace.slots_.push_back(Slot{k, false, {}});
@@ -189,29 +203,24 @@ class OpTrace {
     return from_document(*json::Document::load(path));  // names what is wrong; reads what cannot be mapped
   }
 
+  // An op's inputs are indexed by hash once it has this many (add compares fewer one by one).
+  static constexpr size_t kIndexFrom = 8;
+
   struct Slot {
     size_t op;
     bool indexed = false;
-    std::unordered_multimap<size_t, size_t> inputs;  // OpInput::hash -> position
+    detail::HashIndex inputs;  // OpInput::hash -> position in unique_inputs, once indexed
   };
 
-  // The op's slot, added if new; its inputs are indexed on the first `add` (a trace read from a
-  // file is indexed only if added to).
+  // The op's slot, added if new.
   Slot& slot_for(std::string_view name) {
-    std::string key(name);
-    auto it = index_.find(key);
-    if (it == index_.end()) {
-      it = index_.emplace(key, ops_.size()).first;
-      ops_.push_back(OpEntry{key, {}, 0});
-      slots_.push_back(Slot{it->second, false, {}});
+    const size_t* k = index_.find(name);
+    if (k == nullptr) {
+      k = &index_.insert(name, ops_.size());
+      ops_.push_back(OpEntry{std::string(name), {}, 0});
+      slots_.push_back(Slot{*k, false, {}});
     }
-    Slot& slot = slots_[it->second];
-    if (!slot.indexed) {
-      const auto& inputs = ops_[slot.op].unique_inputs;
-      for (size_t i = 0; i < inputs.size(); ++i) slot.inputs.emplace(inputs[i].hash(), i);
-      slot.indexed = true;
-    }
-    return slot;
+    return slots_[*k];
   }
 
   // The trace's calls after adding `n` to them; throws ArgumentError beyond INT64_MAX (a merge of
@@ -248,7 +257,7 @@ class OpTrace {
 
   std::vector<OpEntry> ops_;
   std::vector<Slot> slots_;
-  std::unordered_map<std::string, size_t> index_;
+  detail::StringMap<size_t> index_;  // op name -> position in ops_ and slots_
   int64_t calls_ = 0;  // total_calls(), kept to refuse additions that would overflow it
 };
 

@@ -16,6 +16,7 @@
 
 #include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/op_schema.hpp>
+#include <optrace/detail/common/string_map.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
@@ -223,19 +224,20 @@ inline const OpInfo* find_op(std::string_view display) { return op_info(dispatch
 /// dispatcher knows none. The index of all ops is built on the first call.
 inline const std::vector<const OpInfo*>& overloads_of(std::string_view qualified) {
   static std::once_flag once;
-  static auto* index = new std::unordered_map<std::string, std::vector<const OpInfo*>>();  // never freed
+  static auto* index = new StringMap<std::vector<const OpInfo*>>();  // never freed
   std::call_once(once, [] {
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
       const OpInfo* info = op_info(name);
       if (info == nullptr) continue;
-      auto& list = (*index)[name.name];
-      if (name.overload_name.empty()) list.insert(list.begin(), info);
-      else list.push_back(info);
+      std::vector<const OpInfo*>* list = index->find(name.name);
+      if (list == nullptr) list = &index->insert(name.name, {});
+      if (name.overload_name.empty()) list->insert(list->begin(), info);
+      else list->push_back(info);
     }
   });
   static const std::vector<const OpInfo*> none;
-  auto it = index->find(std::string(qualified));
-  return it == index->end() ? none : it->second;
+  const std::vector<const OpInfo*>* list = index->find(qualified);
+  return list == nullptr ? none : *list;
 }
 
 /// Every op of the live dispatcher (with a schema).

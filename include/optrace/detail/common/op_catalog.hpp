@@ -20,6 +20,7 @@
 // by `;`, `o` (another kind).
 
 #include <optrace/detail/common/op_schema.hpp>
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/error.hpp>
 
 #include <cstdint>
@@ -238,9 +239,10 @@ class CapturedCatalog final : public OpCatalog {
         in.end_line();
       }
       by_name_[info->qualified + "." + info->overload] = info.get();
-      auto& list = overloads_[info->qualified];
-      if (info->overload.empty()) list.insert(list.begin(), info.get());
-      else list.push_back(info.get());
+      std::vector<const OpInfo*>* list = overloads_.find(info->qualified);
+      if (list == nullptr) list = &overloads_.insert(info->qualified, {});
+      if (info->overload.empty()) list->insert(list->begin(), info.get());
+      else list->push_back(info.get());
       ops_.push_back(std::move(info));
     }
     // The rules, as op_info derives them (after every op is known: a rule names another op).
@@ -253,8 +255,8 @@ class CapturedCatalog final : public OpCatalog {
 
   const std::vector<const OpInfo*>& overloads_of(std::string_view qualified) const override {
     static const std::vector<const OpInfo*> none;
-    auto it = overloads_.find(std::string(qualified));
-    return it == overloads_.end() ? none : it->second;
+    const std::vector<const OpInfo*>* list = overloads_.find(qualified);
+    return list == nullptr ? none : *list;
   }
 
   /// The op named `display` as the op-trace schema names it ("add.Tensor", "myops::f.default"),
@@ -279,7 +281,7 @@ class CapturedCatalog final : public OpCatalog {
   }
 
   std::vector<std::unique_ptr<OpInfo>> ops_;
-  std::unordered_map<std::string, std::vector<const OpInfo*>> overloads_;
+  StringMap<std::vector<const OpInfo*>> overloads_;
   std::unordered_map<std::string, const OpInfo*> by_name_;
 };
 

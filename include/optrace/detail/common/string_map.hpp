@@ -109,7 +109,7 @@ class HashIndex {
 
   void grow() {
     std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    slots_.assign(old.empty() ? 8 : old.size() * 2, Slot{});
     for (const Slot& s : old)
       if (s.used) place(s);
   }
@@ -125,27 +125,27 @@ class StringMap {
   V* find(std::string_view key) { return const_cast<V*>(std::as_const(*this).find(key)); }
   const V* find(std::string_view key) const {
     uint32_t k;
-    if (!index_.find(hash_bytes(key), [&](uint32_t p) { return keys_[p] == key; }, k)) return nullptr;
-    return &values_[k].value;
+    if (!index_.find(hash_bytes(key), [&](uint32_t p) { return entries_[p].key == key; }, k)) return nullptr;
+    return &entries_[k].value;
   }
 
-  /// Adds `key` (which must not be in the map) with `value`; returns the stored value.
+  /// Adds `key` (which must not be in the map) with `value`; returns the stored value (valid
+  /// until the next insert).
   V& insert(std::string_view key, V value) {
-    index_.insert(hash_bytes(key), static_cast<uint32_t>(keys_.size()));
-    keys_.emplace_back(key);
-    values_.push_back(Value{std::move(value)});
-    return values_.back().value;
+    index_.insert(hash_bytes(key), static_cast<uint32_t>(entries_.size()));
+    entries_.push_back(Entry{std::string(key), std::move(value)});
+    return entries_.back().value;
   }
 
-  size_t size() const { return keys_.size(); }
+  size_t size() const { return entries_.size(); }
 
  private:
-  HashIndex index_;
-  std::vector<std::string> keys_;
-  struct Value {  // not std::vector<bool>'s packed bits
+  struct Entry {  // one vector for keys and values: one growth, not two
+    std::string key;
     V value;
   };
-  std::vector<Value> values_;
+  HashIndex index_;
+  std::vector<Entry> entries_;
 };
 
 }  // namespace optrace::detail

@@ -710,11 +710,10 @@ inline void read_args_dom(const RawFields& raw, const std::string& args_path, st
   }
 }
 
-// Decodes the key of event `index` of the list at `events_path` (the paths of errors and examples,
-// built only for them).
-inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const RawFields& raw, std::string_view events_path,
-                      uint32_t index, const ImportOptions& options) {
-  KeyInfo info;
+// Decodes, into the default `info`, the key of event `index` of the list at `events_path` (the
+// paths of errors and examples, built only for them).
+inline void decode(KeyInfo& info, const OpCatalog& catalog, std::string_view name, const RawFields& raw,
+                   std::string_view events_path, uint32_t index, const ImportOptions& options) {
   auto event_path = [&] { return std::string(events_path) + "/" + std::to_string(index); };
   auto set_example = [&] {
     info.example = event_path() + ": " + std::string(name) + " (Input type " +
@@ -728,7 +727,6 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
     info.blocks = !all_decompose;
     info.reasons = {std::move(reason)};
     set_example();
-    return info;
   };
   if (overloads.empty()) return left_out("op not in this libtorch");
 
@@ -789,7 +787,7 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
     info.status = Status::Decomposed;
     info.blocks = false;
     info.decomposed = best;
-    return info;
+    return;
   }
   std::string took;
   if (!tied.empty()) {
@@ -805,7 +803,6 @@ inline KeyInfo decode(const OpCatalog& catalog, std::string_view name, const Raw
     set_example();
     info.example += took;
   }
-  return info;
 }
 
 // The same call as the reference sees it under `rule` (the composites open around the event

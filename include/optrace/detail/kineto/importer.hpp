@@ -240,6 +240,8 @@ class Importer {
 
   void read_events(od::array& events, const std::string& base) {
     events_path_ = base;
+    records_.reserve(256);  // no regrowth on small traces
+    sources_.reserve(256);
     uint32_t index = 0;
     for (auto element : events) {
       std::string path;
@@ -394,7 +396,7 @@ class Importer {
     if (key < sources_.size() && sources_[key].pending) {
       KeySource& u = sources_[key];
       u.pending = false;
-      infos_[key] = decode(catalog_, u.name, u.raw, events_path_, u.index, options_);
+      decode(infos_[key], catalog_, u.name, u.raw, events_path_, u.index, options_);
     }
     return infos_[key];
   }
@@ -416,6 +418,7 @@ class Importer {
   }
 
   ImportResult finish() {
+    infos_.reserve(sources_.size() + sources_.size() / 4 + 8);  // and the keys under context rules, unmoved
     infos_.resize(sources_.size());
     for (size_t key = 0; key < sources_.size(); ++key) {
       const KeySource& source = sources_[key];
@@ -439,6 +442,7 @@ class Importer {
       return x.index < y.index;
     });
     std::vector<uint32_t> kept;
+    kept.reserve(records_.size());
     uint32_t thread = UINT32_MAX;
     int64_t open_start = 0, open_end = 0;
     bool open = false;
@@ -510,6 +514,7 @@ class Importer {
     });
     std::vector<int64_t> totals(infos_.size(), 0);
     std::vector<uint32_t> first_seen;
+    first_seen.reserve(infos_.size());
     for (uint32_t k : kept) {
       const EventRec& r = records_[k];
       if (totals[r.key] == 0) first_seen.push_back(r.key);

@@ -19,6 +19,7 @@
 #include <c10/core/ScalarType.h>
 #include <c10/core/ScalarTypeToTypeMeta.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -166,6 +167,7 @@ inline bool parse_scalar_list(std::string_view s, std::vector<Scalar>& out) {
   if (s.size() < 2 || s.front() != '[' || s.back() != ']') return false;
   std::string_view body = s.substr(1, s.size() - 2);
   if (body.find_first_not_of(' ') == std::string_view::npos) return true;
+  out.reserve(static_cast<size_t>(std::count(body.begin(), body.end(), ',')) + 1);  // one allocation
   size_t start = 0;
   for (;;) {
     size_t comma = body.find(',', start);
