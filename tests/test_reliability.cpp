@@ -170,7 +170,12 @@ TEST_CASE("reliability: op trace counts that overflow int64 are a JsonError", "[
 TEST_CASE("reliability: a Kineto list malformed inside is a JsonError", "[reliability]") {
   // Found by fuzz_kineto: the importer read the On-Demand value a second time after failing to
   // take its text, which broke simdjson's invariants (UBSan: unreachable program point).
+  // Its op ("a") is no dispatcher op: its args are skipped unread, the error found skipping them.
   CHECK_THROWS_WITH(optrace::kineto::parse(regression("kineto", "malformed-list-read-twice.json")),
+                    "optrace: JsonError at /traceEvents/0: malformed JSON: The JSON document has an "
+                    "improper structure: missing or superfluous commas, braces, missing keys, etc.");
+  // An op's args are read: the error names the list.
+  CHECK_THROWS_WITH(optrace::kineto::parse(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::add","args":{"Concrete Inputs":[})"),
                     "optrace: JsonError at /traceEvents/0/args/Concrete Inputs: malformed JSON: The JSON document has an "
                     "improper structure: missing or superfluous commas, braces, missing keys, etc.");
 }

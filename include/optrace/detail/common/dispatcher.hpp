@@ -223,18 +223,20 @@ inline const OpInfo* find_op(std::string_view display) { return op_info(dispatch
 /// Every overload of the op `qualified` ("aten::add"), the default overload first; empty if the
 /// dispatcher knows none. The index of all ops is built on the first call.
 inline const std::vector<const OpInfo*>& overloads_of(std::string_view qualified) {
-  static std::once_flag once;
-  static auto* index = new StringMap<std::vector<const OpInfo*>>();  // never freed
-  std::call_once(once, [] {
+  // A function-local static, not std::call_once: libstdc++'s call_once costs a pthread_once call
+  // per lookup, and the importer looks up every op name it meets.
+  static const auto* index = [] {
+    auto* built = new StringMap<std::vector<const OpInfo*>>();  // never freed
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
       const OpInfo* info = op_info(name);
       if (info == nullptr) continue;
-      std::vector<const OpInfo*>* list = index->find(name.name);
-      if (list == nullptr) list = &index->insert(name.name, {});
+      std::vector<const OpInfo*>* list = built->find(name.name);
+      if (list == nullptr) list = &built->insert(name.name, {});
       if (name.overload_name.empty()) list->insert(list->begin(), info);
       else list->push_back(info);
     }
-  });
+    return built;
+  }();
   static const std::vector<const OpInfo*> none;
   const std::vector<const OpInfo*>* list = index->find(qualified);
   return list == nullptr ? none : *list;

@@ -711,15 +711,15 @@ inline void read_args_dom(const RawFields& raw, const std::string& args_path, st
 }
 
 // Decodes, into the default `info`, the key of event `index` of the list at `events_path` (the
-// paths of errors and examples, built only for them).
-inline void decode(KeyInfo& info, const OpCatalog& catalog, std::string_view name, const RawFields& raw,
+// paths of errors and examples, built only for them): a call of op `name`, of the catalog's
+// `overloads` of it.
+inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, std::string_view name, const RawFields& raw,
                    std::string_view events_path, uint32_t index, const ImportOptions& options) {
   auto event_path = [&] { return std::string(events_path) + "/" + std::to_string(index); };
   auto set_example = [&] {
     info.example = event_path() + ": " + std::string(name) + " (Input type " +
                    (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
   };
-  const std::vector<const OpInfo*>& overloads = catalog.overloads_of(name);
   auto left_out = [&](std::string reason) {
     info.status = Status::LeftOut;
     bool all_decompose = !overloads.empty();

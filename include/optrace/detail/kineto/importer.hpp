@@ -150,6 +150,7 @@ class Importer {
   // finish() first meets the key outermost (`pending` until then; dropped-calls keys never are).
   struct KeySource {
     std::string_view name;
+    const std::vector<const OpInfo*>* overloads;  // op_overloads(name)
     RawFields raw;
     uint32_t index = 0;  // of its first event, for the error path
     bool dropped = false;
@@ -160,8 +161,9 @@ class Importer {
     RawFields raw;
     int64_t count = 1;
     std::optional<int64_t> dropped;
-    std::optional<bool> op_name;  // is_op_name(name), once asked
-    bool op_category = false;     // is_op_category(cat)
+    const std::vector<const OpInfo*>* overloads = nullptr;  // op_overloads(name), once asked
+    bool asked = false;
+    bool op_category = false;  // is_op_category(cat)
   };
 
   static bool is_op_category(std::string_view cat) {
@@ -169,11 +171,20 @@ class Importer {
   }
   static bool is_op_event(const Event& e) { return e.op_category && e.ph.size() == 1 && e.ph[0] == 'X'; }
 
-  // Whether `name` may be a dispatcher op (else the event is transparent).
-  bool is_op_name(std::string_view name) {
-    if (const bool* known = op_names_.find(name)) return *known;
-    bool op = !catalog_.overloads_of(name).empty() || (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
-    return op_names_.insert(name, op);
+  // The overloads of `name` if it may be a dispatcher op (none for an `aten::` name this libtorch
+  // lacks), else nullptr: the event is transparent. Kept by name, for decode() too.
+  const std::vector<const OpInfo*>* op_overloads(std::string_view name) {
+    if (const auto* known = op_names_.find(name)) return *known;
+    const std::vector<const OpInfo*>& overloads = catalog_.overloads_of(name);  // lives as long as the catalog
+    const bool op = !overloads.empty() || (name.rfind("aten::", 0) == 0 && name.find(' ') == std::string_view::npos);
+    return op_names_.insert(name, op ? &overloads : nullptr);
+  }
+  bool is_op_name(Event& ev) {
+    if (!ev.asked) {
+      ev.overloads = op_overloads(ev.name);
+      ev.asked = true;
+    }
+    return ev.overloads != nullptr;
   }
 
   // `path()`: the JSON pointer of the args object, built only for an error message.
@@ -301,7 +312,7 @@ class Importer {
           case 'a':
             if (ondemand::key_is(k, "args")) {
               bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
-              if (known && (!is_op_event(ev) || !(ev.op_name = is_op_name(ev.name)))) continue;  // skipped unread
+              if (known && (!is_op_event(ev) || !is_op_name(ev))) continue;  // skipped unread
               auto args_path = [&event_path] { return event_path() + "/args"; };
               od::object args;
               if (f.value().get_object().get(args)) expected(f.value(), args_path(), "expected an object");
@@ -321,7 +332,7 @@ class Importer {
   template <class PathFn>
   void add_event(Event& ev, uint32_t index, PathFn& event_path) {
     ++report_.op_events;
-    if (!(ev.op_name ? *ev.op_name : is_op_name(ev.name))) {
+    if (!is_op_name(ev)) {
       ++report_.transparent;
       return;
     }
@@ -360,7 +371,7 @@ class Importer {
     if (!find_key(ev.name, ev.raw, ev.dropped.has_value(), key))
       // Decoded when finish() first meets it outermost: most distinct inputs of a real trace are
       // ops' inner calls (conv2d's convolution, _convolution, ...), hidden by their caller.
-      sources_.push_back(KeySource{ev.name, ev.raw, index, ev.dropped.has_value(), !ev.dropped});
+      sources_.push_back(KeySource{ev.name, ev.overloads, ev.raw, index, ev.dropped.has_value(), !ev.dropped});
     if (ev.dropped) rec.count = *ev.dropped;
     rec.key = key;
     // Every count the report and the trace add up is part of this sum: it must fit int64.
@@ -396,7 +407,7 @@ class Importer {
     if (key < sources_.size() && sources_[key].pending) {
       KeySource& u = sources_[key];
       u.pending = false;
-      decode(infos_[key], catalog_, u.name, u.raw, events_path_, u.index, options_);
+      decode(infos_[key], *u.overloads, u.name, u.raw, events_path_, u.index, options_);
     }
     return infos_[key];
   }
@@ -549,7 +560,7 @@ class Importer {
   std::string scratch_;
   std::string last_pid_, last_tid_;  // the previous op event's thread
   uint32_t last_thread_ = 0;
-  StringMap<bool> op_names_;
+  StringMap<const std::vector<const OpInfo*>*> op_names_;  // op_overloads' answers
   StringMap<uint32_t> threads_;
   std::vector<KeyInfo> infos_;  // by key; then the keys of calls under a context rule (finish)
   std::vector<KeySource> sources_;
