@@ -444,14 +444,16 @@ class Importer {
     // Nesting, per thread: ops in start order, a parent before the children that share its start.
     std::vector<uint32_t> order(records_.size());
     for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
-    std::sort(order.begin(), order.end(), [this](uint32_t a, uint32_t b) {
+    auto by_start = [this](uint32_t a, uint32_t b) {
       const EventRec& x = records_[a];
       const EventRec& y = records_[b];
       if (x.thread != y.thread) return x.thread < y.thread;
       if (x.ts != y.ts) return x.ts < y.ts;
       if (x.end != y.end) return x.end > y.end;
       return x.index < y.index;
-    });
+    };
+    // A one-thread trace usually comes in this order already (then, as below, no sort).
+    if (!std::is_sorted(order.begin(), order.end(), by_start)) std::sort(order.begin(), order.end(), by_start);
     std::vector<uint32_t> kept;
     kept.reserve(records_.size());
     uint32_t thread = UINT32_MAX;
@@ -518,11 +520,12 @@ class Importer {
       }
     }
     // First-seen order: by start time over all threads, then file order.
-    std::sort(kept.begin(), kept.end(), [this](uint32_t a, uint32_t b) {
+    auto by_first_seen = [this](uint32_t a, uint32_t b) {
       const EventRec& x = records_[a];
       const EventRec& y = records_[b];
       return x.ts != y.ts ? x.ts < y.ts : x.index < y.index;
-    });
+    };
+    if (!std::is_sorted(kept.begin(), kept.end(), by_first_seen)) std::sort(kept.begin(), kept.end(), by_first_seen);
     std::vector<int64_t> totals(infos_.size(), 0);
     std::vector<uint32_t> first_seen;
     first_seen.reserve(infos_.size());
