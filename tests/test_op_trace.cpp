@@ -332,6 +332,10 @@ TEST_CASE("StringMap: looked up by string_view, grows, keeps what it holds", "[o
   CHECK(map.find("") == nullptr);
   map.insert("", 7);  // the empty key is a key
   CHECK(*map.find("") == 7);
+  CHECK(map.find_or_insert("") == 7);  // found, not added
+  map.find_or_insert("new") += 5;       // added as 0
+  CHECK(*map.find("new") == 5);
+  CHECK(map.size() == 1002);
   optrace::detail::StringMap<bool> flags;  // not std::vector<bool>'s proxies
   flags.insert("yes", true);
   *flags.find("yes") = false;

@@ -83,8 +83,9 @@ class OpTrace {
     OPTRACE_CHECK(input.count >= 1, ArgumentError, "OpTrace::add: count must be at least 1, got ", input.count);
     check_parallel(input, "OpTrace::add", name);
     const int64_t calls = add_calls(name, input.count);
-    Slot& slot = slot_for(name);
-    std::vector<OpInput>& inputs = ops_[slot.op].unique_inputs;
+    const size_t op = op_index(name);
+    Slot& slot = slots_[op];
+    std::vector<OpInput>& inputs = ops_[op].unique_inputs;
     // Few inputs: compared one by one. More: looked up by hash (the index built once).
     if (!slot.indexed && inputs.size() >= kIndexFrom) {
       for (size_t i = 0; i < inputs.size(); ++i) slot.inputs.insert(inputs[i].hash(), static_cast<uint32_t>(i));
@@ -119,7 +120,7 @@ class OpTrace {
   OpTrace& add_dropped(std::string_view name, int64_t n) {
     OPTRACE_CHECK(n >= 0, ArgumentError, "OpTrace::add_dropped('", name, "'): n must be >= 0, got ", n);
     const int64_t calls = add_calls(name, n);
-    ops_[slot_for(name).op].dropped_calls += n;
+    ops_[op_index(name)].dropped_calls += n;
     calls_ = calls;
     return *this;
   }
@@ -130,7 +131,7 @@ class OpTrace {
     for (const OpEntry& e : other.ops_) {
       for (const OpInput& in : e.unique_inputs) add(e.name, in);
       if (e.dropped_calls) add_dropped(e.name, e.dropped_calls);
-      if (e.unique_inputs.empty()) slot_for(e.name);
+      if (e.unique_inputs.empty()) op_index(e.name);
     }
     return *this;
   }
@@ -175,7 +176,7 @@ class OpTrace {
       trace.index_.insert(e.name, k);
       OPTRACE_CHECK(e.dropped_calls >= 0, ArgumentError, "OpTrace::from_entries('", e.name, "'): dropped_calls must be >= 0, got ",
                     e.dropped_calls);
-      trace.slots_.push_back(Slot{k, false, {}});
+      trace.slots_.emplace_back();
       for (const OpInput& in : e.unique_inputs) {
         OPTRACE_CHECK(in.count >= 1, ArgumentError, "OpTrace::from_entries('", e.name, "'): count must be at least 1, got ", in.count);
         check_parallel(in, "OpTrace::from_entries", e.name);
@@ -206,21 +207,19 @@ class OpTrace {
   // An op's inputs are indexed by hash once it has this many (add compares fewer one by one).
   static constexpr size_t kIndexFrom = 8;
 
-  struct Slot {
-    size_t op;
+  struct Slot {  // slots_[k] is ops_[k]'s
     bool indexed = false;
     detail::HashIndex inputs;  // OpInput::hash -> position in unique_inputs, once indexed
   };
 
-  // The op's slot, added if new.
-  Slot& slot_for(std::string_view name) {
-    const size_t* k = index_.find(name);
-    if (k == nullptr) {
-      k = &index_.insert(name, ops_.size());
-      ops_.push_back(OpEntry{std::string(name), {}, 0});
-      slots_.push_back(Slot{*k, false, {}});
-    }
-    return slots_[*k];
+  // The position of op `name` in ops_ and slots_, added if new.
+  size_t op_index(std::string_view name) {
+    if (const size_t* k = index_.find(name)) return *k;
+    const size_t k = ops_.size();
+    index_.insert(name, k);
+    ops_.push_back(OpEntry{std::string(name), {}, 0});
+    slots_.emplace_back();
+    return k;
   }
 
   // The trace's calls after adding `n` to them; throws ArgumentError beyond INT64_MAX (a merge of

@@ -230,10 +230,9 @@ inline const std::vector<const OpInfo*>& overloads_of(std::string_view qualified
     for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
       const OpInfo* info = op_info(name);
       if (info == nullptr) continue;
-      std::vector<const OpInfo*>* list = built->find(name.name);
-      if (list == nullptr) list = &built->insert(name.name, {});
-      if (name.overload_name.empty()) list->insert(list->begin(), info);
-      else list->push_back(info);
+      std::vector<const OpInfo*>& list = built->find_or_insert(name.name);
+      if (name.overload_name.empty()) list.insert(list.begin(), info);
+      else list.push_back(info);
     }
     return built;
   }();

@@ -239,10 +239,9 @@ class CapturedCatalog final : public OpCatalog {
         in.end_line();
       }
       by_name_[info->qualified + "." + info->overload] = info.get();
-      std::vector<const OpInfo*>* list = overloads_.find(info->qualified);
-      if (list == nullptr) list = &overloads_.insert(info->qualified, {});
-      if (info->overload.empty()) list->insert(list->begin(), info.get());
-      else list->push_back(info.get());
+      std::vector<const OpInfo*>& list = overloads_.find_or_insert(info->qualified);
+      if (info->overload.empty()) list.insert(list.begin(), info.get());
+      else list.push_back(info.get());
       ops_.push_back(std::move(info));
     }
     // The rules, as op_info derives them (after every op is known: a rule names another op).

@@ -3,8 +3,8 @@
 // The importers look up a key for every event (an op's name, its inputs' text): std::unordered_map
 // would need a std::string to look up (a copy each time) and chases a node per probe. This one
 // keeps hashes and positions in one open-addressing array (HashIndex) and the keys and values in
-// insertion order. hash_bytes is its hash, and the Kineto importer's for
-// an event's argument fields.
+// insertion order. hash_bytes is its hash, and the Kineto importer's for an event's argument
+// fields. OpTrace and the op catalogs index op names with it too.
 
 #include <cstdint>
 #include <cstring>
@@ -135,6 +135,12 @@ class StringMap {
     index_.insert(hash_bytes(key), static_cast<uint32_t>(entries_.size()));
     entries_.push_back(Entry{std::string(key), std::move(value)});
     return entries_.back().value;
+  }
+
+  /// The value of `key`, added default-constructed if absent (valid until the next insert).
+  V& find_or_insert(std::string_view key) {
+    if (V* v = find(key)) return *v;
+    return insert(key, V{});
   }
 
   size_t size() const { return entries_.size(); }

@@ -452,7 +452,8 @@ class Importer {
       if (x.end != y.end) return x.end > y.end;
       return x.index < y.index;
     };
-    // A one-thread trace usually comes in this order already (then, as below, no sort).
+    // A one-thread trace usually comes in this order already: checked in one pass before sorting
+    // (here and for `kept` below).
     if (!std::is_sorted(order.begin(), order.end(), by_start)) std::sort(order.begin(), order.end(), by_start);
     std::vector<uint32_t> kept;
     kept.reserve(records_.size());
