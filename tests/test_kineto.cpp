@@ -192,6 +192,26 @@ TEST_CASE("kineto: nesting per thread", "[kineto]") {
   CHECK(r.report.op_events == 12 - 1);  // ProfilerStep is a user_annotation
 }
 
+TEST_CASE("kineto: a call inside a decomposed op is read as the reference sees it there", "[kineto]") {
+  // linear's kernel adds the bias in place (add_); the reference tracer records add.Tensor there
+  // (a context rule). The same fields outside linear stay add_.Tensor: one key, read twice.
+  const std::string add = in("[[2, 4], [4], []]", R"(["float", "float", "Scalar"])", R"(["", "", "1"])");
+  auto r = kineto::parse(trace_of({
+      op("aten::linear", 10, 20, in("[[2, 3], [4, 3], [4]]", R"(["float", "float", "float"])", R"(["", "", ""])")),
+      op("aten::add_", 15, 2, add),
+      op("aten::add_", 40, 2, add),
+      op("aten::linear", 50, 20, in("[[2, 3], [4, 3], [4]]", R"(["float", "float", "float"])", R"(["", "", ""])")),
+      op("aten::add_", 55, 2, add),
+  }));
+  CHECK(r.trace.op_names() == std::vector<std::string>{"add.Tensor", "add_.Tensor"});
+  CHECK(r.trace.total_calls("add.Tensor") == 2);
+  CHECK(r.trace.total_calls("add_.Tensor") == 1);
+  const std::vector<optrace::OptionalShape> shapes = {std::vector<int64_t>{2, 4}, std::vector<int64_t>{4}};
+  CHECK(only_input(r.trace, "add.Tensor").input_shapes == shapes);  // alpha 1, the default: dropped
+  CHECK(only_input(r.trace, "add_.Tensor").input_shapes == shapes);
+  CHECK(r.report.decomposed == 2);
+}
+
 TEST_CASE("kineto: argument kinds and overload resolution", "[kineto]") {
   SECTION("dtype names of every compiler") {
     const std::vector<std::pair<std::string, std::string>> names = {
@@ -430,6 +450,27 @@ TEST_CASE("kineto: keys are matched whole, times read exactly", "[kineto]") {
   CHECK(nested("999.999") == 0);
   CHECK_THROWS_WITH(kineto::parse(trace_of({R"({"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 99999999999999999999, "dur": 1})"})),
                     "optrace: JsonError at /traceEvents/0/ts: expected a time in microseconds, got number 99999999999999999999");
+}
+
+TEST_CASE("kineto: the usual time form reads as the general reader reads it", "[kineto]") {
+  // parse_time_ns reads "123.456" in one pass and hands anything else to parse_time_ns_general:
+  // both must agree on every text, the edges of the one-pass form included.
+  using optrace::detail::kineto::parse_time_ns;
+  using optrace::detail::kineto::parse_time_ns_general;
+  const std::vector<std::string> texts = {"0", "1", "1.", "1.5", "01.5", "1.0005", "7181293421083.613", "3.276",
+                                          "999999999999999.999", "999999999999999", "1000000000000000", "1000000000000000.5",
+                                          "9223372036854775.807", "9223372036854775.808", "-1.5", " 1.5", "1.5 ", "1.5e3",
+                                          "1E3", "", ".5", "1.x", "x", "1..5", "12345678901234567890", "0.0009"};
+  for (const std::string& t : texts) {
+    int64_t fast = -7, general = -7;
+    const bool fast_ok = parse_time_ns(t, fast), general_ok = parse_time_ns_general(t, general);
+    INFO("time text \"" << t << "\"");
+    CHECK(fast_ok == general_ok);
+    if (fast_ok && general_ok) CHECK(fast == general);
+  }
+  int64_t ns = 0;
+  CHECK((parse_time_ns("999999999999999.999", ns) && ns == 999999999999999999));
+  CHECK((parse_time_ns("7181293421083.613", ns) && ns == 7181293421083613));
 }
 
 TEST_CASE("kineto: malformed input", "[kineto]") {

@@ -340,6 +340,33 @@ TEST_CASE("StringMap: looked up by string_view, grows, keeps what it holds", "[o
   flags.insert("yes", true);
   *flags.find("yes") = false;
   CHECK(*flags.find("yes") == false);
+  // Keys as views (their text outlives the map), room reserved first, then past the room.
+  std::vector<std::string> texts;
+  for (int k = 0; k < 100; ++k) texts.push_back("op" + std::to_string(k));
+  optrace::detail::StringMap<int, std::string_view> views;
+  views.reserve(10);
+  for (int k = 0; k < 100; ++k) views.insert(texts[static_cast<size_t>(k)], k);
+  for (int k = 0; k < 100; ++k) CHECK(*views.find("op" + std::to_string(k)) == k);
+  CHECK(views.find("op100") == nullptr);
+  CHECK(views.size() == 100);
+}
+
+TEST_CASE("OpTrace::reserve adds no op and changes nothing added after it", "[op_trace]") {
+  auto input = [](int64_t n) {
+    OpInput in;
+    in.input_shapes = {std::vector<int64_t>{n}};
+    in.input_dtypes = {"torch.float32"};
+    in.non_tensor_inputs = {optrace::OpValue::none()};
+    return in;
+  };
+  optrace::OpTrace reserved, plain;
+  reserved.reserve(3);
+  CHECK(reserved.empty());
+  for (optrace::OpTrace* t : {&reserved, &plain})
+    for (int k = 0; k < 5; ++k) t->add(k % 2 ? "b.default" : "a.default", input(k % 3));
+  CHECK(reserved == plain);
+  CHECK(reserved.op_names() == std::vector<std::string>{"a.default", "b.default"});
+  CHECK(reserved.total_calls("a.default") == 3);
 }
 
 TEST_CASE("json::Document: parsers are reused, documents stay independent", "[op_trace]") {

@@ -115,6 +115,12 @@ class OpTrace {
     calls_ = calls;
     return *this;
   }
+  /// Room for `ops` ops in all, added without regrowth (for a reader that knows how many).
+  void reserve(size_t ops) {
+    ops_.reserve(ops);
+    slots_.reserve(ops);
+    index_.reserve(ops);
+  }
   /// Counts `n` dropped calls of op `name` (adding the op if new). Throws ArgumentError if
   /// `n` < 0 or the trace's calls would add up to more than INT64_MAX.
   OpTrace& add_dropped(std::string_view name, int64_t n) {

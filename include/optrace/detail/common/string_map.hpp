@@ -85,9 +85,16 @@ class HashIndex {
     return false;
   }
 
+  /// Room for `n` positions without growing.
+  void reserve(size_t n) {
+    size_t slots = slots_.empty() ? 8 : slots_.size();
+    while (n * 4 > slots * 3) slots *= 2;
+    if (slots > slots_.size()) grow(slots);
+  }
+
   /// Stores `position` under hash `h` (its key must not be stored yet).
   void insert(uint64_t h, uint32_t position) {
-    if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+    if ((size_ + 1) * 4 > slots_.size() * 3) grow(slots_.empty() ? 8 : slots_.size() * 2);
     place(Slot{h, position, true});
     ++size_;
   }
@@ -107,9 +114,9 @@ class HashIndex {
     slots_[i] = s;
   }
 
-  void grow() {
+  void grow(size_t slots) {
     std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 8 : old.size() * 2, Slot{});
+    slots_.assign(slots, Slot{});
     for (const Slot& s : old)
       if (s.used) place(s);
   }
@@ -118,7 +125,9 @@ class HashIndex {
   size_t size_ = 0;
 };
 
-template <class V>
+// Key: std::string, or std::string_view where the keys' text outlives the map (the Kineto
+// importer's op names, views into the document: no copy).
+template <class V, class Key = std::string>
 class StringMap {
  public:
   /// The value of `key`, or nullptr.
@@ -133,7 +142,7 @@ class StringMap {
   /// until the next insert).
   V& insert(std::string_view key, V value) {
     index_.insert(hash_bytes(key), static_cast<uint32_t>(entries_.size()));
-    entries_.push_back(Entry{std::string(key), std::move(value)});
+    entries_.push_back(Entry{Key(key), std::move(value)});
     return entries_.back().value;
   }
 
@@ -145,9 +154,15 @@ class StringMap {
 
   size_t size() const { return entries_.size(); }
 
+  /// Room for `n` keys without growing.
+  void reserve(size_t n) {
+    index_.reserve(n);
+    entries_.reserve(n);
+  }
+
  private:
   struct Entry {  // one vector for keys and values: one growth, not two
-    std::string key;
+    Key key;
     V value;
   };
   HashIndex index_;

@@ -34,6 +34,9 @@ using optrace::kineto::ImportOptions;
 // One recorded argument, as the profiler wrote it.
 struct RecArg {
   enum class Kind { Tensor, Empty, Scalar, ScalarList, TensorList, GenericList };
+  // User-provided: value-initialization (emplace_back(), resize) then runs only the member
+  // initializers, not a zero fill of the whole ~300 bytes first (a `rep stos` per argument).
+  RecArg() {}
   Kind kind = Kind::Empty;
   std::string dtype;  // Tensor: Python dtype
   std::vector<int64_t> shape;
@@ -103,20 +106,23 @@ struct RawFields {
 enum class Status { Kept, Decomposed, LeftOut, Dropped };
 
 struct KeyInfo {
+  KeyInfo() {}  // no zero fill before the member initializers (see RecArg)
   Status status = Status::LeftOut;
   bool blocks = true;  // hides the ops inside it (a dispatcher op, kept or not)
-  std::string op;      // "add.Tensor"
+  std::string_view op;     // "add.Tensor": the catalog's OpInfo::name (it outlives the import)
+  std::string dropped_op;  // Dropped: the name the event gave, with its overload
   OpInput input;
   std::vector<std::string> reasons;  // Kept: what is missing; LeftOut: why (one)
   std::string example;  // where, for the report: set when there are reasons (its only use) or a rebuild
   const OpInfo* decomposed = nullptr;  // Decomposed: the op (a context of context rules)
-  // Kept ops with context rules: what decode_within needs to read the call again under one.
+  // Kept ops with context rules: what decode_within needs to read the call again under one (the
+  // arguments it reads again from the event's fields, rather than keeping a copy of them).
   struct Rebuild {
-    const OpInfo* best;
-    std::vector<RecArg> args;
-    std::vector<std::string> reasons;
+    const OpInfo* best = nullptr;  // nullptr: no context rules
+    size_t skip = 0;               // recorded inputs before the op's arguments
+    std::vector<std::string> reasons;  // before fill_input's
   };
-  std::shared_ptr<const Rebuild> rebuild;
+  Rebuild rebuild;
 };
 
 inline std::string shorten(std::string_view s, size_t n = 160) {
@@ -526,7 +532,9 @@ inline bool int_elements(std::string_view text, std::vector<IntElement>& out, st
   flat.clear();
   const bool ok = list(c, [&](Cursor& c) {
     c.skip_spaces();
-    IntElement e;
+    // Filled in place: a copy from the stack, just after its fields' narrower stores, stalled
+    // on store forwarding.
+    IntElement& e = out.emplace_back();
     const char* start = c.p;
     Cursor probe = c;  // an integer list, else a list of them
     if (probe.eat('[')) {
@@ -537,8 +545,7 @@ inline bool int_elements(std::string_view text, std::vector<IntElement>& out, st
     const bool fine = e.nested ? skip_int_lists(c, 2) : append_int_list(c, flat);
     e.end = static_cast<uint32_t>(flat.size());
     e.text = std::string_view(start, static_cast<size_t>(c.p - start));
-    if (fine) out.push_back(e);
-    return fine;
+    return fine;  // a failed one is dropped with the whole list
   });
   c.skip_spaces();
   return ok && c.p == c.end;
@@ -710,6 +717,28 @@ inline void read_args_dom(const RawFields& raw, const std::string& args_path, st
   }
 }
 
+// Kept between reads (a decode per distinct input of a trace): fill_input takes what it holds.
+inline std::vector<RecArg>& recorded_args_scratch() {
+  thread_local std::vector<RecArg> args;
+  return args;
+}
+
+// The recorded arguments of an event's fields into `args`, read straight from their text, else
+// through the DOM (whose errors name the path: `event_path()` + "/args..."); `problem` says
+// why when they do not line up.
+template <class PathFn>
+void read_recorded(const RawFields& raw, const PathFn& event_path, std::vector<RecArg>& args, std::string& overload_hint,
+                   bool& has_hint, std::string& problem) {
+  args.clear();
+  std::string_view hint;
+  if ((raw.overload.empty() || fast_fields::whole_string(raw.overload, hint)) && read_args_fast(raw, args, problem)) {
+    has_hint = !raw.overload.empty();
+    overload_hint = std::string(hint);
+  } else {
+    read_args_dom(raw, event_path() + "/args", args, overload_hint, has_hint, problem);
+  }
+}
+
 // Decodes, into the default `info`, the key of event `index` of the list at `events_path` (the
 // paths of errors and examples, built only for them): a call of op `name`, of the catalog's
 // `overloads` of it.
@@ -730,18 +759,11 @@ inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, s
   };
   if (overloads.empty()) return left_out("op not in this libtorch");
 
-  thread_local std::vector<RecArg> args;  // its storage kept between decodes; fill_input takes what it holds
-  args.clear();
+  std::vector<RecArg>& args = recorded_args_scratch();
   std::string overload_hint;
   bool has_hint = false;
   std::string problem;
-  std::string_view hint;
-  if ((raw.overload.empty() || fast_fields::whole_string(raw.overload, hint)) && read_args_fast(raw, args, problem)) {
-    has_hint = !raw.overload.empty();
-    overload_hint = std::string(hint);
-  } else {
-    read_args_dom(raw, event_path() + "/args", args, overload_hint, has_hint, problem);
-  }
+  read_recorded(raw, event_path, args, overload_hint, has_hint, problem);
   if (!problem.empty()) return left_out(problem);
 
   // The overload: the best-fitting schema.
@@ -782,7 +804,7 @@ inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, s
   if (best == nullptr)
     return left_out(has_hint ? "no overload \"" + overload_hint + "\" takes the recorded arguments"
                              : "no overload matches the recorded arguments");
-  info.op = best->name;
+  info.op = best->name;  // the catalog outlives the import
   if (best->decomposes) {
     info.status = Status::Decomposed;
     info.blocks = false;
@@ -797,22 +819,28 @@ inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, s
     took = " took " + best->name + " over" + names.substr(1);
   }
 
-  if (!best->rules.empty()) info.rebuild = std::make_shared<KeyInfo::Rebuild>(KeyInfo::Rebuild{best, args, info.reasons});
+  if (!best->rules.empty()) info.rebuild = KeyInfo::Rebuild{best, skip, info.reasons};
   fill_input(info, *best, args, nullptr, options);
-  if (!info.reasons.empty() || info.rebuild) {  // decode_within's calls take it from here
+  if (!info.reasons.empty() || info.rebuild.best != nullptr) {  // decode_within's calls take it from here
     set_example();
     info.example += took;
   }
 }
 
 // The same call as the reference sees it under `rule` (the composites open around the event
-// matched it): the rule's op and argument value.
-inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, const ImportOptions& options) {
+// matched it): the rule's op and argument value. `plain` is the key's decode, from the same
+// fields (read again here: they read as they did then).
+inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, const RawFields& raw, std::string_view events_path,
+                             uint32_t index, const ImportOptions& options) {
   KeyInfo info;
   info.example = plain.example;
-  info.reasons = plain.rebuild->reasons;
-  std::vector<RecArg> args = plain.rebuild->args;
-  fill_input(info, *plain.rebuild->best, args, &rule, options);
+  info.reasons = plain.rebuild.reasons;
+  std::vector<RecArg>& args = recorded_args_scratch();
+  std::string overload_hint, problem;
+  bool has_hint = false;
+  read_recorded(raw, [&] { return std::string(events_path) + "/" + std::to_string(index); }, args, overload_hint, has_hint, problem);
+  args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(plain.rebuild.skip));
+  fill_input(info, *plain.rebuild.best, args, &rule, options);
   return info;
 }
 

@@ -68,9 +68,8 @@ std::string_view raw_of(V& v, const PathFn& path) {
   return s;
 }
 
-// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly. False for
-// anything else, and for times beyond int64 nanoseconds (292 years).
-inline bool parse_time_ns(std::string_view s, int64_t& out) {
+// parse_time_ns for any form: spaces, a sign, an exponent, up to int64 nanoseconds.
+inline bool parse_time_ns_general(std::string_view s, int64_t& out) {
   s = json::detail::trim(s);
   const bool negative = !s.empty() && s[0] == '-';
   if (negative) s.remove_prefix(1);
@@ -98,6 +97,29 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
   if (__builtin_mul_overflow(us, 1000, &us) || __builtin_add_overflow(us, ns, &out)) return false;
   if (negative) out = -out;
   return true;
+}
+
+// A Kineto time ("4203669604595.407" microseconds) as integer nanoseconds, exactly. False for
+// anything else, and for times beyond int64 nanoseconds (292 years).
+inline bool parse_time_ns(std::string_view s, int64_t& out) {
+  // What the profiler writes (two per op event), in one pass: at most 15 digits before the point
+  // (no overflow to check), then the decimals; any other form goes the general way.
+  size_t k = 0;
+  int64_t us = 0;
+  for (; k < s.size() && k < 16 && static_cast<unsigned>(s[k] - '0') < 10; ++k) us = us * 10 + (s[k] - '0');
+  if (k > 0 && k < 16) {
+    int64_t ns = 0;
+    int digits = 0;
+    if (k < s.size() && s[k] == '.')
+      for (++k; k < s.size() && static_cast<unsigned>(s[k] - '0') < 10; ++k, ++digits)
+        if (digits < 3) ns = ns * 10 + (s[k] - '0');
+    if (k == s.size()) {
+      for (; digits < 3; ++digits) ns *= 10;
+      out = us * 1000 + ns;
+      return true;
+    }
+  }
+  return parse_time_ns_general(s, out);
 }
 
 class Importer {
@@ -253,6 +275,8 @@ class Importer {
     events_path_ = base;
     records_.reserve(256);  // no regrowth on small traces
     sources_.reserve(256);
+    op_names_.reserve(64);
+    key_index_.reserve(64);
     uint32_t index = 0;
     for (auto element : events) {
       std::string path;
@@ -439,7 +463,7 @@ class Importer {
       info.blocks = false;
       std::string overload;
       if (!source.raw.overload.empty()) overload = std::string(json::Document::parse(source.raw.overload)->root().as_string());
-      info.op = display_name(source.name, overload);
+      info.dropped_op = display_name(source.name, overload);
     }
     // Nesting, per thread: ops in start order, a parent before the children that share its start.
     std::vector<uint32_t> order(records_.size());
@@ -486,16 +510,17 @@ class Importer {
       }
       while (!composites.empty() && !(r.ts >= composites.back().start && r.end <= composites.back().end))
         composites.pop_back();
-      if (info_of(r.key).rebuild != nullptr) {
+      if (info_of(r.key).rebuild.best != nullptr) {
         context.clear();
         for (const Open& o : composites) context.push_back(o.op);
         // The trace does not tell the engine's own calls from a backward formula's: engine rules
         // are not applied.
-        if (const OpInfo::Rule* rule = infos_[r.key].rebuild->best->rule_within(context, [] { return false; })) {
+        if (const OpInfo::Rule* rule = infos_[r.key].rebuild.best->rule_within(context, [] { return false; })) {
           auto [it, fresh] = within_keys.emplace(std::make_pair(r.key, static_cast<const void*>(rule)), 0);
           if (fresh) {
             it->second = static_cast<uint32_t>(infos_.size());
-            KeyInfo within = decode_within(infos_[r.key], *rule, options_);
+            const KeySource& source = sources_[r.key];  // a plain key: only those have a rebuild
+            KeyInfo within = decode_within(infos_[r.key], *rule, source.raw, events_path_, source.index, options_);
             infos_.push_back(std::move(within));
           }
           r.key = it->second;
@@ -541,10 +566,17 @@ class Importer {
       for (const std::string& reason : info.reasons) note(reason, true, r.count, info.example);
     }
     ImportResult result;
+    {  // the trace's ops, counted by their names' storage (an op's name is its OpInfo's)
+      std::vector<const char*> names;
+      names.reserve(first_seen.size());
+      for (uint32_t key : first_seen) names.push_back(infos_[key].status == Status::Dropped ? infos_[key].dropped_op.data() : infos_[key].op.data());
+      std::sort(names.begin(), names.end());
+      result.trace.reserve(static_cast<size_t>(std::unique(names.begin(), names.end()) - names.begin()));
+    }
     for (uint32_t key : first_seen) {
       KeyInfo& info = infos_[key];
       if (info.status == Status::Dropped) {
-        result.trace.add_dropped(info.op, totals[key]);
+        result.trace.add_dropped(info.dropped_op, totals[key]);
         continue;
       }
       OpInput in = std::move(info.input);  // each key once; infos_ is done with
@@ -564,7 +596,9 @@ class Importer {
   std::string scratch_;
   std::string last_pid_, last_tid_;  // the previous op event's thread
   uint32_t last_thread_ = 0;
-  StringMap<const std::vector<const OpInfo*>*> op_names_;  // op_overloads' answers
+  // op_overloads' answers, by views of the names in the document (they outlive the importer's
+  // work, finish() included)
+  StringMap<const std::vector<const OpInfo*>*, std::string_view> op_names_;
   StringMap<uint32_t> threads_;
   std::vector<KeyInfo> infos_;  // by key; then the keys of calls under a context rule (finish)
   std::vector<KeySource> sources_;
