@@ -800,4 +800,52 @@ TEST_CASE("kineto: the fast field reader reads what the path-naming reader reads
   CHECK(same_read(fields("", R"(["float"])")));
   CHECK(same_read(fields("[[2]]", "")));
   CHECK(same_read(fields("[[2]]", R"(["", "None", "GenericList"])", R"(["x", "", "[[1], 2]"])")));
+  // The list readers' edges: empty lists and elements, spaces of every kind, signs, separators.
+  CHECK(same_read(fields("[]", "[]")));
+  CHECK(same_read(fields("[[]]", "[\"float\"]")));
+  CHECK(same_read(fields("[\t[ ]\n,\r[ -0 ]]", "[ \"float\" ,\"float\" ]")));
+  for (const char* dims : {"[[1,]]", "[[1 2]]", "[[1],]", "[[1]] x", "[[-]]", "[[1e3]]", "[[--1]]", "[1]", "[[1]"})
+    CHECK_FALSE(same_read(fields(dims, R"(["float"])")));
+  for (const char* types : {R"(["a" "b"])", R"(["a",])", R"(["a)", R"(["a"] x)", "[\"a\x01\"]", R"([a])"})
+    CHECK_FALSE(same_read(fields("[[1]]", types)));
+  // Mutations of a profiler's fields (a character added, dropped or changed, from the lists'
+  // own alphabet): wherever the fast reader still reads them, it reads what the DOM reads.
+  const std::string alphabet = "[]\", -0123456789 \tabe.";
+  const std::string dims0 = "[[2, 3], [], [4, 5, 6]]", types0 = R"(["float", "Scalar", "long int"])", concrete0 = R"(["", "1", ""])",
+                    strides0 = "[[3, 1], [], [30, 1, 5]]";
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state](size_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<size_t>((state >> 33) % n);
+  };
+  auto mutate = [&](std::string text) {
+    for (size_t edits = 1 + next(3); edits-- > 0;) {
+      const size_t at = next(text.size() + 1);
+      const char c = alphabet[next(alphabet.size())];
+      switch (next(3)) {
+        case 0: text.insert(at, 1, c); break;
+        case 1: if (at < text.size()) text.erase(at, 1); break;
+        default: if (at < text.size()) text[at] = c; break;
+      }
+    }
+    return text;
+  };
+  size_t read_fast = 0;
+  for (int k = 0; k < 4000; ++k) {
+    const std::string dims = k % 4 == 0 ? mutate(dims0) : dims0, types = k % 4 == 1 ? mutate(types0) : types0,
+                      concrete = k % 4 == 2 ? mutate(concrete0) : concrete0, strides = k % 4 == 3 ? mutate(strides0) : strides0;
+    RawFields raw;
+    raw.dims = dims;
+    raw.types = types;
+    raw.concrete = concrete;
+    raw.strides = strides;
+    try {
+      read_fast += same_read(raw);
+    } catch (const optrace::JsonError&) {
+      // the DOM found the text malformed where the fast reader read it: same_read's CHECKs
+      // cannot run, so this is a failure
+      FAIL("the fast reader read fields the DOM reader refuses: " << dims << " " << types << " " << concrete << " " << strides);
+    }
+  }
+  CHECK(read_fast > 500);  // the mutations exercise both ways (854 of 4000 read fast)
 }

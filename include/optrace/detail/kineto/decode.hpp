@@ -443,22 +443,49 @@ struct Cursor {
     ++p;
     return true;
   }
+  // The written-out list readers' steps (int_elements, strings): `[` and the spaces after it,
+  // `empty` when `]` follows (eaten too);
+  bool open_list(bool& empty) {
+    if (!eat('[')) return false;
+    skip_spaces();
+    empty = p < end && *p == ']';
+    if (empty) ++p;
+    return true;
+  }
+  // after an item, `,` (`more`, the spaces after it skipped) or `]`; false for anything else;
+  bool after_item(bool& more) {
+    skip_spaces();
+    if (p == end) return false;
+    const char separator = *p++;
+    more = separator == ',';
+    if (more) skip_spaces();
+    return more || separator == ']';
+  }
+  // nothing but spaces left.
+  bool finished() {
+    skip_spaces();
+    return p == end;
+  }
 };
 
-inline bool integer(Cursor& c, int64_t& out) {
-  c.skip_spaces();
+// An integer at `c.p` (no spaces before it), `c.p` moved past it.
+inline bool integer_here(Cursor& c, int64_t& out) {
   const bool negative = c.p < c.end && *c.p == '-';
   if (negative) ++c.p;
   const char* start = c.p;
-  while (c.p < c.end && *c.p >= '0' && *c.p <= '9') ++c.p;
+  uint64_t v = 0;  // unsigned: digits beyond 18 wrap harmlessly before they are refused
+  for (; c.p < c.end && static_cast<unsigned>(*c.p - '0') < 10; ++c.p) v = v * 10 + static_cast<unsigned>(*c.p - '0');
   const size_t digits = static_cast<size_t>(c.p - start);
   // JSON's integers: no leading zero; at most 18 digits (no overflow); no fraction or exponent.
   if (digits == 0 || digits > 18 || (digits > 1 && *start == '0')) return false;
-  int64_t v = 0;
-  for (const char* d = start; d < c.p; ++d) v = v * 10 + (*d - '0');
   if (c.p < c.end && (*c.p == '.' || *c.p == 'e' || *c.p == 'E')) return false;
-  out = negative ? -v : v;
+  out = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
   return true;
+}
+
+inline bool integer(Cursor& c, int64_t& out) {
+  c.skip_spaces();
+  return integer_here(c, out);
 }
 
 inline bool string(Cursor& c, std::string_view& out) {
@@ -525,44 +552,61 @@ struct IntElement {
   bool nested = false;
 };
 
-// The elements of the list `text`, each read once (integers gathered in `flat`).
+// The elements of the list `text`, each read once (integers gathered in `flat`). Written out
+// rather than through list(): the generic one's calls cost more than the reading on the short
+// lists of a profiler's fields (Input Dims, Input Strides of every decoded input).
 inline bool int_elements(std::string_view text, std::vector<IntElement>& out, std::vector<int64_t>& flat) {
-  Cursor c = Cursor::of(text);
   out.clear();
   flat.clear();
-  const bool ok = list(c, [&](Cursor& c) {
-    c.skip_spaces();
-    // Filled in place: a copy from the stack, just after its fields' narrower stores, stalled
-    // on store forwarding.
+  Cursor c = Cursor::of(text);
+  bool empty;
+  if (!c.open_list(empty)) return false;
+  for (bool more = !empty; more;) {  // an element: `[1, 2]` or (a TensorList's shapes) `[[1], [2]]`
+    if (c.p == c.end || *c.p != '[') return false;
+    // Filled in place: a copy from the stack, just after its fields' narrower stores, stalled on
+    // store forwarding.
     IntElement& e = out.emplace_back();
     const char* start = c.p;
-    Cursor probe = c;  // an integer list, else a list of them
-    if (probe.eat('[')) {
-      probe.skip_spaces();
-      e.nested = probe.p < probe.end && *probe.p == '[';
-    }
     e.begin = static_cast<uint32_t>(flat.size());
-    const bool fine = e.nested ? skip_int_lists(c, 2) : append_int_list(c, flat);
+    bool no_values;
+    if (!c.open_list(no_values)) return false;
+    if (!no_values && c.p < c.end && *c.p == '[') {
+      e.nested = true;
+      c.p = start;
+      if (!skip_int_lists(c, 2)) return false;
+    } else {
+      for (bool values = !no_values; values;) {
+        int64_t v;
+        if (!integer_here(c, v)) return false;
+        flat.push_back(v);
+        if (!c.after_item(values)) return false;
+      }
+    }
     e.end = static_cast<uint32_t>(flat.size());
     e.text = std::string_view(start, static_cast<size_t>(c.p - start));
-    return fine;  // a failed one is dropped with the whole list
-  });
-  c.skip_spaces();
-  return ok && c.p == c.end;
+    if (!c.after_item(more)) return false;
+  }
+  return c.finished();
 }
 
 // The contents of the list of plain strings `text` (Input type, Concrete Inputs), unquoted.
+// Written out, as int_elements.
 inline bool strings(std::string_view text, std::vector<std::string_view>& out) {
-  Cursor c = Cursor::of(text);
   out.clear();
-  const bool ok = list(c, [&out](Cursor& c) {
-    std::string_view s;
-    if (!string(c, s)) return false;
-    out.push_back(s);
-    return true;
-  });
-  c.skip_spaces();
-  return ok && c.p == c.end;
+  Cursor c = Cursor::of(text);
+  bool empty;
+  if (!c.open_list(empty)) return false;
+  for (bool more = !empty; more;) {
+    if (c.p == c.end || *c.p != '"') return false;
+    const char* start = ++c.p;
+    for (; c.p < c.end && *c.p != '"'; ++c.p)
+      if (*c.p == '\\' || static_cast<unsigned char>(*c.p) < 0x20) return false;
+    if (c.p == c.end) return false;
+    out.emplace_back(start, static_cast<size_t>(c.p - start));
+    ++c.p;
+    if (!c.after_item(more)) return false;
+  }
+  return c.finished();
 }
 
 }  // namespace fast_fields

@@ -579,9 +579,8 @@ class Importer {
         result.trace.add_dropped(info.dropped_op, totals[key]);
         continue;
       }
-      OpInput in = std::move(info.input);  // each key once; infos_ is done with
-      in.count = totals[key];
-      result.trace.add(info.op, std::move(in));
+      info.input.count = totals[key];
+      result.trace.add(info.op, std::move(info.input));  // each key once; infos_ is done with
     }
     report_.format = "kineto";
     report_.concrete_inputs = saw_concrete_ || report_.op_events == report_.transparent;
