@@ -386,8 +386,8 @@ class Importer {
       scratch_.append(ev.pid).append("\x1f").append(ev.tid);
       const uint32_t* thread = threads_.find(scratch_);
       last_thread_ = thread != nullptr ? *thread : threads_.insert(scratch_, static_cast<uint32_t>(threads_.size()));
-      last_pid_.assign(ev.pid.data(), ev.pid.size());
-      last_tid_.assign(ev.tid.data(), ev.tid.size());
+      last_pid_ = ev.pid;
+      last_tid_ = ev.tid;
     }
     rec.thread = last_thread_;
 
@@ -593,7 +593,7 @@ class Importer {
   ImportReport report_;
   od::parser sub_parser_;
   std::string scratch_;
-  std::string last_pid_, last_tid_;  // the previous op event's thread
+  std::string_view last_pid_, last_tid_;  // the previous op event's thread (its tokens in the document)
   uint32_t last_thread_ = 0;
   // op_overloads' answers, by views of the names in the document (they outlive the importer's
   // work, finish() included)
