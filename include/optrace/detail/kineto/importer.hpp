@@ -381,7 +381,7 @@ class Importer {
     rec.count = ev.count;
     if (!ev.raw.concrete.empty()) saw_concrete_ = true;
 
-    if (ev.pid != last_pid_ || ev.tid != last_tid_ || records_.empty()) {
+    if (!same_bytes(ev.pid, last_pid_) || !same_bytes(ev.tid, last_tid_) || records_.empty()) {
       scratch_.clear();
       scratch_.append(ev.pid).append("\x1f").append(ev.tid);
       const uint32_t* thread = threads_.find(scratch_);
@@ -415,9 +415,10 @@ class Importer {
     h = hash_mix(h, 0x8ebc6af09c88c6e3ull);
     auto same = [&](uint32_t position) {
       const KeySource& k = sources_[position];
-      return k.dropped == dropped && k.name == name && k.raw.dims == raw.dims && k.raw.types == raw.types &&
-             k.raw.concrete == raw.concrete && k.raw.strides == raw.strides && k.raw.overload == raw.overload &&
-             k.raw.list_dtypes == raw.list_dtypes;
+      return k.dropped == dropped && same_bytes(k.name, name) && same_bytes(k.raw.dims, raw.dims) &&
+             same_bytes(k.raw.types, raw.types) && same_bytes(k.raw.concrete, raw.concrete) &&
+             same_bytes(k.raw.strides, raw.strides) && same_bytes(k.raw.overload, raw.overload) &&
+             same_bytes(k.raw.list_dtypes, raw.list_dtypes);
     };
     if (key_index_.find(h, same, key)) return true;
     key = static_cast<uint32_t>(sources_.size());
