@@ -21,7 +21,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -520,19 +519,15 @@ bool list(Cursor& c, Item item) {
   return c.eat(']');
 }
 
-// `[1, 2, 3]`, its integers appended to `out`.
-inline bool append_int_list(Cursor& c, std::vector<int64_t>& out) {
+// `[1, 2, 3]`, its integers in `out` (a TensorList's shapes: int_elements reads the others).
+inline bool int_list(Cursor& c, std::vector<int64_t>& out) {
+  out.clear();
   return list(c, [&out](Cursor& c) {
     int64_t v;
     if (!integer(c, v)) return false;
     out.push_back(v);
     return true;
   });
-}
-
-inline bool int_list(Cursor& c, std::vector<int64_t>& out) {
-  out.clear();
-  return append_int_list(c, out);
 }
 
 // Skips an integer list, or (depth 2) a list of them; false for anything else.
