@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <fstream>
 #include <functional>
@@ -129,6 +130,29 @@ TEST_CASE("reliability: a directory, a FIFO or a device is an IoError naming it,
     CHECK(answer([&] { optrace::json::Document::load(c.path); }) == expected);
   }
   std::remove(fifo.c_str());
+}
+
+TEST_CASE("reliability: a file in memory is its bytes then zeros, read (small) or mapped (large)", "[reliability]") {
+  const std::string path = optrace_test::temp_path("reliability.bytes");
+  std::mt19937 random(7);
+  std::string content(200000, '\0');
+  for (char& c : content) c = static_cast<char>(random() % 255 + 1);  // no zero: the spare must be written
+  for (size_t size : {size_t{1}, size_t{4095}, size_t{4096}, size_t{50000}, content.size()}) {
+    optrace::detail::write_file_atomic(path, std::string_view(content.data(), size));
+    for (size_t read_below : {size_t{0}, SIZE_MAX, optrace::detail::FileBytes::kReadBelow}) {
+      CAPTURE(size, read_below);
+      optrace::detail::FileBytes file(path, 64, read_below);
+      REQUIRE(file.data() != nullptr);
+      CHECK(file.mapped() == (size >= read_below));
+      CHECK(std::string_view(file.data(), file.size()) == std::string_view(content.data(), size));
+      REQUIRE(file.capacity() >= size + 64);
+      CHECK(std::string_view(file.data() + size, 64) == std::string(64, '\0'));
+    }
+  }
+  optrace::detail::write_file_atomic(path, "");
+  CHECK(optrace::detail::FileBytes(path, 64, SIZE_MAX).data() == nullptr);  // empty: read_file's case
+  CHECK(optrace::detail::FileBytes(OPTRACE_TEST_DATA, 64, SIZE_MAX).data() == nullptr);  // a directory
+  std::remove(path.c_str());
 }
 
 TEST_CASE("reliability: a .gz path is written gzip-compressed and read back", "[reliability]") {

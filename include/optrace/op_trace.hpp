@@ -200,14 +200,14 @@ class OpTrace {
  private:
   static OpTrace load_unnamed(const std::string& path) {
     {
-      detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+      detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() != nullptr && detail::is_gzip(std::string_view(file.data(), file.size())))
         return from_json(detail::read_file_maybe_gzip(path));
       if (file.data() != nullptr)
         if (auto ops = detail::op_trace::FastReader::read(file.data(), file.size(), file.capacity()))
           return from_entries(std::move(*ops));
     }
-    return from_document(*json::Document::load(path));  // names what is wrong; reads what cannot be mapped
+    return from_document(*json::Document::load(path));  // names what is wrong; reads what FileBytes could not
   }
 
   // An op's inputs are indexed by hash once it has this many (add compares fewer one by one).

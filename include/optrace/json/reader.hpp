@@ -252,16 +252,16 @@ class Document {
  private:
 
   static std::unique_ptr<Document> load_unnamed(const std::string& path) {
-    // Mapped, not read: no copy of the file and no page faults of a fresh buffer. Without
-    // Python's float tokens the mapping is parsed in place (it is followed by the zeros simdjson
-    // reads past the end); with them, the rewrite is the only copy.
-    auto file = std::make_unique<optrace::detail::MappedFile>(path, simdjson::SIMDJSON_PADDING);
+    // Mapped when large (FileBytes): no copy of the file and no page faults of a fresh buffer.
+    // Without Python's float tokens the bytes are parsed in place (they are followed by the zeros
+    // simdjson reads past the end); with them, the rewrite is the only copy.
+    auto file = std::make_unique<optrace::detail::FileBytes>(path, simdjson::SIMDJSON_PADDING);
     if (file->data() != nullptr) {
       std::string_view view(file->data(), file->size());
       if (detail::has_float_tokens(view)) return parse(view);
       std::unique_ptr<Document> doc(new Document());
-      doc->mapped_ = std::move(file);
-      doc->parse_padded(doc->mapped_->data(), doc->mapped_->size());
+      doc->file_ = std::move(file);
+      doc->parse_padded(doc->file_->data(), doc->file_->size());
       return doc;
     }
     // Not mappable (an empty file; read_file refuses what is not a regular file): read it.
@@ -321,7 +321,7 @@ class Document {
   }
 
   std::string buffer_;  // the text parsed, capacity padded; or empty, and
-  std::unique_ptr<optrace::detail::MappedFile> mapped_;  // the file parsed in place
+  std::unique_ptr<optrace::detail::FileBytes> file_;  // the file parsed in place
   std::unique_ptr<simdjson::dom::parser> parser_;
   simdjson::dom::element root_;
 };

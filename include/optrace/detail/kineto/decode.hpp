@@ -112,7 +112,7 @@ struct KeyInfo {
   std::string dropped_op;  // Dropped: the name the event gave, with its overload
   OpInput input;
   std::vector<std::string> reasons;  // Kept: what is missing; LeftOut: why (one)
-  std::string example;  // where, for the report: set when there are reasons (its only use) or a rebuild
+  std::string example;  // where, for the report: set when there are reasons (its only use)
   const OpInfo* decomposed = nullptr;  // Decomposed: the op (a context of context rules)
   // Kept ops with context rules: what decode_within needs to read the call again under one (the
   // arguments it reads again from the event's fields, rather than keeping a copy of them).
@@ -778,16 +778,19 @@ void read_recorded(const RawFields& raw, const PathFn& event_path, std::vector<R
   }
 }
 
+// Where a call was, for the report's examples: "/traceEvents/7: aten::add (Input type [...])".
+inline std::string example_of(std::string_view events_path, uint32_t index, std::string_view name, const RawFields& raw) {
+  return std::string(events_path) + "/" + std::to_string(index) + ": " + std::string(name) + " (Input type " +
+         (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
+}
+
 // Decodes, into the default `info`, the key of event `index` of the list at `events_path` (the
 // paths of errors and examples, built only for them): a call of op `name`, of the catalog's
 // `overloads` of it.
 inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, std::string_view name, const RawFields& raw,
                    std::string_view events_path, uint32_t index, const ImportOptions& options) {
   auto event_path = [&] { return std::string(events_path) + "/" + std::to_string(index); };
-  auto set_example = [&] {
-    info.example = event_path() + ": " + std::string(name) + " (Input type " +
-                   (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
-  };
+  auto set_example = [&] { info.example = example_of(events_path, index, name, raw); };
   auto left_out = [&](std::string reason) {
     info.status = Status::LeftOut;
     bool all_decompose = !overloads.empty();
@@ -860,19 +863,18 @@ inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, s
 
   if (!best->rules.empty()) info.rebuild = KeyInfo::Rebuild{best, skip, info.reasons};
   fill_input(info, *best, args, nullptr, options);
-  if (!info.reasons.empty() || info.rebuild.best != nullptr) {  // decode_within's calls take it from here
+  if (!info.reasons.empty()) {
     set_example();
-    info.example += took;
+    info.example += took;  // (`took` implies a reason)
   }
 }
 
 // The same call as the reference sees it under `rule` (the composites open around the event
 // matched it): the rule's op and argument value. `plain` is the key's decode, from the same
-// fields (read again here: they read as they did then).
-inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, const RawFields& raw, std::string_view events_path,
-                             uint32_t index, const ImportOptions& options) {
+// fields (read again here: they read as they did then) of event `index`, a call of `name`.
+inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, std::string_view name, const RawFields& raw,
+                             std::string_view events_path, uint32_t index, const ImportOptions& options) {
   KeyInfo info;
-  info.example = plain.example;
   info.reasons = plain.rebuild.reasons;
   std::vector<RecArg>& args = recorded_args_scratch();
   std::string overload_hint, problem;
@@ -880,6 +882,7 @@ inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, con
   read_recorded(raw, [&] { return std::string(events_path) + "/" + std::to_string(index); }, args, overload_hint, has_hint, problem);
   args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(plain.rebuild.skip));
   fill_input(info, *plain.rebuild.best, args, &rule, options);
+  if (!info.reasons.empty()) info.example = plain.reasons.empty() ? example_of(events_path, index, name, raw) : plain.example;
   return info;
 }
 

@@ -521,7 +521,7 @@ class Importer {
           if (fresh) {
             it->second = static_cast<uint32_t>(infos_.size());
             const KeySource& source = sources_[r.key];  // a plain key: only those have a rebuild
-            KeyInfo within = decode_within(infos_[r.key], *rule, source.raw, events_path_, source.index, options_);
+            KeyInfo within = decode_within(infos_[r.key], *rule, source.name, source.raw, events_path_, source.index, options_);
             infos_.push_back(std::move(within));
           }
           r.key = it->second;

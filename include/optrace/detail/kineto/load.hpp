@@ -42,7 +42,7 @@ inline ImportResult parse(const std::string& text, const ImportOptions& options,
 inline ImportResult load(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     {
-      optrace::detail::MappedFile file(path, simdjson::SIMDJSON_PADDING);
+      optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
         Importer importer(options, catalog);
         return importer.run(file.data(), file.size(), file.capacity());
