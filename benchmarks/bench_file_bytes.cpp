@@ -56,7 +56,10 @@ int main(int argc, char** argv) {
     }
     std::remove(path.c_str());
   }
-  if (fresh_only) return static_cast<int>(sink % 2 * 0);
+  if (fresh_only) {
+    std::printf("%lu\n", sink % 2);  // the bytes' checksum, so that their reads stay (the parent reads 8 lines)
+    return 0;
+  }
   const std::string command = "'" + std::string(argv[0]) + "' --fresh";
   FILE* child = ::popen(command.c_str(), "r");
   for (size_t k = 0; k < 8; ++k)

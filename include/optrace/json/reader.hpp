@@ -264,7 +264,7 @@ class Document {
       doc->parse_padded(doc->file_->data(), doc->file_->size());
       return doc;
     }
-    // Not mappable (an empty file; read_file refuses what is not a regular file): read it.
+    // Not had by FileBytes (an empty file; read_file refuses what is not a regular file): read it.
     std::unique_ptr<Document> doc(new Document());
     std::string text = optrace::detail::read_file(path, simdjson::SIMDJSON_PADDING);
     std::string_view view(text);

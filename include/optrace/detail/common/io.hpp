@@ -51,6 +51,15 @@ inline int open_regular_file(const std::string& path, size_t* size) {
   return fd;
 }
 
+/// ::read of up to `n` bytes into `into`, again when a signal interrupts it: the bytes read, 0 at
+/// the end of the file, -1 on an error (errno says which).
+inline ssize_t read_some(int fd, char* into, size_t n) {
+  for (;;) {
+    const ssize_t got = ::read(fd, into, n);
+    if (got >= 0 || errno != EINTR) return got;
+  }
+}
+
 /// The whole regular file at `path`. `spare` bytes of capacity are reserved after its end (a
 /// simdjson parser's padding), so the caller can parse it in place with one allocation and no
 /// copy. Throws IoError naming the path (a directory, FIFO or device is refused, not read).
@@ -63,8 +72,7 @@ inline std::string read_file(const std::string& path, size_t spare = 0) {
   size_t got = 0;
   for (;;) {
     if (got == data.size()) data.resize(data.size() + (1 << 16));  // at the end, or the file grew
-    const ssize_t n = ::read(fd, &data[got], data.size() - got);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = read_some(fd, &data[got], data.size() - got);
     if (n < 0) {
       const int err = errno;
       ::close(fd);
@@ -157,8 +165,7 @@ class FileBytes {
     std::unique_ptr<char[]> buffer(new char[size + spare]);
     size_t got = 0;
     while (got < size) {
-      const ssize_t n = ::read(fd, buffer.get() + got, size - got);
-      if (n < 0 && errno == EINTR) continue;
+      const ssize_t n = read_some(fd, buffer.get() + got, size - got);
       if (n <= 0) return;  // an error, or the file shrank: read_file says what happened
       got += static_cast<size_t>(n);
     }

@@ -778,9 +778,14 @@ void read_recorded(const RawFields& raw, const PathFn& event_path, std::vector<R
   }
 }
 
+// The JSON pointer of event `index` of the list at `events_path`, for errors and examples.
+inline std::string event_path_of(std::string_view events_path, uint32_t index) {
+  return std::string(events_path) + "/" + std::to_string(index);
+}
+
 // Where a call was, for the report's examples: "/traceEvents/7: aten::add (Input type [...])".
 inline std::string example_of(std::string_view events_path, uint32_t index, std::string_view name, const RawFields& raw) {
-  return std::string(events_path) + "/" + std::to_string(index) + ": " + std::string(name) + " (Input type " +
+  return event_path_of(events_path, index) + ": " + std::string(name) + " (Input type " +
          (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
 }
 
@@ -789,7 +794,7 @@ inline std::string example_of(std::string_view events_path, uint32_t index, std:
 // `overloads` of it.
 inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, std::string_view name, const RawFields& raw,
                    std::string_view events_path, uint32_t index, const ImportOptions& options) {
-  auto event_path = [&] { return std::string(events_path) + "/" + std::to_string(index); };
+  auto event_path = [&] { return event_path_of(events_path, index); };
   auto set_example = [&] { info.example = example_of(events_path, index, name, raw); };
   auto left_out = [&](std::string reason) {
     info.status = Status::LeftOut;
@@ -879,7 +884,7 @@ inline KeyInfo decode_within(const KeyInfo& plain, const OpInfo::Rule& rule, std
   std::vector<RecArg>& args = recorded_args_scratch();
   std::string overload_hint, problem;
   bool has_hint = false;
-  read_recorded(raw, [&] { return std::string(events_path) + "/" + std::to_string(index); }, args, overload_hint, has_hint, problem);
+  read_recorded(raw, [&] { return event_path_of(events_path, index); }, args, overload_hint, has_hint, problem);
   args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(plain.rebuild.skip));
   fill_input(info, *plain.rebuild.best, args, &rule, options);
   if (!info.reasons.empty()) info.example = plain.reasons.empty() ? example_of(events_path, index, name, raw) : plain.example;
