@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fcntl.h>
@@ -117,9 +118,11 @@ inline bool is_observation_file(const std::string& path) {
   size_t size = 0;
   const int fd = optrace::detail::about_file(path, [&] { return optrace::detail::open_regular_file(path, &size); });
   char head[4096];
-  const ssize_t n = ::read(fd, head, sizeof head);
+  size_t got = 0;  // its first 4 KiB (or all of it), however many reads that takes
+  for (ssize_t n; got < sizeof head && (n = optrace::detail::read_some(fd, head + got, sizeof head - got)) > 0;)
+    got += static_cast<size_t>(n);
   ::close(fd);
-  return n > 0 && std::string(head, static_cast<size_t>(n)).find("\"optrace.observations\"") != std::string::npos;
+  return std::string_view(head, got).find("\"optrace.observations\"") != std::string_view::npos;
 }
 
 }  // namespace cli::files
