@@ -281,7 +281,7 @@ class Importer {
     for (auto element : events) {
       std::string path;
       auto event_path = [&]() -> const std::string& {
-        if (path.empty()) path = base + "/" + std::to_string(index);
+        if (path.empty()) path = event_path_of(base, index);
         return path;
       };
       od::value v;
