@@ -4,13 +4,15 @@
 //     every string unescaped, every number parsed), with no other work;
 //   - Debian's /usr/bin/python3: json.load of the file, timed inside Python (the interpreter's
 //     start-up is not counted), best of at least 2 (more for small files, up to ~1 s).
-// optrace's figures, best of REPEATS each: `load s` is optrace::kineto::load of the (uncompressed)
-// file (read, walked once, events decoded, nesting resolved, the OpTrace built), compared with
-// Python's json.load of the file; `parse s` is optrace::kineto::parse of the bytes already in
-// memory, compared with the walk over the same bytes. What is timed is the call that makes a
-// result: the previous one (OpTrace, or Python's objects) is freed before the clock starts.
-// `py/walk` (json.load over the walk) bounds `x python` for an import no faster than the walk:
-// where it is below 12, 12x Python needs an import faster than visiting the document's values.
+// optrace's figures, best of REPEATS each: `load ms` is optrace::kineto::load of the (uncompressed)
+// file (read, walked once, events decoded, nesting resolved, the OpTrace built) with the default
+// options (a trace of 1 MiB or more is read in pieces, one thread per core), `1-thread ms` the
+// same with ImportOptions::threads(1); both are compared with Python's json.load of the file
+// (`x python`, `x py 1t`). `parse ms` is optrace::kineto::parse of the bytes already in memory on
+// one thread, compared with the one-thread walk over the same bytes (`x walk`). What is timed is
+// the call that makes a result: the previous one (OpTrace, or Python's objects) is freed before
+// the clock starts. `py/walk` (json.load over the walk) bounds the one-thread `x python` of an
+// import no faster than the walk.
 //
 //   bench_kineto_files [--repeats N] [--optrace-only] FILE...
 // (without --repeats: each figure is the best of at least 3 runs, more for small files, ~1 s each)
@@ -29,6 +31,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -118,8 +121,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: bench_kineto_files [--repeats N] FILE...\n");
     return 2;
   }
-  std::printf("%-40s %7s %9s %9s %9s %8s %9s %9s %7s %8s\n", "trace", "MB", "op calls", "load ms", "python ms", "x python",
-              "parse ms", "walk ms", "x walk", "py/walk");
+  std::printf("(%u cores)\n", std::thread::hardware_concurrency());
+  std::printf("%-36s %6s %8s %9s %8s %8s %10s %7s %8s %8s %6s %7s\n", "trace", "MB", "op calls", "python ms", "load ms",
+              "x python", "1-thread ms", "x py 1t", "parse ms", "walk ms", "x walk", "py/walk");
   for (const std::string& file : files) {
     std::string path = file;
     std::string text = optrace::detail::read_file_maybe_gzip(file);
@@ -129,7 +133,8 @@ int main(int argc, char** argv) {
     }
     text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
     optrace::kineto::ImportResult result;
-    double ours = 1e9, parsed = 1e9, floor = 1e9;
+    double ours = 1e9, one_thread = 1e9, parsed = 1e9, floor = 1e9;
+    const optrace::kineto::ImportOptions serial = optrace::kineto::ImportOptions().threads(1);
     uint64_t check = 0;
     const auto began = std::chrono::steady_clock::now();
     for (int k = 0; repeats > 0 ? k < repeats : (k < 3 || (seconds_since(began) < 1.0 && k < 1000)); ++k) {
@@ -139,7 +144,11 @@ int main(int argc, char** argv) {
       ours = std::min(ours, seconds_since(start));
       result = {};
       start = std::chrono::steady_clock::now();
-      result = optrace::kineto::parse(text);
+      result = optrace::kineto::load(path, serial);
+      one_thread = std::min(one_thread, seconds_since(start));
+      result = {};
+      start = std::chrono::steady_clock::now();
+      result = optrace::kineto::parse(text, serial);
       parsed = std::min(parsed, seconds_since(start));
       if (optrace_only) continue;
       start = std::chrono::steady_clock::now();
@@ -149,14 +158,16 @@ int main(int argc, char** argv) {
     const double python = optrace_only ? -1 : python_json_load(path);
     if (path != file) std::remove(path.c_str());
     std::string name = file.substr(file.find_last_of('/') + 1);
-    if (name.size() > 40) name = name.substr(0, 37) + "...";
-    std::printf("%-40s %7.1f %9lld %9.3f %9.3f %8.1f %9.3f %9.3f %7.2f %8.1f\n", name.c_str(),
-                static_cast<double>(text.size()) / 1e6, static_cast<long long>(result.report.kept), ours * 1e3,
-                python * 1e3, python > 0 ? python / ours : 0.0, parsed * 1e3, floor * 1e3, optrace_only ? 0.0 : parsed / floor,
-                python > 0 ? python / floor : 0.0);
+    if (name.size() > 36) name = name.substr(0, 33) + "...";
+    auto times = [python](double t) { return python > 0 ? python / t : 0.0; };
+    std::printf("%-36s %6.1f %8lld %9.3f %8.3f %8.1f %10.3f %7.1f %8.3f %8.3f %6.2f %7.1f\n", name.c_str(),
+                static_cast<double>(text.size()) / 1e6, static_cast<long long>(result.report.kept), python * 1e3, ours * 1e3,
+                times(ours), one_thread * 1e3, times(one_thread), parsed * 1e3, optrace_only ? 0.0 : floor * 1e3,
+                optrace_only ? 0.0 : parsed / floor, times(floor));
     if (check == 0 && !optrace_only) std::printf("(empty walk)\n");
   }
-  std::printf("x python: python json.load / load (target >= 12); x walk: parse / walk (target <= 1.5);\n"
-              "py/walk: python json.load / walk, the x python of an import exactly as fast as the walk\n");
+  std::printf("x python: python json.load / load (target >= 12); x py 1t: the same, one thread;\n"
+              "x walk: parse / walk, both one thread (target <= 1.5);\n"
+              "py/walk: python json.load / walk, the one-thread x python of an import exactly as fast as the walk\n");
   return 0;
 }

@@ -1,5 +1,6 @@
 """A large Kineto trace made of a real one: its events repeated, each copy shifted in time past
-the previous one (so that no copy nests in another), until the file reaches SIZE_MB.
+the previous one (so that no copy nests in another), until the file reaches SIZE_MB. Written with
+one event per line, as torch.profiler writes.
 
 Usage: /usr/bin/python3 benchmarks/kineto_repeat.py SOURCE[.gz] OUT SIZE_MB
 """
@@ -26,13 +27,17 @@ def main(source, out, size_mb):
                 e = dict(e)
                 e["ts"] = round(e["ts"] + k * span, 3)
             repeated.append(e)
+    # Laid out as the profiler writes: one event per line, ",\n  " between events (the space the
+    # importer reads a trace in pieces by); the other keys in their place.
+    events_text = "[\n  " + ",\n  ".join(json.dumps(e) for e in repeated) + "\n  ]"
     if isinstance(trace, dict):
-        trace = dict(trace)
-        trace["traceEvents"] = repeated
+        text = "{\n" + ",\n".join(
+            "  " + json.dumps(k) + ": " + (events_text if k == "traceEvents" else json.dumps(v))
+            for k, v in trace.items()) + "\n}\n"
     else:
-        trace = repeated
+        text = events_text + "\n"
     with open(out, "w") as f:
-        json.dump(trace, f)
+        f.write(text)
     print(f"{out}: {copies} copies of {len(events)} events")
 
 

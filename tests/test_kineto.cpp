@@ -849,3 +849,130 @@ TEST_CASE("kineto: the fast field reader reads what the path-naming reader reads
   }
   CHECK(read_fast > 500);  // the mutations exercise both ways (854 of 4000 read fast)
 }
+
+namespace {
+
+// What reading `text` gives, as text: the trace's JSON and the report, or the error. Read in up
+// to `wanted` pieces (1: whole); `pieces` is set to the pieces it was read in. The text must come
+// back unchanged (the pieces are made by writing brackets between events).
+std::string read_in_pieces(const std::string& text, size_t wanted, size_t* pieces = nullptr) {
+  std::string data = text;
+  data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
+  std::string out;
+  try {
+    auto r = optrace::detail::kineto::import_in_pieces(data.data(), data.size(), data.capacity(), {},
+                                                       optrace::detail::live_catalog(), wanted, pieces);
+    out = r.trace.to_json() + r.report.to_string();
+  } catch (const optrace::Error& e) {
+    out = std::string("error: ") + e.what();
+  }
+  CHECK(data == text);
+  return out;
+}
+
+// A trace laid out as torch.profiler writes it: one event per line, ",\n  " between events.
+std::string profiler_layout(const std::vector<std::string>& events, const std::string& before = "",
+                            const std::string& after = ", \"traceName\": \"x]\", \"INFO\": [\"a]\", [1]]") {
+  std::string out = "{\n  \"schemaVersion\": 1," + before + "\n  \"traceEvents\": [\n  ";
+  for (size_t k = 0; k < events.size(); ++k) out += (k ? ",\n  " : "") + events[k];
+  return out + "\n  ]" + after + "\n}\n";
+}
+
+// `n` op events on two threads: calls of a few ops and shapes, some nested in others.
+std::vector<std::string> many_events(int n) {
+  std::vector<std::string> events;
+  const std::string neg = in("[[3]]", R"(["float"])", R"([""])");
+  for (int k = 0; k < n; ++k) {
+    const double ts = 10.0 * k;
+    const int tid = 1 + k % 2;
+    const std::string dims = "[[" + std::to_string(2 + k % 5) + ", 4], [" + std::to_string(2 + k % 5) + ", 4], []]";
+    events.push_back(op("aten::add", ts, 5, in(dims, R"(["float", "float", "Scalar"])", R"(["", "", "1"])"), tid));
+    if (k % 3 == 0) events.push_back(op("aten::neg", ts + 1, 1, neg, tid));  // inside add: not kept
+    if (k % 4 == 0) events.push_back(R"({"ph": "X", "cat": "kernel", "name": "k},\n  {", "pid": 7, "tid": 9, "ts": 1, "dur": 1})");
+  }
+  return events;
+}
+
+}  // namespace
+
+TEST_CASE("kineto: a trace read in pieces on several threads is the trace read whole", "[kineto]") {
+  namespace dk = optrace::detail::kineto;
+  // Real traces: the profiler's layout is cut; small_base's ("}, {": no room for "]}" and "[")
+  // is read whole.
+  for (const char* name : {"mtia_inference.pt.trace.json.gz", "rocm_minitoy_train.pt.trace.json.gz", "small_base.pt.trace.json.gz"}) {
+    INFO(name);
+    const std::string text = optrace::detail::read_file_maybe_gzip(optrace_test::data_path(std::string("kineto/") + name));
+    const std::string whole = read_in_pieces(text, 1);
+    CHECK(whole.rfind("error", 0) != 0);
+    for (size_t wanted : {2, 3, 7}) {
+      size_t pieces = 0;
+      CHECK(read_in_pieces(text, wanted, &pieces) == whole);
+      CHECK(pieces == (std::string(name) == "small_base.pt.trace.json.gz" ? 1 : wanted));
+    }
+  }
+  const std::vector<std::string> events = many_events(60);
+  SECTION("an object with keys after the events, a bare list") {
+    std::string list = "[\n  ";
+    for (size_t k = 0; k < events.size(); ++k) list += (k ? ",\n  " : "") + events[k];
+    list += "\n]\n";
+    for (const std::string& text : {profiler_layout(events), list}) {
+      const std::string whole = read_in_pieces(text, 1);
+      CHECK(whole.find("add.Tensor") != std::string::npos);
+      for (size_t wanted : {2, 4, 9}) {
+        size_t pieces = 0;
+        CHECK(read_in_pieces(text, wanted, &pieces) == whole);
+        CHECK(pieces == wanted);
+      }
+    }
+  }
+  SECTION("cuts that are no event boundary: the trace is read whole") {
+    // Objects in a list inside an event (its middle), in a list before the events (its first
+    // two thirds), in one after them (its last two thirds): the cuts made there are found to be
+    // no boundary between events.
+    std::string objects;
+    for (int k = 0; k < 3000; ++k) objects += (k ? ",\n  " : "") + std::string("{\"id\": ") + std::to_string(k) + "}";
+    std::vector<std::string> inner = events;
+    inner[inner.size() / 2] = R"({"ph": "X", "cat": "user_annotation", "name": "a", "pid": 7, "tid": 1, "ts": 1, "dur": 1, "args": {"l": [)" + objects + "]}}";
+    const std::string texts[] = {profiler_layout(inner), profiler_layout(events, "\n  \"deviceProperties\": [" + objects + "],"),
+                                 profiler_layout(events, "", ",\n  \"after\": [" + objects + "]")};
+    for (const std::string& text : texts) {
+      const std::string whole = read_in_pieces(text, 1);
+      CHECK(whole.find("add.Tensor") != std::string::npos);
+      size_t pieces = 0;
+      CHECK(read_in_pieces(text, 2, &pieces) == whole);
+      CHECK(pieces == 1);
+      for (size_t wanted : {3, 5, 8, 16, 40}) CHECK(read_in_pieces(text, wanted) == whole);
+    }
+  }
+  SECTION("malformed traces give the whole read's error") {
+    const std::string good = profiler_layout(events);
+    std::vector<std::string> bad_ts = events;
+    bad_ts[bad_ts.size() * 3 / 4] = R"({"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 7, "tid": 1, "ts": "x", "dur": 1})";
+    const std::string no_close = good.substr(0, good.rfind("\n  ]")) + "\n}\n";  // the events list not closed
+    const std::string texts[] = {profiler_layout(bad_ts), no_close, good.substr(0, good.size() - 3) + "]\n",
+                                 good.substr(0, good.size() / 2) + "\"" + good.substr(good.size() / 2)};
+    for (const std::string& text : texts) {
+      const std::string whole = read_in_pieces(text, 1);
+      INFO(whole);
+      CHECK(whole.rfind("error: ", 0) == 0);
+      for (size_t wanted : {2, 3, 6}) CHECK(read_in_pieces(text, wanted) == whole);
+    }
+    CHECK(read_in_pieces(profiler_layout(bad_ts), 1) ==
+          "error: optrace: JsonError at /traceEvents/" + std::to_string(events.size() * 3 / 4) + "/ts: expected a number, got string \"x\"");
+  }
+  SECTION("threads: how many pieces") {
+    CHECK(dk::pieces_for(100, 0) == 1);
+    CHECK(dk::pieces_for(dk::kMinPieceBytes * 4, 2) == 2);
+    CHECK(dk::pieces_for(dk::kMinPieceBytes * 4, 8) == 4);
+    CHECK(dk::pieces_for(dk::kMinPieceBytes * 4, 1) == 1);
+    CHECK_THROWS_AS(kineto::ImportOptions().threads(-1), optrace::ArgumentError);
+    // load and parse: one thread or several, the same trace.
+    const std::string path = write_temp("kineto_pieces.pt.trace.json", profiler_layout(many_events(12000)));
+    REQUIRE(optrace::detail::read_file(path).size() > 2 * dk::kMinPieceBytes);
+    auto one = kineto::load(path, kineto::ImportOptions().threads(1));
+    auto two = kineto::load(path, kineto::ImportOptions().threads(2));
+    CHECK(one.trace == two.trace);
+    CHECK(one.report.to_string() == two.report.to_string());
+    CHECK(kineto::parse(std::string_view(optrace::detail::read_file(path)), kineto::ImportOptions().threads(3)).trace == one.trace);
+  }
+}

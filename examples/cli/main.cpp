@@ -457,7 +457,10 @@ int run(int argc, char** argv) {
 #ifdef OPTRACE_CLI_FRONT_END
   if (argc > 1 && std::string(argv[1]) == "replay") return hand_to_optrace_torch(argv);
 #endif
-  const Invocation inv = parse_args(argc, argv);
+  Invocation inv = parse_args(argc, argv);
+  // Files read at once share the cores: each import reads its trace on its share of them.
+  const size_t at_once = jobs_for(inv.jobs, inv.inputs.size());
+  if (at_once > 1) inv.import.threads(std::max<int64_t>(1, std::thread::hardware_concurrency() / at_once));
   if (inv.help) {
     if (inv.command != Command::none) {
       std::cout << "usage: " << info(inv.command).usage << "\n" << info(inv.command).help;

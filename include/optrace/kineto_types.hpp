@@ -45,10 +45,22 @@ class ImportOptions {
   }
   int64_t max_examples() const { return max_examples_; }
 
+  /// Threads one import may read a trace on: 0 (the default) one per core, 1 the calling thread
+  /// only. A trace is cut into pieces of at least 512 KiB at event boundaries, each read on its
+  /// own thread; the result is the same whatever the number. Set 1 where the caller already
+  /// reads several traces at once.
+  ImportOptions& threads(int64_t n) {
+    OPTRACE_CHECK(n >= 0, ArgumentError, "threads must be >= 0, got ", n);
+    threads_ = n;
+    return *this;
+  }
+  int64_t threads() const { return threads_; }
+
  private:
   bool keep_incomplete_ = true;
   bool record_strides_ = false;
   int64_t max_examples_ = 3;
+  int64_t threads_ = 0;
 };
 
 /// What an import kept, left out, and could not read. Counts are of events (calls), outermost

@@ -1,8 +1,25 @@
 // tests/fuzz/fuzz_kineto.cpp: the Kineto trace importer (kineto::parse) on arbitrary bytes, then
-// the imported trace's export and its hf JSON.
+// the imported trace's export and its hf JSON; and the same bytes read in pieces on threads.
 #include "harness.hpp"
 
 #include <optrace/kineto.hpp>
+
+namespace {
+
+// The trace and report read from `bytes` in up to `wanted` pieces (1: whole), or the error.
+std::string read_in_pieces(std::string_view bytes, size_t wanted) {
+  std::string text(bytes);
+  text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  try {
+    optrace::kineto::ImportResult r = optrace::detail::kineto::import_in_pieces(
+        text.data(), text.size(), text.capacity(), {}, optrace::detail::live_catalog(), wanted);
+    return r.trace.to_json() + r.report.to_string();
+  } catch (const optrace::Error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   optrace_fuzz::expect_only_optrace_errors("parse", [&] {
@@ -18,6 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       optrace_fuzz::property_failed("an imported trace's hf JSON cannot be read back");
     }
     (void)optrace::kineto::to_json(r.trace);
+  });
+  optrace_fuzz::expect_only_optrace_errors("import_in_pieces", [&] {
+    // Cut at the profiler's "},\n  {" wherever it is (in a string, a deeper list, the keys
+    // around the events): the same trace and report, or the same error, as the whole read.
+    const std::string whole = read_in_pieces(optrace_fuzz::text_of(data, size), 1);
+    for (size_t wanted : {2, 3})
+      if (read_in_pieces(optrace_fuzz::text_of(data, size), wanted) != whole)
+        optrace_fuzz::property_failed("a trace read in pieces differs from the trace read whole");
   });
   return 0;
 }

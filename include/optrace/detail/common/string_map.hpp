@@ -160,6 +160,12 @@ class StringMap {
 
   size_t size() const { return entries_.size(); }
 
+  /// Calls `f(key, value)` for each entry, in the order they were inserted.
+  template <class F>
+  void for_each(F f) const {
+    for (const Entry& e : entries_) f(std::string_view(e.key), e.value);
+  }
+
   /// Room for `n` keys without growing.
   void reserve(size_t n) {
     index_.reserve(n);

@@ -43,10 +43,9 @@ inline ImportResult load(const std::string& path, const ImportOptions& options, 
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     {
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
-      if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size()))) {
-        Importer importer(options, catalog);
-        return importer.run(file.data(), file.size(), file.capacity());
-      }
+      if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size())))
+        return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog,
+                                pieces_for(file.size(), options.threads()));
     }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     return import_text(data, options, catalog);
