@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     if (name.size() > 36) name = name.substr(0, 33) + "...";
     auto times = [python](double t) { return python > 0 ? python / t : 0.0; };
     std::printf("%-36s %6.1f %8lld %9.3f %8.3f %8.1f %10.3f %7.1f %8.3f %8.3f %6.2f %7.1f\n", name.c_str(),
-                static_cast<double>(text.size()) / 1e6, static_cast<long long>(result.report.kept), python * 1e3, ours * 1e3,
+                static_cast<double>(text.size()) / 1e6, static_cast<long long>(result.report.kept), std::max(python, 0.0) * 1e3, ours * 1e3,
                 times(ours), one_thread * 1e3, times(one_thread), parsed * 1e3, optrace_only ? 0.0 : floor * 1e3,
                 optrace_only ? 0.0 : parsed / floor, times(floor));
     if (check == 0 && !optrace_only) std::printf("(empty walk)\n");
