@@ -3,7 +3,9 @@
 # files go to build/demo/); `bash cmake/dev.sh test` builds the library's tests and examples and
 # runs the whole test suite; `bash cmake/dev.sh bench` builds the benchmark programs
 # (build/benchmarks/, not run). Each installs the Debian packages it lacks first (as root, or
-# through sudo).
+# through sudo). The test command prints how long the build and the tests took, and ends with
+# the tests that skipped and why (only those that cannot run here should: CUDA without a GPU,
+# torch 2.6's on an older torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +16,9 @@ case "$mode" in
 esac
 
 packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2)
-# python3-torch lets the interoperability tests run Python's side; they skip without it.
-[ "$mode" = test ] && packages+=(python3-torch)
+# The tests that compare with PyTorch run its Python side: python3-torch, and python3-torchvision
+# for real architectures (no weights are downloaded). Without them those tests skip.
+[ "$mode" = test ] && packages+=(python3-torch python3-torchvision)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -38,6 +41,12 @@ if [ "$mode" = demo ]; then
 elif [ "$mode" = bench ]; then
   cmake --build "$build" --parallel "$jobs" --target benchmarks
 else
+  start=$SECONDS
   cmake --build "$build" --parallel "$jobs"
-  ctest --test-dir "$build" --output-on-failure --parallel "$jobs"
+  built=$SECONDS
+  status=0
+  ctest --test-dir "$build" --output-on-failure --parallel "$jobs" || status=$?
+  echo "== dev.sh test: built in $(( built - start )) s, tests ran in $(( SECONDS - built )) s"
+  bash cmake/skipped.sh "$build"
+  exit $status
 fi

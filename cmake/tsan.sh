@@ -1,33 +1,38 @@
 #!/usr/bin/env bash
-# cmake/tsan.sh: the code that runs on several threads, built with ThreadSanitizer in build-tsan/
-# and run by ctest there: the Kineto import in pieces (test_kineto), OpTracer and InputObserver
-# called from many threads (test_op_tracer, test_observer, test_reliability's 8-thread stress
-# tests) and the CLI reading many files at once (cli_many_files). Any data race fails the test
+# cmake/tsan.sh: the code that runs on several threads, built with clang's ThreadSanitizer in
+# build-tsan/ and run by ctest there: the Kineto import in pieces (the kineto tests), OpTracer and
+# InputObserver called from many threads (the op tracer and observer tests, and the reliability
+# tests' 8-thread stress tests) and the CLI reading many files at once (cli_many_files). Any data race fails the test
 # that met it. libtorch is not instrumented: what it synchronizes inside itself TSan cannot see,
 # which is why only these programs are built here (each ran clean in repeated runs); a report
 # that is provably libtorch's would go in a suppressions file, commented, as tests/sanitizers/ has.
-# Environment: CXX (default g++), OPTRACE_TSAN_BUILD_DIR (build-tsan), OPTRACE_TSAN_JOBS (nproc).
+# Environment: CXX (default clang++-14 or clang++, installed when missing), OPTRACE_TSAN_BUILD_DIR
+# (build-tsan), OPTRACE_TSAN_JOBS (nproc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 build=${OPTRACE_TSAN_BUILD_DIR:-build-tsan}
 jobs=${OPTRACE_TSAN_JOBS:-$(nproc)}
 flags="-fsanitize=thread -fno-omit-frame-pointer"
+. cmake/clang.sh
+cxx=$(optrace_clang) || exit 2
+case "$cxx" in *clang*) lines=-gline-tables-only ;; *) lines=-g1 ;; esac
 # Set for the build too: Catch2's test discovery and the operator-catalog capture run instrumented programs.
 # allocator_may_return_null: a request beyond TSan's maximum (a test asks libtorch for 1 PiB) fails
 # as malloc does, as under ASan (cmake/sanitize.sh).
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:allocator_may_return_null=1}
 
 start=$(date +%s)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo ${CXX:+-DCMAKE_CXX_COMPILER="$CXX"} \
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_CXX_FLAGS_RELEASE="-O1 $lines -DNDEBUG" \
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DCMAKE_SHARED_LINKER_FLAGS="$flags" \
   -DOPTRACE_BUILD_TESTS=ON -DOPTRACE_BUILD_EXAMPLES=ON -DOPTRACE_BUILD_BENCHMARKS=OFF -DOPTRACE_INSTALL=OFF
-cmake --build "$build" --parallel "$jobs" --target test_kineto test_op_tracer test_observer test_reliability optrace_cli
+cmake --build "$build" --parallel "$jobs" --target optrace_tests optrace_cli
 built=$(date +%s)
 echo "== tsan.sh: built in $(( built - start )) s"
 status=0
-# The tests of the programs built above (ctest knows other targets' fixed tests too); of
-# test_reliability only the threaded stress tests (its kill tests take minutes under TSan).
+# The threaded tests of the programs built above; of the reliability tests only the threaded
+# stress tests (its kill tests take minutes under TSan).
 ctest --test-dir "$build" --output-on-failure --parallel "$jobs" \
   -R '^(kineto|op catalog|op tracer|observer): |^reliability: (8 threads|a long-running tracer)|^cli_many_files$' || status=$?
 echo "== tsan.sh: tests ran in $(( $(date +%s) - built )) s; total $(( $(date +%s) - start )) s; status $status"

@@ -13,13 +13,13 @@
 
 namespace {
 
-struct MaskedImpl : torch::nn::Module {
+struct MaskedIdsImpl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor ids, c10::optional<torch::Tensor> mask) { return mask ? ids * *mask : ids; }
 };
-TORCH_MODULE(Masked);
+TORCH_MODULE(MaskedIds);
 
-optrace::InputObserver<Masked> observed() {
-  optrace::InputObserver<Masked> observer(Masked{}, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask"}));
+optrace::InputObserver<MaskedIds> observed() {
+  optrace::InputObserver<MaskedIds> observer(MaskedIds{}, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask"}));
   observer(torch::zeros({2, 16}, torch::kLong), c10::optional<torch::Tensor>());
   observer(torch::zeros({4, 24}, torch::kLong), c10::optional<torch::Tensor>(torch::ones({4, 24}, torch::kLong)));
   observer(torch::zeros({4, 24}, torch::kLong), c10::optional<torch::Tensor>(torch::ones({4, 24}, torch::kLong)));

@@ -205,21 +205,23 @@ TEST_CASE("observer: stored tensors are detached copies", "[observer]") {
   CHECK_FALSE(args.args[0].toTensor().requires_grad());
 }
 
+namespace observer_test {  // a user's namespace (test_observations.cpp has a Batch of its own)
 struct Batch {
   torch::Tensor input_ids;
   c10::optional<torch::Tensor> attention_mask;
   int64_t num_beams;
 };
 OPTRACE_FIELDS(Batch, input_ids, attention_mask, num_beams)
+}  // namespace observer_test
 
 TEST_CASE("observer: nested structures and a user struct", "[observer]") {
-  auto fn = [](const Batch& batch, const std::vector<torch::Tensor>& cache,
+  auto fn = [](const observer_test::Batch& batch, const std::vector<torch::Tensor>& cache,
                const std::map<std::string, torch::Tensor>& extra, const std::tuple<torch::Tensor, double>& pair) {
     return batch.input_ids.sum() + cache[0].sum() + extra.at("pos").sum() + std::get<0>(pair).sum() * std::get<1>(pair);
   };
   optrace::InputObserver<decltype(fn)> observer(fn, optrace::ObserverOptions().arg_names({"batch", "cache", "extra", "pair"}));
   for (int64_t s : {3, 5, 9}) {
-    Batch batch{torch::ones({2, s}, torch::kLong), torch::ones({2, s}), 4};
+    observer_test::Batch batch{torch::ones({2, s}, torch::kLong), torch::ones({2, s}), 4};
     observer(batch, std::vector<torch::Tensor>{torch::ones({2, 4, s}), torch::ones({2, 4, s})},
              std::map<std::string, torch::Tensor>{{"pos", torch::arange(s)}}, std::make_tuple(torch::ones({7}), 0.5));
   }
@@ -233,7 +235,7 @@ TEST_CASE("observer: nested structures and a user struct", "[observer]") {
         "(dict(input_ids: int64[2, 3], attention_mask: float32[2, 3], num_beams: int 4), "
         "[float32[2, 4, 3], float32[2, 4, 3]], dict(pos: int64[3]), (float32[7], float 0.5))");
   SECTION("a struct field that is nullopt in some calls is a missing input") {
-    Batch partial{torch::ones({2, 11}, torch::kLong), c10::nullopt, 4};
+    observer_test::Batch partial{torch::ones({2, 11}, torch::kLong), c10::nullopt, 4};
     observer(partial, std::vector<torch::Tensor>{torch::ones({2, 4, 11}), torch::ones({2, 4, 11})},
              std::map<std::string, torch::Tensor>{{"pos", torch::arange(11)}}, std::make_tuple(torch::ones({7}), 0.5));
     CHECK(observer.infer_dynamic_shapes()["batch"].items[1].dims[1].max == 9);
