@@ -266,8 +266,8 @@ TEST_CASE("materialize: requires_grad restored on floating tensors", "[materiali
   CHECK_FALSE(optrace::materialize(spec({2})).requires_grad());
 }
 
-TEST_CASE("materialize: readme example", "[materialize]") {
-  // Kept in step with README.md, section Materialization.
+TEST_CASE("materialize: the example of docs/materialize.md", "[materialize]") {
+  // Kept in step with the first example of docs/materialize.md (compiled there, run here).
   optrace::TensorSpec x;
   x.sizes = {2, 3};
   x.strides = {1, 2};  // a transposed recording

@@ -707,13 +707,14 @@ TEST_CASE("replay: a trace recorded from a small model", "[replay]") {
 #endif
 }
 
-TEST_CASE("replay: readme example", "[replay]") {
-  // The README's snippet, on the peer trace, with the files written to the build folder.
+TEST_CASE("replay: the example of docs/replay.md", "[replay]") {
+  // The first example of docs/replay.md (compiled there, run here), on the peer trace, with the
+  // files written to the build folder.
   const std::string trace_path = optrace_test::data_path("peer/mlp.hf_op_trace.json");
   const std::string json_path = optrace_test::temp_path("readme_replay.json");
   const std::string csv_path = optrace_test::temp_path("readme_times.csv");
   std::ostringstream out;
-  // --- README begin (paths and std::cout replaced)
+  // --- docs/replay.md begin (paths and std::cout replaced)
   optrace::OpTrace trace = optrace::OpTrace::load(trace_path);
 
   // Does every op run here? (CUDA when available, else the CPU.)
@@ -735,7 +736,7 @@ TEST_CASE("replay: readme example", "[replay]") {
                                                           .warmup(5)
                                                           .repeats(20));
   time.save_csv(csv_path);
-  // --- README end
+  // --- docs/replay.md end
   CHECK(run.all_ok());
   CHECK(check.all_ok());
   CHECK(time.results.size() == 4);
