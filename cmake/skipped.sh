@@ -5,8 +5,13 @@
 set -euo pipefail
 log=${1:?usage: cmake/skipped.sh BUILD_DIR}/Testing/Temporary/LastTest.log
 [ -f "$log" ] || { echo "skipped.sh: no ctest log in $1" >&2; exit 2; }
+# Catch2 v3's SKIP prints "file:line: SKIPPED:", then "explicitly with message:" and the reason
+# on the lines after it.
 awk '
-  /^[0-9]+\/[0-9]+ Test: / { sub(/^[0-9]+\/[0-9]+ Test: /, ""); name = $0; next }
+  /^[0-9]+\/[0-9]+ Test: / { sub(/^[0-9]+\/[0-9]+ Test: /, ""); name = $0; pending = 0; next }
+  pending && /explicitly with message:/ { next }
+  pending && /[^ ]/ { sub(/^ +/, ""); reasons[++n] = name ": " $0; name = ""; pending = 0; next }
+  /SKIPPED:[ ]*$/ && name != "" { pending = 1; next }
   /SKIPPED: / && name != "" { sub(/.*SKIPPED: /, ""); reasons[++n] = name ": " $0; name = "" }
   END {
     printf "== skipped tests: %d\n", n

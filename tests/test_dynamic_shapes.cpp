@@ -19,16 +19,27 @@ Observer observe(const std::vector<std::pair<std::vector<int64_t>, std::vector<i
   return observer;
 }
 
-std::string run_python_check(const std::string& spec_json) {
-  std::string spec = optrace_test::temp_path("spec_check.json");
-  optrace::detail::write_file_atomic(spec, spec_json);
-  std::string cmd = std::string(OPTRACE_PYTHON) + " " + OPTRACE_TEST_DATA + "/../python/check_dynamic_shapes_spec.py " + spec;
+// What tests/python/check_dynamic_shapes_spec.py prints for each spec (its lines, or
+// "refused: ..."), all checked in one Python process (torch's import takes seconds).
+std::vector<std::string> run_python_checks(const std::vector<std::string>& specs) {
+  std::string cmd = std::string(OPTRACE_PYTHON) + " " + OPTRACE_TEST_DATA + "/../python/check_dynamic_shapes_spec.py";
+  for (size_t i = 0; i < specs.size(); ++i) {
+    std::string spec = optrace_test::temp_path("spec_check_" + std::to_string(i) + ".json");
+    optrace::detail::write_file_atomic(spec, specs[i]);
+    cmd += " " + spec;
+  }
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   char buf[256];
   while (p && fgets(buf, sizeof buf, p)) out += buf;
   int rc = p ? pclose(p) : -1;
-  return rc == 0 ? out : "FAILED(" + std::to_string(rc) + "): " + out;
+  REQUIRE(rc == 0);
+  std::vector<std::string> outputs;
+  size_t start = 0;
+  for (size_t end; (end = out.find("== end\n", start)) != std::string::npos; start = end + 7)
+    outputs.push_back(out.substr(start, end - start));
+  REQUIRE(outputs.size() == specs.size());
+  return outputs;
 }
 
 bool python_has_sympy() {
@@ -172,14 +183,17 @@ TEST_CASE("dynamic shapes: torch's loader reads the JSON", "[dynamic_shapes][pyt
   if (!python_has_sympy()) OPTRACE_SKIP("python3 with sympy not installed");
   Observer observer = observe({{{2, 5}, {5}}, {{3, 6}, {7}}, {{6, 9}, {13}}});
   auto ds = observer.infer_dynamic_shapes(optrace::DynamicShapesOptions().derived_dims().shared_symbols());
-  // x dim 1 = x dim 0 + 3 and y = 2 * x dim 0 + 1: both derived from one symbol.
-  CHECK(run_python_check(ds.to_json()) == "s0*1+0\ns0*1+3\ns0*2+1\n");
   Observer two = observe({{{2, 5}, {5}}, {{3, 5}, {5}}});
-  CHECK(run_python_check(two.infer_dynamic_shapes().to_json()) == "_DimHint.AUTO\n5\n5\n");
   auto named = two.infer_dynamic_shapes(optrace::DynamicShapesOptions().dim_style(optrace::DimStyle::named).dim0_dynamic({"y"}));
-  CHECK(run_python_check(named.to_json()) == "s0*1+0\n5\ns1*1+0\n");
+  const std::vector<std::string> loaded = run_python_checks({
+      ds.to_json(), two.infer_dynamic_shapes().to_json(), named.to_json(),
+      two.infer_dynamic_shapes().with_style(optrace::DimStyle::hint_dynamic).to_json(),
+      R"({"dynamic_shapes": [["s0"]], "dims": {}})"});
+  // x dim 1 = x dim 0 + 3 and y = 2 * x dim 0 + 1: both derived from one symbol.
+  CHECK(loaded[0] == "s0*1+0\ns0*1+3\ns0*2+1\n");
+  CHECK(loaded[1] == "_DimHint.AUTO\n5\n5\n");
+  CHECK(loaded[2] == "s0*1+0\n5\ns1*1+0\n");
   // The check is live: torch 2.6 refuses _DimHint.DYNAMIC, and a symbol missing from dims.
-  CHECK_THAT(run_python_check(two.infer_dynamic_shapes().with_style(optrace::DimStyle::hint_dynamic).to_json()),
-             OPTRACE_CONTAINS("refused:"));
-  CHECK_THAT(run_python_check(R"({"dynamic_shapes": [["s0"]], "dims": {}})"), OPTRACE_CONTAINS("refused:"));
+  CHECK_THAT(loaded[3], OPTRACE_CONTAINS("refused:"));
+  CHECK_THAT(loaded[4], OPTRACE_CONTAINS("refused:"));
 }

@@ -1,5 +1,5 @@
 // Keeps include/optrace/ layered: it reads every header's `#include <optrace/...>` lines and checks
-// them against the one declared list of layers below. The README's "Architecture" section shows
+// them against the one declared list of layers below. docs/architecture.md ("Layers") shows
 // the same list.
 #include "optrace_catch.hpp"
 

@@ -112,26 +112,42 @@ optrace::OpTrace trace_script(const std::string& source, const std::string& inpu
 }
 
 bool python_torch_available() {
-  std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
-  return std::system(cmd.c_str()) == 0;
+  static const bool available = [] {
+    std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }();
+  return available;
 }
 
-// Runs tests/python/dispatch_tracer.py over the same source and inputs; "" if python3-torch is absent.
-// `backward`: see trace_script; detach.default is left out there: how many AccumulateGrad runs
-// depends on reference counts, which the Python tracer's own references raise (it records two
-// where a C++ program runs one).
-std::string python_trace(const std::string& name, const std::string& source, const std::string& inputs_json,
-                         bool backward = false) {
-  std::string src = optrace_test::temp_path(name + ".ts");
-  std::string in = optrace_test::temp_path(name + ".inputs.json");
-  std::string out = optrace_test::temp_path(name + ".py_trace.json");
-  optrace::detail::write_file_atomic(src, source);
-  optrace::detail::write_file_atomic(in, inputs_json);
+// One model for tests/python/dispatch_tracer.py. `backward`: see trace_script; detach.default is
+// left out there: how many AccumulateGrad runs depends on reference counts, which the Python
+// tracer's own references raise (it records two where a C++ program runs one).
+struct PythonJob {
+  std::string name, source, inputs_json;
+  bool backward = false;
+};
+
+// Runs tests/python/dispatch_tracer.py over the same sources and inputs, all in one Python
+// process (torch's import takes seconds), and returns each job's trace.
+std::vector<std::string> python_traces(const std::vector<PythonJob>& jobs) {
+  std::string list;
+  std::vector<std::string> outs;
+  for (const PythonJob& job : jobs) {
+    std::string src = optrace_test::temp_path(job.name + ".ts");
+    std::string in = optrace_test::temp_path(job.name + ".inputs.json");
+    outs.push_back(optrace_test::temp_path(job.name + ".py_trace.json"));
+    optrace::detail::write_file_atomic(src, job.source);
+    optrace::detail::write_file_atomic(in, job.inputs_json);
+    list += src + " " + in + " " + outs.back() + (job.backward ? " --backward --exclude detach.default" : "") + "\n";
+  }
+  const std::string jobs_path = optrace_test::temp_path("dispatch_tracer_jobs.txt");
+  optrace::detail::write_file_atomic(jobs_path, list);
   std::string script = std::string(OPTRACE_TEST_DATA) + "/../python/dispatch_tracer.py";
-  std::string cmd = std::string(OPTRACE_PYTHON) + " " + script + " " + src + " " + in + " " + out +
-                    (backward ? " --backward --exclude detach.default" : "");
+  std::string cmd = std::string(OPTRACE_PYTHON) + " " + script + " --batch " + jobs_path;
   REQUIRE(std::system(cmd.c_str()) == 0);
-  return optrace::detail::read_file(out);
+  std::vector<std::string> traces;
+  for (const std::string& out : outs) traces.push_back(optrace::detail::read_file(out));
+  return traces;
 }
 
 struct Model {
@@ -291,14 +307,22 @@ TEST_CASE("op tracer: the peer mlp gives the reference trace", "[op_tracer]") {
 
 TEST_CASE("op tracer: models of our own match the Python dispatch-mode tracer", "[op_tracer][python]") {
   if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  std::vector<PythonJob> jobs;
+  std::vector<std::string> ours;
   for (const Model& m : kModels) {
-    INFO("model " << m.name);
-    optrace::OpTrace trace = trace_script(m.source, m.inputs);
-    check_same_json(trace.to_json(), python_trace(m.name, m.source, m.inputs));
+    ours.push_back(trace_script(m.source, m.inputs).to_json());
+    jobs.push_back({m.name, m.source, m.inputs});
+  }
+  const std::vector<std::string> reference = python_traces(jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    INFO("model " << jobs[i].name);
+    check_same_json(ours[i], reference[i]);
   }
 }
 
 TEST_CASE("op tracer: each subclass-branch rule matches the Python tracer on a model that takes it", "[op_tracer][python]") {
+  std::vector<PythonJob> jobs;
+  std::vector<std::string> ours;
   for (const RuleModel& m : kRuleModels) {
     if (m.since_2_0 && !optrace::detail::kTorch2Branches) continue;  // no such branch in this libtorch
     INFO("model " << m.name << " (" << m.plain << " -> " << m.recorded << ")");
@@ -311,8 +335,16 @@ TEST_CASE("op tracer: each subclass-branch rule matches the Python tracer on a m
     // Everything recorded without the rules' context (all_levels) still shows the C++ branch.
     optrace::OpTrace raw = trace_script(m.source, m.inputs, optrace::OpTracerOptions().all_levels(true), m.backward);
     CHECK(raw.find(m.plain) != nullptr);
-    if (!python_torch_available()) continue;
-    check_same_json(trace.to_json(), python_trace(m.name, m.source, m.inputs, m.backward));
+    ours.push_back(trace.to_json());
+    jobs.push_back({m.name, m.source, m.inputs, m.backward});
+  }
+  // Each the reference tracer's trace of the same model (one Python process for all).
+  if (python_torch_available()) {
+    const std::vector<std::string> reference = python_traces(jobs);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      INFO("model " << jobs[i].name);
+      check_same_json(ours[i], reference[i]);
+    }
   }
   // Outside the composites and the autograd engine, the same ops are the program's own.
   optrace::OpTracer own;

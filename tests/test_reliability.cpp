@@ -174,7 +174,7 @@ TEST_CASE("reliability: a .gz path is written gzip-compressed and read back", "[
   CHECK(optrace::operator_inputs::load(log).trace.total_calls() == 18);  // t.default: non-compute, left out
 }
 
-// ---- readers: what the fuzzers found, and the README's table ---------------------------------
+// ---- readers: what the fuzzers found, and docs/reliability.md's table -----------------------
 
 TEST_CASE("reliability: op trace counts that overflow int64 are a JsonError", "[reliability]") {
   // Found by fuzz_op_trace: the counts' sum overflowed (signed overflow, undefined behaviour).

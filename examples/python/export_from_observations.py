@@ -13,7 +13,8 @@ part to reuse:
     args, kwargs = example_inputs(doc)          # tensors of the recorded shapes, dtypes, strides
     shapes = dynamic_shapes(doc)                # torch's _load_dynamic_shapes on the file's spec
     program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=shapes)
-    for args, kwargs, count in observed_inputs(doc): program.module()(*args, **kwargs)
+    for args, kwargs, count, skip_reason in observed_inputs(doc):
+        if not skip_reason: program.module()(*args, **kwargs)
 """
 import json
 import sys

@@ -17,7 +17,7 @@ namespace optrace {
 
 /// How a dynamic dim is written for torch.export (`to_python`, `to_json`). What each does at
 /// export time, measured with torch 2.6's `_load_dynamic_shapes` and `torch.export.export` (the
-/// README's "Exporting from observations" has the figures):
+/// proof is in docs/observer.md, "Exporting from observations"):
 enum class DimStyle {
   /// `Dim.AUTO` / `"_DimHint.AUTO"` for every dim not tied to another (tied dims, shared or
   /// derived, are named). Loads on torch 2.6 and later. torch keeps the dim dynamic, finds the

@@ -1,6 +1,6 @@
 // optrace/observations.hpp: Observations, an observation file loaded back: what an InputObserver saw, without the data
 #pragma once
-// The file's format is described in the README ("Observation files"); its writer and reader are
+// The file's format is described in docs/observer.md ("Observation files"); its writer and reader are
 // detail/observer/observation_file.hpp. `InputObserver::save` writes it.
 
 #include <optrace/detail/common/io.hpp>

@@ -1,4 +1,4 @@
-"""Runs examples/python/export_from_observations.py on the demo's observation file, as the README
+"""Runs examples/python/export_from_observations.py on the demo's observation file, as docs/observer.md
 says to: with torch >= 2.6 it must export and run every observed signature it can take; with an
 older torch (bookworm's 1.13) it must say which version it needs, without a traceback.
 

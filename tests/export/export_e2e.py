@@ -283,7 +283,7 @@ def check_style(name, style, model, doc, spec, args, kwargs, ours):
         fail("torch.export.export (%s style): %s" % (style, message))
     export_s = time.time() - started
     if style == "named" and name in NAMED_FAILS:
-        fail("the named style exported %s: update NAMED_FAILS and the README" % name)
+        fail("the named style exported %s: update NAMED_FAILS and docs/observer.md" % name)
 
     # Ranges. The named style: torch's are the spec's, exactly. The default style: the file's
     # symbols (its inputs' SymInt expressions) get torch's own ranges, which hold the observed

@@ -12,7 +12,9 @@ Prints one line per leaf (`s0*2+1` for a dim 2*s0 + 1, `5`, `None`, `_DimHint.AU
 C++ test to compare; exits 1 with the loader's message when the spec is refused. stderr says
 which loader ran.
 
-usage: check_dynamic_shapes_spec.py SPEC.json
+usage: check_dynamic_shapes_spec.py SPEC.json [SPEC.json ...]
+With several files (one Python start and torch import for all), each file's lines are followed
+by a line `== end`, and the exit status is 0.
 """
 import json
 import sys
@@ -89,7 +91,7 @@ def rules_2_6(spec):
     return out
 
 
-def main(path):
+def check(path):
     with open(path) as f:
         spec = json.load(f)
     load = real_loader()
@@ -109,5 +111,14 @@ def main(path):
     return 0
 
 
+def main(paths):
+    if len(paths) == 1:
+        return check(paths[0])
+    for path in paths:
+        check(path)
+        print("== end")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1:]))

@@ -1,6 +1,8 @@
 """optrace's reference: a Python TorchDispatchMode op tracer writing the hf op-trace schema.
 
 Usage: dispatch_tracer.py SOURCE.ts INPUTS.json OUT.json [--backward] [--exclude OP,OP]
+       dispatch_tracer.py --batch JOBS.txt   (one job a line, each the arguments above: one
+                                              Python start and torch import for all of them)
 
 SOURCE.ts is TorchScript source defining `forward(...)` (compiled with torch.jit.CompilationUnit,
 resolving `torch.X` as C++'s torch::jit::compile does);
@@ -121,9 +123,7 @@ def compile_as_cpp(source):
     return cu
 
 
-def main():
-    source_path, inputs_path, out_path = sys.argv[1:4]
-    options = sys.argv[4:]
+def trace(source_path, inputs_path, out_path, options):
     backward = "--backward" in options
     exclude = options[options.index("--exclude") + 1].split(",") if "--exclude" in options else []
     with open(source_path) as f:
@@ -147,6 +147,17 @@ def main():
                     cu.forward(*call)
     with open(out_path, "w") as f:
         json.dump(tracer.result(), f, indent=1)
+
+
+def main():
+    if sys.argv[1:2] == ["--batch"]:
+        with open(sys.argv[2]) as f:
+            for line in f:
+                if line.strip():
+                    args = line.split()
+                    trace(args[0], args[1], args[2], args[3:])
+    else:
+        trace(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:])
 
 
 if __name__ == "__main__":

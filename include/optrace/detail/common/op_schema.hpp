@@ -122,7 +122,8 @@ struct DefaultValue {
 /// out= one. Each rule names the composites open around the call, the op the C++ branch runs
 /// directly in them and what the other branch runs instead: another op taking the same leading
 /// arguments, and/or one bool argument with another value. Every call site of those predicates
-/// in PyTorch 1.13 and 2.6 was read; the README ("What OpTracer records") lists them all, with
+/// in PyTorch 1.13 and 2.6 was read; docs/op-tracer.md ("Where C++ and the reference run
+/// different ops") lists them all, with
 /// the branches no rule can express (another sequence of ops) and the test of each rule.
 struct ContextRule {
   /// The decomposing ops open around the call, outermost first, by name without overload; the
