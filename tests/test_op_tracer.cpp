@@ -129,7 +129,8 @@ struct PythonJob {
 
 // Runs tests/python/dispatch_tracer.py over the same sources and inputs, all in one Python
 // process (torch's import takes seconds), and returns each job's trace.
-std::vector<std::string> python_traces(const std::vector<PythonJob>& jobs) {
+// `batch` names the job list: ctest runs the tests that call this at the same time.
+std::vector<std::string> python_traces(const std::string& batch, const std::vector<PythonJob>& jobs) {
   std::string list;
   std::vector<std::string> outs;
   for (const PythonJob& job : jobs) {
@@ -140,7 +141,7 @@ std::vector<std::string> python_traces(const std::vector<PythonJob>& jobs) {
     optrace::detail::write_file_atomic(in, job.inputs_json);
     list += src + " " + in + " " + outs.back() + (job.backward ? " --backward --exclude detach.default" : "") + "\n";
   }
-  const std::string jobs_path = optrace_test::temp_path("dispatch_tracer_jobs.txt");
+  const std::string jobs_path = optrace_test::temp_path(batch + ".dispatch_tracer_jobs.txt");
   optrace::detail::write_file_atomic(jobs_path, list);
   std::string script = std::string(OPTRACE_TEST_DATA) + "/../python/dispatch_tracer.py";
   std::string cmd = std::string(OPTRACE_PYTHON) + " " + script + " --batch " + jobs_path;
@@ -313,7 +314,7 @@ TEST_CASE("op tracer: models of our own match the Python dispatch-mode tracer", 
     ours.push_back(trace_script(m.source, m.inputs).to_json());
     jobs.push_back({m.name, m.source, m.inputs});
   }
-  const std::vector<std::string> reference = python_traces(jobs);
+  const std::vector<std::string> reference = python_traces("models", jobs);
   for (size_t i = 0; i < jobs.size(); ++i) {
     INFO("model " << jobs[i].name);
     check_same_json(ours[i], reference[i]);
@@ -340,7 +341,7 @@ TEST_CASE("op tracer: each subclass-branch rule matches the Python tracer on a m
   }
   // Each the reference tracer's trace of the same model (one Python process for all).
   if (python_torch_available()) {
-    const std::vector<std::string> reference = python_traces(jobs);
+    const std::vector<std::string> reference = python_traces("subclass_rules", jobs);
     for (size_t i = 0; i < jobs.size(); ++i) {
       INFO("model " << jobs[i].name);
       check_same_json(ours[i], reference[i]);
