@@ -36,9 +36,14 @@ struct CommandInfo {
 };
 
 inline const CommandInfo kCommands[] = {
-    {Command::summary, "summary", "optrace summary FILE... [--top N] [--json] [--jobs N] [--strides]",
+    {Command::summary, "summary",
+     "optrace summary FILE... [--by calls|time] [--group-by-shape] [--top N] [--json] [--jobs N] [--strides]",
      "  A trace: its ops with calls, share of calls and unique inputs, the most called first, and the\n"
      "  totals (--top N: the first N ops; --json: the same as JSON on stdout).\n"
+     "  --by time: a Kineto trace's (*.pt.trace.json[.gz]) ops and annotations by time, as torch's\n"
+     "  key_averages().table() prints them: the most self CPU time first, with total and average CPU\n"
+     "  time, memory when it was profiled, and calls (--top N: the first N rows; --json: the rows as\n"
+     "  JSON; --group-by-shape: a row per name and input shapes). --by calls is the default.\n"
      "  An observation file (InputObserver::save): its dynamic shapes, export arguments, warnings\n"
      "  and call signatures with their counts.\n"
      "  Several files: each in turn, in the order given (--json: a list), read --jobs at a time.\n"},
@@ -104,6 +109,8 @@ struct Invocation {
   bool force = false;               // merge, convert, replay: replace existing outputs
   int64_t top = 0;                  // summary, replay: rows in the tables (0: default)
   bool json = false;                // summary: JSON on stdout
+  bool by_time = false;             // summary --by time: torch's key_averages table of a Kineto trace
+  bool group_by_shape = false;      // summary --by time --group-by-shape: a row per name and input shapes
   int64_t jobs = 0;                 // summary, merge, convert: files read at once (0: one per core)
   // replay
 #ifndef OPTRACE_CLI_FRONT_END
@@ -203,10 +210,16 @@ inline void parse_summary(const Args& args, Invocation& inv) {
     else if (a == "--json") inv.json = true;
     else if (a == "--top") inv.top = int_of(a, value_of(args, i), 1);
     else if (a == "--jobs") inv.jobs = int_of(a, value_of(args, i), 1, 1024);
-    else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for summary");
+    else if (a == "--group-by-shape") inv.group_by_shape = true;
+    else if (a == "--by") {
+      const std::string by = value_of(args, i);
+      if (by != "calls" && by != "time") throw UsageError("option --by takes calls or time, got '" + by + "'");
+      inv.by_time = by == "time";
+    } else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for summary");
     else inv.inputs.push_back(a);
   }
   if (inv.inputs.empty()) throw UsageError("summary needs a file");
+  if (inv.group_by_shape && !inv.by_time) throw UsageError("--group-by-shape goes with --by time");
 }
 
 #ifndef OPTRACE_CLI_FRONT_END

@@ -1,6 +1,7 @@
 // examples/cli: the optrace command-line tool (CMake target optrace_cli, executable optrace).
 //
 //   optrace summary TRACE|OBSERVATIONS [--top N] [--json]
+//   optrace summary --by time KINETO_TRACE [--group-by-shape] [--top N] [--json]
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
@@ -32,6 +33,7 @@
 #include "parallel.hpp"
 
 #include <optrace/json/writer.hpp>
+#include <optrace/key_averages.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/op_trace.hpp>
 #ifdef OPTRACE_CLI_FRONT_END
@@ -56,6 +58,7 @@
 #endif
 
 #include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cstdlib>
 #include <iomanip>
@@ -183,9 +186,36 @@ std::string summary_of_observations(const Invocation& inv, const std::string& pa
   return out.str();
 }
 
+// `summary --by time`: torch's key_averages table of the Kineto trace at `path` (key_averages.hpp,
+// no libtorch), the most self CPU time first; --json: its rows. A file of another format is refused
+// in one line.
+std::string summary_by_time(const Invocation& inv, const std::string& path) {
+  auto refuse = [&path](const char* what) {
+    throw UsageError("summary --by time reads Kineto traces (*.pt.trace.json[.gz]); " + path + " is " + what);
+  };
+  if (files::is_observation_file(path)) refuse("an observation file");
+  const optrace::KeyAverages averages = [&] {
+    try {
+      return optrace::KeyAverages::from_kineto_file(path, inv.group_by_shape);
+    } catch (const optrace::Error&) {
+      // The reader speaks of JSON: a trace of another format is better called by its name (a
+      // second read, on this path only). Anything else is the reader's error.
+      const optrace::kineto::TraceFormat format = optrace::detail::kineto::detect_format(path);
+      if (format == optrace::kineto::TraceFormat::HfOpTrace) refuse("an hf op trace");
+      if (format == optrace::kineto::TraceFormat::OperatorInputs) refuse("an operator-inputs log");
+      throw;
+    }
+  }();
+  const int rows = inv.top > 0 ? static_cast<int>(std::min<int64_t>(inv.top, INT_MAX)) : -1;
+  if (inv.json) return averages.to_json("self_cpu_time_total", rows, 1);
+  const std::string table = averages.table("self_cpu_time_total", rows);
+  return "trace: " + path + "\n" + (table.empty() ? "no ops, annotations or runtime calls to time\n" : table);
+}
+
 // What `summary` prints for the file at `path` (a trace or an observation file); JSON without
 // its final newline.
 std::string summary_of(const Invocation& inv, const std::string& path) {
+  if (inv.by_time) return summary_by_time(inv, path);
   if (files::is_observation_file(path)) return summary_of_observations(inv, path);
   std::ostringstream out;
   const optrace::kineto::ImportResult imported = load_file(path, inv.import);

@@ -19,6 +19,10 @@
 #include <optrace/replay_types.hpp>
 #include <optrace/replay.hpp>
 
+// Profiling: timed traces (torch.profiler's Kineto format), key averages.
+#include <optrace/key_averages.hpp>
+#include <optrace/profiler.hpp>
+
 // Observed inputs: InputObserver, dynamic shapes, observation files, materialization.
 #include <optrace/value.hpp>
 #include <optrace/dynamic_shapes.hpp>

@@ -3,6 +3,7 @@
 // Kineto importer and the readers (replay), so that what one writes the others read.
 #pragma once
 
+#include <optrace/detail/common/json_text.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <c10/core/Layout.h>
@@ -98,28 +99,9 @@ inline std::string short_dtype_name(std::string_view python_name) {
 }
 
 /// Parses a double as Python and IValue print it ("1.0", "1.", "-0.001", "1e-05", "inf",
-/// "-inf", "nan"). False for anything else.
-inline bool parse_double(std::string_view s, double& out) {
-  if (s == "inf" || s == "+inf") {
-    out = std::numeric_limits<double>::infinity();
-    return true;
-  }
-  if (s == "-inf") {
-    out = -std::numeric_limits<double>::infinity();
-    return true;
-  }
-  if (s == "nan" || s == "-nan") {
-    out = std::numeric_limits<double>::quiet_NaN();
-    return true;
-  }
-  if (s.empty() || s.size() > 64) return false;
-  char buf[72];
-  std::memcpy(buf, s.data(), s.size());
-  buf[s.size()] = '\0';
-  char* end = nullptr;
-  out = std::strtod(buf, &end);
-  return end == buf + s.size();
-}
+/// "-inf", "nan"). False for anything else. (Defined with the JSON text facts, which need no
+/// libtorch: the Kineto readers that have none use it too.)
+using json::detail::parse_double;
 
 /// Parses a complex number as Python prints it ("(1+2j)", "2j", "(-0-1.5j)", "(nan+infj)") or
 /// IValue does ("1.+2.j"); nullopt for anything else.

@@ -2,9 +2,9 @@
 # tests/cli/front_end.sh OPTRACE OPTRACE_TORCH DATA WORKDIR: the front end (`optrace`, built
 # without libtorch) answers as the whole tool (`optrace-torch`) does, and hands it what it cannot do.
 #  - it does not load libtorch (ldd);
-#  - summary (text and --json, with --strides too), merge and convert to hf: the same stdout,
-#    stderr, exit status and written bytes as optrace-torch, on every format (Kineto .gz, logs, hf)
-#    and on bad input;
+#  - summary (text and --json, with --strides too; --by time too), merge and convert to hf: the
+#    same stdout, stderr, exit status and written bytes as optrace-torch, on every format (Kineto
+#    .gz, logs, hf) and on bad input;
 #  - Kineto outputs: written by the front end, the same bytes;
 #  - observation files (every file of DATA/observations, text and --json): the same answers,
 #    and the front end shows them without optrace-torch beside it;
@@ -40,6 +40,8 @@ same() {
 for k in "${!inputs[@]}"; do
   same "summary$k" summary "${inputs[$k]}"
   same "summary_json$k" summary "${inputs[$k]}" --json --strides
+  same "by_time$k" summary --by time "${inputs[$k]}"
+  same "by_time_json$k" summary --by time "${inputs[$k]}" --json --group-by-shape --top 5
   same "convert$k" convert "${inputs[$k]}" -o "OUT/c$k.json"
   cmp -s "$work/front/c$k.json" "$work/full/c$k.json" || fail "convert ${inputs[$k]}: the written traces differ"
 done

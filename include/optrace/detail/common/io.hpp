@@ -86,33 +86,44 @@ inline std::string read_file(const std::string& path, size_t spare = 0) {
   return data;
 }
 
-/// Writes `content` to `path` so that readers see the old file or the whole new one, never a
-/// part: write a temporary file beside it, flush it to disk, then rename it over `path`.
-/// Throws IoError naming `path` (Error::file).
-inline void write_file_atomic(const std::string& path, std::string_view content) {
+/// Writes to `path` what `produce` hands, piece by piece, to the sink it is given
+/// (`produce(sink)`, `sink(std::string_view)`), so that readers see the old file or the whole new
+/// one, never a part: write a temporary file beside it, flush it to disk, then rename it over
+/// `path`. What `produce` throws leaves no file. Throws IoError naming `path` (Error::file).
+template <class Produce>
+void write_file_atomic_with(const std::string& path, Produce&& produce) {
   about_file(path, [&] {
     std::string tmp = path + ".tmp." + std::to_string(::getpid());
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     OPTRACE_CHECK(fd >= 0, IoError, "cannot create '", tmp, "': ", std::strerror(errno));
-    const char* p = content.data();
-    size_t left = content.size();
-    while (left > 0) {
-      ssize_t w = ::write(fd, p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        raise<IoError>("cannot write '", tmp, "': ", std::strerror(err));
+    auto fail = [&](const char* what, int err) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      raise<IoError>("cannot ", what, " '", tmp, "': ", std::strerror(err));
+    };
+    auto sink = [&](std::string_view content) {
+      const char* p = content.data();
+      size_t left = content.size();
+      while (left > 0) {
+        ssize_t w = ::write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) fail("write", errno);
+        p += w;
+        left -= static_cast<size_t>(w);
       }
-      p += w;
-      left -= static_cast<size_t>(w);
+    };
+    try {
+      produce(sink);
+    } catch (const IoError&) {
+      throw;
+    } catch (...) {
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw;
     }
-    int synced = ::fsync(fd);
-    int sync_err = errno;
-    int closed = ::close(fd);
-    if (synced != 0 || closed != 0) {
-      int err = synced != 0 ? sync_err : errno;
+    if (::fsync(fd) != 0) fail("flush", errno);
+    if (::close(fd) != 0) {
+      int err = errno;
       ::unlink(tmp.c_str());
       raise<IoError>("cannot flush '", tmp, "': ", std::strerror(err));
     }
@@ -122,6 +133,11 @@ inline void write_file_atomic(const std::string& path, std::string_view content)
       raise<IoError>("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
     }
   });
+}
+
+/// Writes `content` to `path` atomically (see write_file_atomic_with).
+inline void write_file_atomic(const std::string& path, std::string_view content) {
+  write_file_atomic_with(path, [content](auto& sink) { sink(content); });
 }
 
 /// A regular file's bytes in memory, read-only, followed by at least `spare` readable zero bytes

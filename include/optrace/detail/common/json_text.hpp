@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -216,6 +217,30 @@ inline std::string describe_number(double d) {
   return "number " + std::string(buf, r.ptr);
 }
 inline std::string describe_list(size_t n) { return "a list of " + std::to_string(n); }
+
+// A double as Python and IValue print it ("1.0", "1.", "-0.001", "1e-05", "inf", "-inf", "nan");
+// false for anything else (optrace::parse_double, python_names.hpp).
+inline bool parse_double(std::string_view s, double& out) {
+  if (s == "inf" || s == "+inf") {
+    out = std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == "-inf") {
+    out = -std::numeric_limits<double>::infinity();
+    return true;
+  }
+  if (s == "nan" || s == "-nan") {
+    out = std::numeric_limits<double>::quiet_NaN();
+    return true;
+  }
+  if (s.empty() || s.size() > 64) return false;
+  char buf[72];
+  std::memcpy(buf, s.data(), s.size());
+  buf[s.size()] = '\0';
+  char* end = nullptr;
+  out = std::strtod(buf, &end);
+  return end == buf + s.size();
+}
 
 }  // namespace detail
 }  // namespace optrace::json

@@ -11,6 +11,7 @@
 // writes; anything else goes through a small DOM (read_args), whose errors name the path.
 
 #include <optrace/detail/common/op_schema.hpp>
+#include <optrace/detail/kineto/events.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/reader.hpp>
@@ -776,11 +777,6 @@ void read_recorded(const RawFields& raw, const PathFn& event_path, std::vector<R
   } else {
     read_args_dom(raw, event_path() + "/args", args, overload_hint, has_hint, problem);
   }
-}
-
-// The JSON pointer of event `index` of the list at `events_path`, for errors and examples.
-inline std::string event_path_of(std::string_view events_path, uint32_t index) {
-  return std::string(events_path) + "/" + std::to_string(index);
 }
 
 // Where a call was, for the report's examples: "/traceEvents/7: aten::add (Input type [...])".

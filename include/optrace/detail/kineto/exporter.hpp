@@ -93,9 +93,10 @@ inline void export_value(const std::string& dtype, const OpValue& v, std::string
   }
 }
 
-inline void export_input(json::Writer& w, const std::string& op, const OpInput& in, int64_t ts, int64_t id,
-                         const optrace::kineto::ExportOptions& options) {
-  const auto [qualified, overload] = qualified_name(op);
+// One call's arguments as the profiler's args keys: "Input Dims", "Input type", "Input Strides",
+// "Concrete Inputs" (and "TensorList dtypes", which the profiler does not write). The Profiler
+// writes its recorded calls with it too (profiler/kineto_writer.hpp).
+inline void write_input_args(json::Writer& w, const OpInput& in) {
   std::vector<std::string> types, concretes;
   bool any_list = false;
   for (size_t k = 0; k < in.input_shapes.size(); ++k) {
@@ -116,11 +117,6 @@ inline void export_input(json::Writer& w, const std::string& op, const OpInput& 
     const OpValue& v = in.non_tensor_inputs[k];
     return v.kind() == OpValue::Kind::TensorListRef ? in.tensor_list(v.as_tensor_list_ref()) : nullptr;
   };
-  w.begin_object();
-  w.key("ph").value("X").key("cat").value("cpu_op").key("name").value(qualified);
-  w.key("pid").value(options.pid()).key("tid").value(options.tid()).key("ts").value(ts).key("dur").value(int64_t{1});
-  w.key("args").begin_object();
-  w.key("External id").value(id);
   w.key("Input Dims").begin_array();
   for (size_t k = 0; k < types.size(); ++k) {
     if (in.input_shapes[k]) {
@@ -171,6 +167,17 @@ inline void export_input(json::Writer& w, const std::string& op, const OpInput& 
     }
     w.end_array();
   }
+}
+
+inline void export_input(json::Writer& w, const std::string& op, const OpInput& in, int64_t ts, int64_t id,
+                         const optrace::kineto::ExportOptions& options) {
+  const auto [qualified, overload] = qualified_name(op);
+  w.begin_object();
+  w.key("ph").value("X").key("cat").value("cpu_op").key("name").value(qualified);
+  w.key("pid").value(options.pid()).key("tid").value(options.tid()).key("ts").value(ts).key("dur").value(int64_t{1});
+  w.key("args").begin_object();
+  w.key("External id").value(id);
+  write_input_args(w, in);
   w.key("Overload name").value(overload);
   w.key("count").value(in.count);
   w.end_object();

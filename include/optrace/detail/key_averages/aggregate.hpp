@@ -1,0 +1,242 @@
+// optrace/detail/key_averages/aggregate.hpp: timed events added up into rows, as torch's key_averages does
+#pragma once
+// torch 2.6 (torch/autograd/profiler.py `_parse_kineto_results`, profiler_util.py `EventList`),
+// step by step, so that the rows are torch's for the same events:
+// 1. Events: all but a few utility names (`_filter_name`), whose time stays their parent's own;
+//    every `ProfilerStep#N` is named `ProfilerStep*` (`_rewrite_name`, with_wildcard).
+// 2. Memory: an event's memory is every memory record whose time lies in [start, end], on any
+//    thread, counted when it is on the CPU (`MemRecordsAcc.in_interval`); a record in no event
+//    becomes an event of its own, named "[memory]", of no duration (a row of torch's table).
+//    torch takes [start, end] as float microseconds of its clock (nanoseconds since the epoch)
+//    times 1000, which today are multiples of 256 ns: a free 100 ns before an op's end can fall
+//    out of it. The bounds are worked out the same way (torch_bound_ns), given where the events'
+//    time 0 is on that clock.
+// 3. The list: by start, the longer first among events that start together (a stable sort).
+// 4. Nesting, per thread (`_populate_cpu_children`): in list order, an event is a child of the
+//    innermost open event that contains it; one that overlaps its parent's end closes it first.
+// 5. A call nested alone in a call of the same name is merged into it (`_remove_dup_nodes`, until
+//    nothing changes): its children become the outer call's, and it is no call of its own, so a
+//    recursion counts once. A same-name child beside others stays a call.
+// 6. Self time and memory: the event's minus its children's (`self_cpu_time_total`).
+// 7. Rows by (name, user annotation, input shapes when grouped), in the order their first event
+//    has in the list (`key_averages`' dict).
+// Times are integer nanoseconds (the profiler's clock) for nesting and memory, and torch's floats
+// (nanoseconds / 1000, from the same origin) for the times of the rows.
+
+#include <optrace/error.hpp>
+#include <optrace/key_averages_types.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::key_averages {
+
+// profiler_util._filter_name: the events torch leaves out before anything else.
+inline bool filtered_out(std::string_view name) {
+  for (std::string_view utility : {"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                                   "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                                   "aten::is_leaf", "aten::output_nr", "aten::_version"})
+    if (name == utility) return true;
+  return false;
+}
+
+// The name of an event's row (profiler_util._rewrite_name with a wildcard).
+inline std::string row_name(std::string name) {
+  if (name.rfind("ProfilerStep#", 0) == 0) return "ProfilerStep*";
+  return name;
+}
+
+// Memory torch counts as CPU memory: CPU, MKLDNN and IDEEP (profiler.py `_cpu_memory_usage`).
+inline bool cpu_memory(int device_type) { return device_type == 0 || device_type == 2 || device_type == 5; }
+
+// Microseconds as integer nanoseconds; false for a time that is no finite number within int64
+// nanoseconds.
+inline bool to_ns(double us, int64_t& out) {
+  if (!(std::fabs(us) < 9.2e15)) return false;
+  out = static_cast<int64_t>(std::llround(us * 1000.0));
+  return true;
+}
+
+// (ns / 1000) * 1000 as Python works it out for MemRecordsAcc.in_interval: the quotient of the
+// integers correctly rounded to a double (q + r / 1000 is: q is exact, r / 1000 rounds too little
+// to cross a midpoint), then the product rounded.
+inline double torch_bound_ns(int64_t ns) {
+  const int64_t q = ns / 1000, r = ns % 1000;
+  return (static_cast<double>(q) + static_cast<double>(r) / 1000.0) * 1000.0;
+}
+// a >= b and a <= b, exactly, for an integer and a double (as Python compares them).
+inline bool at_least(int64_t a, double b) {
+  if (!(b > -9.2e18)) return true;
+  if (!(b < 9.2e18)) return false;
+  return a >= static_cast<int64_t>(std::ceil(b));
+}
+inline bool at_most(int64_t a, double b) {
+  if (!(b < 9.2e18)) return true;
+  if (!(b > -9.2e18)) return false;
+  return a <= static_cast<int64_t>(std::floor(b));
+}
+
+inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory, bool by_input_shape,
+                                         int64_t time_zero_ns) {
+  struct Node {  // one of torch's FunctionEvents
+    std::string name, shapes;
+    int64_t tid = 0, start = 0, end = 0, memory = 0;
+    bool user_annotation = false;
+    int64_t parent = -1;
+    std::vector<int64_t> children;
+  };
+  std::vector<Node> nodes;
+  nodes.reserve(events.size());
+  for (size_t k = 0; k < events.size(); ++k) {
+    TimedEvent& e = events[k];
+    if (filtered_out(e.name)) continue;
+    auto what = [&] { return "event " + std::to_string(k) + " (" + e.name + ")"; };
+    Node n;
+    int64_t dur = 0;
+    if (!to_ns(e.start_us, n.start)) raise<ArgumentError>(what(), ": start_us must be a finite number of microseconds, got ", e.start_us);
+    if (!to_ns(e.dur_us, dur) || dur < 0)
+      raise<ArgumentError>(what(), ": dur_us must be a finite number of microseconds of at least 0, got ", e.dur_us);
+    if (__builtin_add_overflow(n.start, dur, &n.end)) raise<ArgumentError>(what(), ": start_us + dur_us is beyond int64 nanoseconds");
+    n.name = row_name(std::move(e.name));
+    n.shapes = std::move(e.input_shapes);
+    n.tid = e.tid;
+    n.user_annotation = e.user_annotation;
+    nodes.push_back(std::move(n));
+  }
+
+  // 2. Memory: the records by time, their CPU bytes summed, and a count of the events over each
+  // (a difference array: a record no event covers becomes a "[memory]" event).
+  std::vector<size_t> by_time(memory.size());
+  std::vector<int64_t> times(memory.size());
+  for (size_t k = 0; k < memory.size(); ++k) {
+    by_time[k] = k;
+    if (!to_ns(memory[k].ts_us, times[k]))
+      raise<ArgumentError>("memory record ", k, ": ts_us must be a finite number of microseconds, got ", memory[k].ts_us);
+  }
+  std::stable_sort(by_time.begin(), by_time.end(), [&](size_t a, size_t b) { return times[a] < times[b]; });
+  std::vector<int64_t> sorted_times(memory.size()), cpu_bytes_before(memory.size() + 1, 0), covering(memory.size() + 1, 0);
+  for (size_t i = 0; i < by_time.size(); ++i) {
+    const MemoryRecord& r = memory[by_time[i]];
+    sorted_times[i] = times[by_time[i]];
+    cpu_bytes_before[i + 1] = cpu_bytes_before[i] + (cpu_memory(r.device_type) ? r.bytes : 0);
+  }
+  if (!memory.empty()) {
+    auto on_clock = [time_zero_ns](int64_t ns) {
+      int64_t out = 0;
+      if (__builtin_add_overflow(ns, time_zero_ns, &out)) raise<ArgumentError>("time_zero_ns + the times is beyond int64 nanoseconds");
+      return out;
+    };
+    for (int64_t& t : sorted_times) t = on_clock(t);
+    for (Node& n : nodes) {
+      const double from = torch_bound_ns(on_clock(n.start)), to = torch_bound_ns(on_clock(n.end));
+      const size_t lo = static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
+                                                                 [from](int64_t t) { return !at_least(t, from); }) - sorted_times.begin());
+      const size_t hi = std::max(lo, static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
+                                                                              [to](int64_t t) { return at_most(t, to); }) - sorted_times.begin()));
+      n.memory = cpu_bytes_before[hi] - cpu_bytes_before[lo];
+      ++covering[lo];
+      --covering[hi];
+    }
+    std::vector<bool> covered(memory.size());
+    int64_t open = 0;
+    for (size_t i = 0; i < by_time.size(); ++i) covered[by_time[i]] = (open += covering[i]) > 0;
+    for (size_t k = 0; k < memory.size(); ++k) {  // in the records' order, after the events
+      if (covered[k]) continue;
+      Node n;
+      n.name = "[memory]";
+      n.tid = memory[k].tid;
+      n.start = n.end = times[k];
+      n.memory = cpu_memory(memory[k].device_type) ? memory[k].bytes : 0;
+      nodes.push_back(std::move(n));
+    }
+  }
+
+  // 3. The list.
+  std::vector<int64_t> list(nodes.size());
+  for (size_t k = 0; k < list.size(); ++k) list[k] = static_cast<int64_t>(k);
+  std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) {
+    const Node& x = nodes[static_cast<size_t>(a)];
+    const Node& y = nodes[static_cast<size_t>(b)];
+    return x.start != y.start ? x.start < y.start : x.end > y.end;
+  });
+  auto node = [&nodes](int64_t k) -> Node& { return nodes[static_cast<size_t>(k)]; };
+
+  // 4. Nesting: each thread's events in list order, with a stack of the open ones.
+  std::vector<int64_t> by_thread = list;
+  std::stable_sort(by_thread.begin(), by_thread.end(), [&](int64_t a, int64_t b) { return node(a).tid < node(b).tid; });
+  std::vector<int64_t> open;
+  for (size_t i = 0; i < by_thread.size(); ++i) {
+    Node& e = node(by_thread[i]);
+    if (i > 0 && node(by_thread[i - 1]).tid != e.tid) open.clear();
+    while (!open.empty()) {
+      Node& parent = node(open.back());
+      if (e.start >= parent.end || e.end > parent.end) {
+        open.pop_back();
+        continue;
+      }
+      parent.children.push_back(by_thread[i]);
+      e.parent = open.back();
+      break;
+    }
+    open.push_back(by_thread[i]);
+  }
+
+  // 5. Calls nested alone in a call of the same name, merged into it (torch's passes, in list order).
+  for (;;) {
+    std::vector<bool> merged(nodes.size(), false);
+    bool any = false;
+    for (int64_t k : list) {
+      Node& e = node(k);
+      if (e.parent < 0) continue;
+      Node& parent = node(e.parent);
+      if (parent.name != e.name || parent.children.size() != 1) continue;
+      parent.children = e.children;
+      for (int64_t child : e.children) node(child).parent = e.parent;
+      merged[static_cast<size_t>(k)] = any = true;
+    }
+    if (!any) break;
+    list.erase(std::remove_if(list.begin(), list.end(), [&](int64_t k) { return merged[static_cast<size_t>(k)]; }), list.end());
+  }
+
+  // 6 and 7. Self time and memory; rows in order of first appearance. The times are torch's
+  // floats, added in torch's order (the same last bits, so the same table).
+  auto elapsed_us = [](const Node& e) { return static_cast<double>(e.end) / 1000.0 - static_cast<double>(e.start) / 1000.0; };
+  std::vector<KeyAverage> rows;
+  std::unordered_map<std::string, size_t> row_of;
+  std::string key;
+  for (int64_t k : list) {
+    Node& e = node(k);
+    double children_us = 0;
+    int64_t self_memory = e.memory;
+    for (int64_t child : e.children) {
+      children_us += elapsed_us(node(child));
+      self_memory -= node(child).memory;
+    }
+    if (by_input_shape && e.shapes.empty()) e.shapes = "[]";  // what torch prints for no recorded shapes
+    key.assign(e.name).append(1, '\0').append(e.user_annotation ? "1" : "0");
+    if (by_input_shape) key.append(1, '\0').append(e.shapes);
+    auto [it, fresh] = row_of.emplace(key, rows.size());
+    if (fresh) {
+      KeyAverage row;
+      row.name = e.name;
+      if (by_input_shape) row.input_shapes = e.shapes;
+      row.user_annotation = e.user_annotation;
+      rows.push_back(std::move(row));
+    }
+    KeyAverage& row = rows[it->second];
+    row.calls += 1;
+    row.cpu_total_us += elapsed_us(e);
+    row.self_cpu_us += elapsed_us(e) - children_us;
+    row.cpu_memory += e.memory;
+    row.self_cpu_memory += self_memory;
+  }
+  return rows;
+}
+
+}  // namespace optrace::detail::key_averages

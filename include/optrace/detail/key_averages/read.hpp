@@ -1,0 +1,284 @@
+// optrace/detail/key_averages/read.hpp: a Kineto trace's timed events and memory records (no libtorch)
+#pragma once
+// torch computes key_averages from its in-memory events (profiler.py `_parse_kineto_results`):
+// every event of the profiler's result, the "[memory]" records attributed to the events around
+// them. What a trace file holds of those:
+// - "X" events of category `cpu_op` (ops, and TorchScript's own ranges: "forward", "<forward
+//   op>"; `Operator` in older traces), `user_annotation` (record_function, ProfilerStep#N), and
+//   the accelerator runtime's calls (`cuda_runtime`, `cuda_driver`, `xpu_runtime`, `mtia_runtime`,
+//   `privateuse1_runtime`, `privateuse1_driver`; `Runtime` in older traces): Kineto gives those
+//   the CPU as device, so torch's table has rows for them (cudaLaunchKernel), and they are
+//   children of the ops that make them;
+// - "i" events named "[memory]": the memory records ("Bytes", "Device Type").
+// Left out: kernels, memcpy and memset (device events: torch gives them no CPU time),
+// gpu_user_annotation, the "Trace" span, python_function events and flows.
+// Times are read exactly (integer nanoseconds), then made relative to the profiler's start (the
+// "Trace" span's ts, torch's trace_start_ns; else the earliest event's): torch's own start_us and
+// end_us, to the last bit, so that its floats add up to the same table. The profiler's clock
+// itself is "baseTimeNanoseconds" + ts (torch's start_ns()), which memory attribution rounds with
+// (aggregate.hpp).
+
+#include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/kineto/events.hpp>
+#include <optrace/error.hpp>
+#include <optrace/key_averages_types.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::key_averages {
+
+namespace od = simdjson::ondemand;
+
+// torch's text of an event's input shapes (str() of KinetoEvent::shapes()): each input's sizes,
+// [] for one that has none (a scalar, None, a tensor list).
+inline std::string input_shapes_text(const std::vector<std::optional<std::vector<int64_t>>>& shapes) {
+  std::string out = "[";
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    out += k > 0 ? ", [" : "[";
+    if (shapes[k])
+      for (size_t i = 0; i < shapes[k]->size(); ++i) out += (i > 0 ? ", " : "") + std::to_string((*shapes[k])[i]);
+    out += ']';
+  }
+  return out + "]";
+}
+
+// The categories of the "X" events torch's key_averages counts (see above).
+inline bool counted_category(std::string_view cat) {
+  for (std::string_view c : {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "mtia_runtime",
+                             "privateuse1_runtime", "privateuse1_driver", "Operator", "Runtime"})
+    if (cat == c) return true;
+  return false;
+}
+
+struct TraceEvents {
+  std::vector<TimedEvent> events;
+  std::vector<MemoryRecord> memory;
+  int64_t time_zero_ns = 0;  // the events' time 0 on the profiler's clock (KeyAverages::from_events)
+};
+
+class Reader {
+ public:
+  // Reads the trace `data` (`capacity` readable: simdjson's padding). Throws JsonError naming
+  // the event.
+  TraceEvents read(const char* data, size_t size, size_t capacity) {
+    od::parser parser;
+    kineto::walk_events(
+        parser, data, size, capacity, [this](od::array& events, const std::string& base) { read_events(events, base); },
+        [this](std::string_view key, od::value& v) {
+          // Only the memory columns' rounding depends on it: a value of another kind is left
+          // alone (the bounds are then exact), not an error.
+          int64_t ns;
+          if (key == "baseTimeNanoseconds" && !v.get_int64().get(ns)) base_ns_ = ns;
+        });
+    return finish();
+  }
+
+ private:
+  enum class Kind { Unknown, Timed, Memory, Span, Other };
+  struct Event {
+    std::string_view ph, cat, name, tid, ts, dur;
+    std::string shapes;
+    std::optional<int64_t> bytes, device_type;
+    bool has_ph = false, has_cat = false, has_name = false;
+    Kind kind() const {
+      if (!has_ph) return Kind::Unknown;
+      if (ph == "X")
+        return !has_cat ? Kind::Unknown : counted_category(cat) ? Kind::Timed : cat == "Trace" ? Kind::Span : Kind::Other;
+      if (ph == "i") return !has_name ? Kind::Unknown : name == "[memory]" ? Kind::Memory : Kind::Other;
+      return Kind::Other;
+    }
+  };
+
+  void read_events(od::array& events, const std::string& base) {
+    uint32_t index = 0;
+    for (auto element : events) {
+      std::string path;
+      auto event_path = [&]() -> const std::string& {
+        if (path.empty()) path = kineto::event_path_of(base, index);
+        return path;
+      };
+      od::value v;
+      if (auto e = element.get(v)) kineto::malformed(event_path(), e);
+      od::object obj;
+      if (v.get_object().get(obj)) kineto::expected(v, event_path(), "expected an event object");
+      Event ev;
+      for (auto member : obj) {
+        if (auto e = member.error()) kineto::malformed(event_path(), e);
+        od::field& f = member.value_unsafe();
+        const char* k = f.key().raw();
+        auto string_field = [&](std::string_view& into, bool& has, const char* key) {
+          if (!ondemand::read_string(f.value(), into)) kineto::expected(f.value(), event_path() + "/" + key, "expected a string");
+          has = true;
+        };
+        auto number_field = [&](std::string_view& into, const char* key) {
+          into = ondemand::raw_token(f.value());
+          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
+            kineto::expected(f.value(), event_path() + "/" + key, "expected a number");
+        };
+        if (ondemand::key_is(k, "ph")) string_field(ev.ph, ev.has_ph, "ph");
+        else if (ondemand::key_is(k, "cat")) string_field(ev.cat, ev.has_cat, "cat");
+        else if (ondemand::key_is(k, "name")) string_field(ev.name, ev.has_name, "name");
+        else if (ondemand::key_is(k, "tid")) ev.tid = ondemand::raw_token(f.value());
+        else if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
+        else if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
+        else if (ondemand::key_is(k, "args") && (ev.kind() == Kind::Unknown || ev.kind() == Kind::Timed || ev.kind() == Kind::Memory))
+          read_args(f.value(), ev, event_path);
+        if (ev.kind() == Kind::Other) break;  // the rest of a kernel, a flow, metadata: unread
+      }
+      const Kind kind = ev.kind();
+      if (kind == Kind::Timed) add_timed(ev, event_path);
+      else if (kind == Kind::Memory) add_memory(ev, event_path);
+      else if (kind == Kind::Span && !trace_start_ && !ev.ts.empty()) trace_start_ = time_of(ev.ts, "ts", event_path);
+      ++index;
+    }
+  }
+
+  template <class PathFn>
+  void read_args(od::value& v, Event& ev, const PathFn& event_path) {
+    od::object args;
+    if (v.get_object().get(args)) kineto::expected(v, event_path() + "/args", "expected an object");
+    for (auto member : args) {
+      if (auto e = member.error()) kineto::malformed(event_path() + "/args", e);
+      od::field& f = member.value_unsafe();
+      const char* k = f.key().raw();
+      if (ondemand::key_is(k, "Input Dims")) {
+        ev.shapes = read_input_dims(f.value(), [&] { return event_path() + "/args/Input Dims"; });
+      } else if (ondemand::key_is(k, "Bytes") || ondemand::key_is(k, "Device Type")) {
+        const bool bytes = k[0] == 'B';
+        int64_t n;
+        if (f.value().get_int64().get(n))
+          kineto::expected(f.value(), event_path() + (bytes ? "/args/Bytes" : "/args/Device Type"), "expected an integer");
+        (bytes ? ev.bytes : ev.device_type) = n;
+      }
+    }
+  }
+
+  // "Input Dims": per input, a tensor's sizes, a tensor list's sizes (a list of lists), or [].
+  template <class PathFn>
+  std::string read_input_dims(od::value& v, const PathFn& path) {
+    od::array inputs;
+    if (v.get_array().get(inputs)) kineto::expected(v, path(), "expected a list of each input's sizes");
+    shapes_.clear();
+    size_t k = 0;
+    for (auto input : inputs) {
+      auto input_path = [&] { return path() + "/" + std::to_string(k); };
+      od::value x;
+      if (auto e = input.get(x)) kineto::malformed(input_path(), e);
+      od::array sizes;
+      if (x.get_array().get(sizes)) kineto::expected(x, input_path(), "expected a list of sizes");
+      std::vector<int64_t> dims;
+      bool list = false;
+      size_t i = 0;
+      for (auto size : sizes) {
+        od::value d;
+        if (auto e = size.get(d)) kineto::malformed(input_path(), e);
+        od::json_type t;
+        if (auto e = d.type().get(t)) kineto::malformed(input_path(), e);
+        int64_t n = 0;
+        if (t == od::json_type::array) list = true;  // a tensor list: torch shows no sizes for it
+        else if (d.get_int64().get(n)) kineto::expected(d, input_path() + "/" + std::to_string(i), "expected a size (an integer)");
+        dims.push_back(n);
+        ++i;
+      }
+      if (list) shapes_.emplace_back();
+      else shapes_.emplace_back(std::move(dims));
+      ++k;
+    }
+    return input_shapes_text(shapes_);
+  }
+
+  template <class PathFn>
+  int64_t time_of(std::string_view token, const char* key, const PathFn& event_path) {
+    if (token.empty()) throw JsonError(event_path(), "missing key \"" + std::string(key) + "\"");
+    int64_t ns;
+    if (!kineto::parse_time_ns(token, ns))
+      throw JsonError(event_path() + "/" + key, "expected a time in microseconds, got " + json::detail::describe_number(token));
+    return ns;
+  }
+
+  // A thread's id: the integer "tid" holds, or one of its own for any other token (GPU streams are
+  // named, "stream 7"); 0 when absent.
+  int64_t thread_of(std::string_view token) {
+    int64_t id = 0;
+    auto r = std::from_chars(token.data(), token.data() + token.size(), id);
+    if (token.empty() || (r.ec == std::errc() && r.ptr == token.data() + token.size())) return id;
+    auto it = named_threads_.emplace(std::string(token), std::numeric_limits<int64_t>::min() + static_cast<int64_t>(named_threads_.size())).first;
+    return it->second;
+  }
+
+  template <class PathFn>
+  void add_timed(Event& ev, const PathFn& event_path) {
+    if (!ev.has_name) throw JsonError(event_path(), "missing key \"name\"");
+    TimedEvent t;
+    t.name = std::string(ev.name);
+    t.tid = thread_of(ev.tid);
+    t.input_shapes = std::move(ev.shapes);
+    t.user_annotation = ev.cat == "user_annotation";
+    const int64_t ts = time_of(ev.ts, "ts", event_path), dur = time_of(ev.dur, "dur", event_path);
+    if (dur < 0) throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got " + json::detail::describe_number(ev.dur));
+    int64_t end = 0;
+    if (__builtin_add_overflow(ts, dur, &end))
+      throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
+    out_.events.push_back(std::move(t));
+    times_.push_back({ts, dur});
+  }
+
+  template <class PathFn>
+  void add_memory(Event& ev, const PathFn& event_path) {
+    if (!ev.bytes) throw JsonError(event_path() + "/args", "missing key \"Bytes\"");
+    MemoryRecord m;
+    m.tid = thread_of(ev.tid);
+    m.bytes = *ev.bytes;
+    m.device_type = static_cast<int>(ev.device_type.value_or(0));
+    out_.memory.push_back(m);
+    memory_times_.push_back(time_of(ev.ts, "ts", event_path));
+  }
+
+  // Times relative to the profiler's start, in microseconds (exact in a double for traces of up
+  // to 104 days).
+  TraceEvents finish() {
+    int64_t origin = std::numeric_limits<int64_t>::max();
+    for (const auto& [ts, dur] : times_) origin = std::min(origin, ts);
+    for (int64_t ts : memory_times_) origin = std::min(origin, ts);
+    if (trace_start_) origin = *trace_start_;
+    if (times_.empty() && memory_times_.empty()) origin = 0;
+    // On the clock, every time must fit int64 nanoseconds; else the clock is left out (exact bounds).
+    int64_t first = origin, last = origin, ignored = 0;
+    for (const auto& [ts, dur] : times_) first = std::min(first, ts), last = std::max(last, ts + dur);
+    for (int64_t ts : memory_times_) first = std::min(first, ts), last = std::max(last, ts);
+    if (__builtin_add_overflow(base_ns_, first, &ignored) || __builtin_add_overflow(base_ns_, last, &ignored)) base_ns_ = 0;
+    out_.time_zero_ns = base_ns_ + origin;
+    auto relative_us = [origin](int64_t ns) {
+      int64_t d = 0;
+      if (__builtin_sub_overflow(ns, origin, &d)) throw JsonError("", "the events' times span more than int64 nanoseconds");
+      return static_cast<double>(d) / 1000.0;
+    };
+    for (size_t k = 0; k < times_.size(); ++k) {
+      out_.events[k].start_us = relative_us(times_[k].first);
+      out_.events[k].dur_us = static_cast<double>(times_[k].second) / 1000.0;
+    }
+    for (size_t k = 0; k < memory_times_.size(); ++k) out_.memory[k].ts_us = relative_us(memory_times_[k]);
+    return std::move(out_);
+  }
+
+  TraceEvents out_;
+  std::vector<std::pair<int64_t, int64_t>> times_;  // per event: ts and dur, in nanoseconds
+  std::vector<int64_t> memory_times_;
+  std::vector<std::optional<std::vector<int64_t>>> shapes_;  // read_input_dims' scratch
+  std::unordered_map<std::string, int64_t> named_threads_;
+  std::optional<int64_t> trace_start_;  // the "Trace" span's ts
+  int64_t base_ns_ = 0;  // "baseTimeNanoseconds": the clock's epoch time of ts 0 (newer profilers write it)
+};
+
+}  // namespace optrace::detail::key_averages

@@ -1,0 +1,246 @@
+// optrace/detail/profiler/execution_trace.hpp: recorded windows written as PyTorch's host execution trace
+#pragma once
+// The file torch's ExecutionTraceObserver writes (schema "1.1.1-chakra.0.0.4"), which Chakra's
+// converter turns into a Chakra ET and chakra_trace_link joins with the Kineto trace of the same
+// steps by `rf_id` == the Kineto event's "Record function id". Its layout, as torch writes it:
+// - a header ("schema", "pid", "time", "start_ts"/"finish_ts": steady-clock milliseconds), and
+//   "nodes": a tree by "ctrl_deps" rooted at the process node (id 1, its own parent), one
+//   "[pytorch|profiler|execution_trace|thread]" node per thread under it, each range recorded on
+//   the thread under its enclosing range (or the thread node);
+// - per node "inputs"/"outputs" as parallel "values", "shapes", "types", "strides"; a tensor's
+//   value is [tensor_id, storage_id, offset, numel, itemsize, device], the ids taken from one
+//   counter shared with the nodes, by TensorImpl and by storage data address;
+// - "attrs": rf_id, fw_parent, seq_id, scope, tid (RecordFunction's thread id), fw_tid, op_schema,
+//   kernel_backend, kernel_file. Chakra's converter needs every one of the first seven.
+// On libtorch 1.13 too: its own observer writes only the older "execution graph" form, which
+// Chakra refuses.
+
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/profiler/et_values.hpp>
+#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/json/writer.hpp>
+
+#include <ATen/core/function_schema.h>
+#include <c10/core/ScalarTypeToTypeMeta.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <ctime>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace optrace::detail::profiler {
+
+inline int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+class ExecutionTraceWriter {
+ public:
+  ExecutionTraceWriter(std::string path, int64_t pid) : path_(std::move(path)), pid_(pid), start_ms_(steady_ms()) {
+    const std::time_t now = std::time(nullptr);
+    std::tm local{};
+    localtime_r(&now, &local);
+    char text[64];
+    std::strftime(text, sizeof text, "%Y-%m-%d %X", &local);
+    time_ = text;
+  }
+
+  const std::string& path() const { return path_; }
+
+  // Adds the nodes of one recording window.
+  void add(const Window& window) {
+    for (const auto& b : window.buffers) add_thread(*b);
+  }
+
+  // Writes the file (atomically: a failed write leaves none). Throws IoError.
+  void finish() {
+    json::Writer w;
+    w.begin_object();
+    w.key("schema").value("1.1.1-chakra.0.0.4");
+    w.key("pid").value(pid_);
+    w.key("time").value(time_);
+    w.key("start_ts").value(start_ms_);
+    w.key("nodes").begin_array();
+    for (const std::string& node : nodes_) w.raw(node);
+    w.raw(node_text(1, "[pytorch|profiler|execution_trace|process]", 1, Values{}, Values{}, Attrs{0, 0, -1, 7, 0, 0, ""}));
+    w.end_array();
+    w.key("finish_ts").value(steady_ms());
+    w.end_object();
+    write_file_atomic(path_, w.take());
+  }
+
+ private:
+  struct Values {
+    json::Writer values, shapes, types, strides;
+    Values() {
+      for (json::Writer* x : {&values, &shapes, &types, &strides}) x->begin_array();
+    }
+  };
+  struct Attrs {
+    int64_t rf_id, fw_parent, seq_id, scope, tid, fw_tid;
+    std::string op_schema;
+  };
+
+  int64_t id_of(int64_t address) {
+    if (address == 0) return 0;
+    auto [it, fresh] = object_ids_.emplace(address, 0);
+    if (fresh) it->second = next_id_++;
+    return it->second;
+  }
+
+  // One encoded value (et_values.hpp) from `k[p]` on, written into the values, shapes and strides
+  // lists; returns its type ("Tensor(float)", "GenericList[Int,Int]", ...).
+  std::string value(const std::vector<int64_t>& k, size_t& p, json::Writer& values, json::Writer& shapes,
+                    json::Writer& strides) {
+    const int64_t tag = k[p++];
+    auto string_at = [&k, &p] {
+      const size_t n = static_cast<size_t>(k[p++]);
+      std::string s(n, '\0');
+      for (size_t i = 0; i < n; i += 8) {
+        const int64_t packed = k[p++];
+        std::memcpy(&s[i], &packed, std::min<size_t>(8, n - i));
+      }
+      return s;
+    };
+    switch (tag) {
+      case kEtTensor: {
+        const int64_t impl = k[p++], data = k[p++], offset = k[p++], numel = k[p++], itemsize = k[p++];
+        const auto device_type = static_cast<c10::DeviceType>(k[p++]);
+        const auto device_index = static_cast<c10::DeviceIndex>(k[p++]);
+        const auto dtype = static_cast<c10::ScalarType>(k[p++]);
+        const size_t ndim = static_cast<size_t>(k[p++]);
+        const int64_t tensor_id = id_of(impl), storage_id = id_of(data);
+        values.begin_array().value(tensor_id).value(storage_id).value(offset).value(numel).value(itemsize);
+        values.value(data == 0 ? std::string() : c10::Device(device_type, device_index).str()).end_array();
+        shapes.begin_array();
+        for (size_t i = 0; i < ndim; ++i) shapes.value(k[p + i]);
+        shapes.end_array();
+        strides.begin_array();
+        for (size_t i = 0; i < ndim; ++i) strides.value(k[p + ndim + i]);
+        strides.end_array();
+        p += 2 * ndim;
+        return "Tensor(" + std::string(c10::scalarTypeToTypeMeta(dtype).name()) + ")";
+      }
+      case kEtList:
+      case kEtTuple: {
+        const size_t n = static_cast<size_t>(k[p++]);
+        std::string types;
+        values.begin_array();
+        shapes.begin_array();
+        strides.begin_array();
+        for (size_t i = 0; i < n; ++i) types += (i > 0 ? "," : "") + value(k, p, values, shapes, strides);
+        values.end_array();
+        shapes.end_array();
+        strides.end_array();
+        return (tag == kEtList ? "GenericList[" : "Tuple[") + types + "]";
+      }
+      default: break;
+    }
+    shapes.begin_array().end_array();
+    strides.begin_array().end_array();
+    switch (tag) {
+      case kEtInt: values.value(k[p++]); return "Int";
+      case kEtBool: values.value(k[p++] != 0); return "Bool";
+      case kEtDouble: {
+        double d;
+        std::memcpy(&d, &k[p++], sizeof d);
+        if (std::isfinite(d)) values.raw(std::to_string(d));  // torch: std::to_string, "0.010000"
+        else values.value(std::isnan(d) ? "nan" : d > 0 ? "inf" : "-inf");
+        return "Double";
+      }
+      case kEtString: values.value(string_at()); return "String";
+      case kEtDevice: {
+        const auto type = static_cast<c10::DeviceType>(k[p++]);
+        values.value(c10::Device(type, static_cast<c10::DeviceIndex>(k[p++])).str());
+        return "Device";
+      }
+      case kEtOther: {
+        const std::string tag_name = string_at();
+        values.value("<" + tag_name + ">");
+        return tag_name;
+      }
+      default: values.value("<None>"); return "None";
+    }
+  }
+
+  void values_of(const ThreadBuffer& b, uint32_t begin, uint32_t end, Values& out) {
+    size_t p = begin;
+    while (p < end) out.types.value(value(b.et_tokens, p, out.values, out.shapes, out.strides));
+  }
+
+  static std::string node_text(int64_t id, const std::string& name, int64_t parent, Values&& inputs, Values&& outputs,
+                               const Attrs& a) {
+    json::Writer w;
+    w.begin_object();
+    w.key("id").value(id).key("name").value(name).key("ctrl_deps").value(parent);
+    for (const auto& io : {std::pair<const char*, Values*>{"inputs", &inputs}, {"outputs", &outputs}}) {
+      Values* v = io.second;
+      w.key(io.first).begin_object();
+      w.key("values").raw(v->values.end_array().take());
+      w.key("shapes").raw(v->shapes.end_array().take());
+      w.key("types").raw(v->types.end_array().take());
+      w.key("strides").raw(v->strides.end_array().take());
+      w.end_object();
+    }
+    w.key("attrs").begin_array();
+    auto attr = [&w](const char* name, const char* type, auto value) {
+      w.begin_object().key("name").value(name).key("type").value(type).key("value").value(value).end_object();
+    };
+    attr("rf_id", "uint64", a.rf_id);
+    attr("fw_parent", "uint64", a.fw_parent);
+    attr("seq_id", "int64", a.seq_id);
+    attr("scope", "uint64", a.scope);
+    attr("tid", "uint64", a.tid);
+    attr("fw_tid", "uint64", a.fw_tid);
+    attr("op_schema", "string", a.op_schema);
+    attr("kernel_backend", "string", "");
+    attr("kernel_file", "string", "");
+    w.end_array();
+    w.end_object();
+    return w.take();
+  }
+
+  void add_thread(const ThreadBuffer& b) {
+    const int64_t tid = static_cast<int64_t>(b.rf_thread_id);
+    const int64_t thread_node = next_id_++;
+    nodes_.push_back(node_text(thread_node, "[pytorch|profiler|execution_trace|thread]", 1, Values{}, Values{},
+                               Attrs{0, 0, -1, 7, tid, 0, ""}));
+    std::vector<int64_t> ids(b.events.size(), thread_node);  // a range left out: its children go to the thread
+    for (size_t i = 0; i < b.events.size(); ++i) {
+      const Event& e = b.events[i];
+      if (e.end_ns < 0) continue;
+      Values inputs, outputs;
+      values_of(b, e.et_inputs_begin, e.et_inputs_end, inputs);  // input tensors' ids come before the op's
+      ids[i] = next_id_++;
+      values_of(b, e.et_outputs_begin, e.et_outputs_end, outputs);
+      const int64_t parent = e.parent >= 0 ? ids[static_cast<size_t>(e.parent)] : thread_node;
+      // fw_parent: the range open on the forward thread when the autograd node began; known here
+      // when that is this thread (libtorch runs CPU backward on the calling thread).
+      const int64_t fw_parent = e.fwd_thread_id != 0 && e.fwd_thread_id == b.rf_thread_id ? parent : 0;
+      std::string schema;
+      if (e.op != nullptr && e.op->live != nullptr) {
+        std::ostringstream s;
+        s << *e.op->live->schema;
+        schema = s.str();
+      }
+      nodes_.push_back(node_text(ids[i], event_name(b, e), parent, std::move(inputs), std::move(outputs),
+                                 Attrs{static_cast<int64_t>(e.rf_id), fw_parent, e.seq_nr, e.scope, tid,
+                                       static_cast<int64_t>(e.fwd_thread_id), std::move(schema)}));
+    }
+  }
+
+  std::string path_;
+  int64_t pid_;
+  int64_t start_ms_;
+  std::string time_;
+  int64_t next_id_ = 2;
+  std::unordered_map<int64_t, int64_t> object_ids_;
+  std::vector<std::string> nodes_;
+};
+
+}  // namespace optrace::detail::profiler

@@ -1,0 +1,285 @@
+// optrace/detail/profiler/kineto_writer.hpp: a recorded window written as torch.profiler's Kineto trace
+#pragma once
+// The layout is torch 2.6's own (`*.pt.trace.json` as tensorboard_trace_handler writes it):
+// top-level metadata, then per thread its "X" events (cat "cpu_op" for ops and autograd nodes,
+// "user_annotation" for record_function ranges and ProfilerStep#N), "[memory]" instant events,
+// and "fwdbwd" flow events from each forward op to its autograd node. Times are microseconds
+// since `baseTimeNanoseconds` with nanosecond decimals, as Kineto writes them. The arguments'
+// text ("Input Dims", "Input type", "Concrete Inputs", ...) is the Kineto exporter's
+// (kineto/exporter.hpp), the inputs decoded by OpTracer's decoder.
+
+#include <optrace/detail/kineto/exporter.hpp>
+#include <optrace/detail/op_tracer/decoder.hpp>
+#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/json/writer.hpp>
+
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <unordered_map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::profiler {
+
+// What a trace says of the process and the profiling, beside the window's events.
+struct TraceInfo {
+  int64_t pid = 0;
+  std::string process_name;
+  int64_t base_ns = 0;          // baseTimeNanoseconds (epoch)
+  int64_t steady_to_epoch = 0;  // add to a steady-clock time to get epoch nanoseconds
+  bool record_shapes = false, profile_memory = false, with_stack = false;
+  std::string trace_id;
+};
+
+// An event's inputs as an OpInput (shapes, dtypes, values, strides of non-contiguous tensors).
+inline OpInput decode_inputs(const ThreadBuffer& b, const Event& e) {
+  OpInput in;
+  op_tracer::Decoder dec(b.tokens, e.tokens_begin, /*extended=*/true);
+  for (uint32_t i = 0; i < e.num_args; ++i) {
+    op_tracer::Decoded d = dec.value();
+    if (d.list) d.value = in.add_tensor_list(std::move(*d.list));
+    in.input_shapes.push_back(std::move(d.shape));
+    in.input_dtypes.push_back(std::move(d.dtype));
+    in.non_tensor_inputs.push_back(std::move(d.value));
+    in.input_strides.push_back(std::move(d.strides));
+  }
+  return in;
+}
+
+class KinetoWriter {
+ public:
+  KinetoWriter(const Window& window, const TraceInfo& info) : window_(window), info_(info) {}
+
+  std::string write(const std::string& trace_name) {
+    std::string out;
+    write(trace_name, [&out](std::string_view text) { out += text; }, &out);
+    return out;
+  }
+
+  // The trace's text in pieces, in order, each handed to `sink` (the file writer streams them:
+  // no 10 MB string to fault in page by page). `reserve`: a string to size for the whole text.
+  template <class Sink>
+  void write(const std::string& trace_name, Sink&& sink, std::string* reserve = nullptr) {
+    size_t estimate = 4096;
+    for (const auto& b : window_.buffers) estimate += 320 * b->events.size() + 260 * b->memory.size();
+    if (reserve != nullptr) reserve->reserve(estimate);
+    json::Writer w;
+    w.begin_object();
+    w.key("schemaVersion").value(int64_t{1});
+    w.key("deviceProperties").begin_array().end_array();
+    if (info_.record_shapes) w.key("record_shapes").value(int64_t{1});
+    if (info_.profile_memory) w.key("profile_memory").value(int64_t{1});
+    if (info_.with_stack) w.key("with_stack").value(int64_t{1});
+    w.key("trace_id").value(info_.trace_id);
+    w.key("traceName").value(trace_name);
+    w.key("displayTimeUnit").value("ms");
+    w.key("baseTimeNanoseconds").value(info_.base_ns);
+    w.key("traceEvents").begin_array();
+    write_metadata(w);
+    sink(w.take());
+    std::string chunk;
+    for (const auto& b : window_.buffers) {
+      write_thread(chunk, *b, sink);
+      sink(chunk);
+      chunk.clear();
+    }
+    write_flows(w);
+    w.begin_object().key("name").value("Record Window End").key("ph").value("i").key("s").value("g");
+    w.key("pid").value("").key("tid").value("").key("ts").raw(ts_text(window_.end_ns)).end_object();
+    w.end_array();
+    w.end_object();
+    sink(w.take());
+  }
+
+ private:
+  // Nanoseconds as microseconds with up to three decimals ("12139.893", "5.2"), as Kineto
+  // writes them; exact, and without a double's formatting.
+  static void append_micros(std::string& s, int64_t ns) {
+    if (ns < 0) s += '-';
+    const uint64_t v = ns < 0 ? static_cast<uint64_t>(-ns) : static_cast<uint64_t>(ns);
+    char buf[24];
+    s.append(buf, std::to_chars(buf, buf + sizeof buf, v / 1000).ptr);
+    const uint64_t frac = v % 1000;
+    if (frac == 0) return;
+    char digits[3] = {static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+                      static_cast<char>('0' + frac % 10)};
+    size_t n = 3;
+    while (digits[n - 1] == '0') --n;
+    s += '.';
+    s.append(digits, n);
+  }
+  std::string ts_text(int64_t steady_ns) const {
+    std::string s;
+    append_micros(s, steady_ns + info_.steady_to_epoch - info_.base_ns);
+    return s;
+  }
+
+  // The arguments' keys of an event, rendered once per distinct encoding: a profile repeats the
+  // same calls step after step (resnet18: ~430 distinct in 21,400 events of 50 steps).
+  const std::string& input_args_text(const ThreadBuffer& b, const Event& e) {
+    std::string key(reinterpret_cast<const char*>(b.tokens.data() + e.tokens_begin),
+                    sizeof(int64_t) * (e.tokens_end - e.tokens_begin));
+    key.append(reinterpret_cast<const char*>(&e.num_args), sizeof e.num_args);
+    auto [it, fresh] = args_text_.try_emplace(std::move(key));
+    if (fresh) {
+      json::Writer w;
+      w.begin_object();
+      kineto::write_input_args(w, decode_inputs(b, e));
+      w.end_object();
+      std::string text = w.take();
+      it->second = text.substr(1, text.size() - 2);  // the keys and values, without the braces
+    }
+    return it->second;
+  }
+
+  void write_metadata(json::Writer& w) {
+    const std::string ts = ts_text(window_.start_ns);
+    auto meta = [&](const char* name, int64_t tid, const char* key, auto value) {
+      w.begin_object().key("name").value(name).key("ph").value("M").key("ts").raw(ts);
+      w.key("pid").value(info_.pid).key("tid").value(tid);
+      w.key("args").begin_object().key(key).value(value).end_object().end_object();
+    };
+    meta("process_name", 0, "name", info_.process_name);
+    meta("process_labels", 0, "labels", "CPU");
+    meta("process_sort_index", 0, "sort_index", info_.pid);
+    for (const auto& b : window_.buffers) {
+      const std::string thread = "thread " + std::to_string(b->os_tid) + " (" + info_.process_name + ")";
+      meta("thread_name", b->os_tid, "name", thread);
+      meta("thread_sort_index", b->os_tid, "sort_index", b->os_tid);
+    }
+  }
+
+  // A thread's events, appended as text: the same JSON as json::Writer's (keys and values as it
+  // spaces them), at a few hundred nanoseconds an event instead of microseconds.
+  // `o` is handed to `sink` every ~1 MB. Each event follows a ", ": the metadata events come first.
+  template <class Sink>
+  void write_thread(std::string& o, const ThreadBuffer& b, Sink& sink) {
+    constexpr size_t kChunk = 1 << 20;
+    o.reserve(kChunk + 64 * 1024);
+    auto put_int = [&o](int64_t v) {
+      char buf[24];
+      o.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    };
+    std::string head;  // `"pid": P, "tid": T, "ts": ` of this thread
+    head = ", \"pid\": " + std::to_string(info_.pid) + ", \"tid\": " + std::to_string(b.os_tid) + ", \"ts\": ";
+    for (const Event& e : b.events) {
+      if (e.end_ns < 0) continue;  // still open when the window closed
+      const bool annotation = e.kind == EventKind::kUserAnnotation;
+      if (o.size() > kChunk) {
+        sink(o);
+        o.clear();
+      }
+      o += ", ";
+      o += annotation ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
+      o += e.name != nullptr ? escaped_name(e.name) : escaped(b.names[static_cast<size_t>(e.own_name)]);
+      o += head;
+      append_micros(o, e.start_ns + info_.steady_to_epoch - info_.base_ns);
+      o += ", \"dur\": ";
+      append_micros(o, e.end_ns - e.start_ns);
+      o += ", \"args\": {\"External id\": ";
+      put_int(++external_id_);
+      if (e.seq_nr >= 0 && !annotation) {
+        o += ", \"Sequence number\": ";
+        put_int(e.seq_nr);
+        o += ", \"Fwd thread id\": ";
+        put_int(static_cast<int64_t>(e.fwd_thread_id));
+      }
+      o += ", \"Record function id\": ";
+      put_int(static_cast<int64_t>(e.rf_id));
+      if (e.num_args > 0) {
+        o += ", ";
+        o += input_args_text(b, e);
+      }
+      o += ", \"Ev Idx\": ";
+      put_int(ev_idx_++);
+      o += "}}";
+      note_flow(b, e);
+    }
+    for (const MemoryEvent& m : b.memory) {
+      if (o.size() > kChunk) {
+        sink(o);
+        o.clear();
+      }
+      o += ", ";
+      o += "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\"";
+      o += head;
+      append_micros(o, m.ts_ns + info_.steady_to_epoch - info_.base_ns);
+      o += ", \"args\": {\"Total Reserved\": ";
+      put_int(m.total_reserved);
+      o += ", \"Total Allocated\": ";
+      put_int(m.total_allocated);
+      o += ", \"Bytes\": ";
+      put_int(m.bytes);
+      o += ", \"Addr\": ";
+      put_int(static_cast<int64_t>(m.addr));
+      o += ", \"Device Type\": ";
+      put_int(m.device_type);
+      o += ", \"Device Id\": ";
+      put_int(m.device_index);
+      o += ", \"Ev Idx\": ";
+      put_int(ev_idx_++);
+      o += "}}";
+    }
+  }
+
+  static std::string escaped(std::string_view s) {
+    std::string out;
+    json::Writer::append_string(out, s);
+    return out;
+  }
+  // Op names live as long as their op: escaped once per name.
+  const std::string& escaped_name(const char* name) {
+    auto [it, fresh] = names_.try_emplace(name);
+    if (fresh) it->second = escaped(name);
+    return it->second;
+  }
+
+  // Forward ops and the autograd nodes made for them share (forward thread, sequence number).
+  struct FlowEnd {
+    int64_t tid = 0;
+    int64_t ns = 0;  // steady clock
+    bool set = false;
+  };
+  void note_flow(const ThreadBuffer& b, const Event& e) {
+    if (e.seq_nr < 0) return;
+    // A forward op has no forward thread of its own (0); an autograd node's range (libtorch 1.13:
+    // the node's BACKWARD_FUNCTION range; 2.x: also "autograd::engine::evaluate_function: ..."
+    // around it, which comes first) names the thread of its forward op.
+    if (e.fwd_thread_id == 0) {
+      if (e.kind != EventKind::kOp) return;
+      FlowEnd& start = flows_[{b.rf_thread_id, e.seq_nr}].first;
+      if (!start.set) start = FlowEnd{b.os_tid, e.start_ns, true};
+    } else {
+      FlowEnd& end = flows_[{e.fwd_thread_id, e.seq_nr}].second;
+      if (!end.set) end = FlowEnd{b.os_tid, e.start_ns, true};
+    }
+  }
+
+  void write_flows(json::Writer& w) {
+    int64_t id = 0;
+    for (const auto& [key, ends] : flows_) {
+      if (!ends.first.set || !ends.second.set) continue;
+      ++id;
+      for (const FlowEnd* f : {&ends.first, &ends.second}) {
+        const bool start = f == &ends.first;
+        w.begin_object().key("ph").value(start ? "s" : "f").key("id").value(id);
+        w.key("pid").value(info_.pid).key("tid").value(f->tid).key("ts").raw(ts_text(f->ns));
+        w.key("cat").value("fwdbwd").key("name").value("fwdbwd");
+        if (!start) w.key("bp").value("e");
+        w.end_object();
+      }
+    }
+  }
+
+  const Window& window_;
+  const TraceInfo& info_;
+  int64_t external_id_ = 0, ev_idx_ = 0;
+  std::map<std::pair<uint64_t, int64_t>, std::pair<FlowEnd, FlowEnd>> flows_;
+  std::unordered_map<std::string, std::string> args_text_;
+  std::unordered_map<const char*, std::string> names_;
+};
+
+}  // namespace optrace::detail::profiler

@@ -1,0 +1,321 @@
+// optrace/detail/profiler/recorder.hpp: the Profiler's RecordFunction callbacks and memory reporter
+#pragma once
+// How the Profiler records, and why:
+// - One global RecordFunction callback pair, every scope (ops, autograd nodes, user annotations
+//   such as RecordScope and ProfilerStep#N), added when a recording window opens and removed when
+//   it closes. The callbacks are plain function pointers, so the recording is a global, as
+//   OpTracer's.
+// - Each thread appends to its own buffer (registered once per thread and window under a mutex):
+//   a start time, the names' address (dispatcher ops) or a copy (other ranges), RecordFunction's
+//   ids, and with record_shapes the inputs encoded by OpTracer's own encoder (encode_value) into
+//   the thread's token arena. Strings, dtype names and JSON are made only when the window's trace
+//   is written, off the stepping thread (kineto_writer.hpp).
+// - The same callbacks drive OpTracer's (op_tracer/recorder.hpp on_start/on_end) over a session
+//   the Profiler owns: one recording gives both the timed trace and the hf op trace.
+// - Memory: c10's allocators report each allocation and free to the thread's PROFILER_STATE
+//   debug info (a c10::MemoryReportingInfoBase); the Profiler installs one on the stepping thread,
+//   and libtorch's thread pools carry it into the threads they run the op's work on.
+
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/op_tracer/call_table.hpp>
+#include <optrace/detail/op_tracer/recorder.hpp>
+#include <optrace/detail/profiler/et_values.hpp>
+
+#include <ATen/record_function.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace optrace::detail::profiler {
+
+// Nanoseconds of a steady clock: what every event's times are taken with.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// The operating system's id of the calling thread, as torch.profiler writes it in "tid".
+inline int64_t os_thread_id() {
+#if defined(__linux__)
+  return static_cast<int64_t>(::syscall(SYS_gettid));
+#else
+  return static_cast<int64_t>(std::hash<std::thread::id>()(std::this_thread::get_id()));
+#endif
+}
+
+enum class EventKind : uint8_t { kOp, kBackward, kUserAnnotation, kOther };
+
+// One RecordFunction range on one thread.
+struct Event {
+  const char* name = nullptr;  // a dispatcher op's name (lives as long as the op), or nullptr:
+  int32_t own_name = -1;       // ... then the index of a copy in ThreadBuffer::names
+  EventKind kind = EventKind::kOther;
+  uint8_t scope = 0;           // at::RecordScope
+  const OpInfo* op = nullptr;  // dispatcher ops only
+  int64_t start_ns = 0, end_ns = -1;  // end -1: still open when the window closed
+  uint64_t rf_id = 0;          // RecordFunction's handle: "Record function id", the ET's rf_id
+  int64_t seq_nr = -1;         // autograd's sequence number
+  uint64_t fwd_thread_id = 0;  // RecordFunction's id of the thread that ran the forward
+  int32_t parent = -1;         // the enclosing open event of the same thread, index in `events`
+  uint32_t tokens_begin = 0, tokens_end = 0;  // with record_shapes: the inputs' encoding
+  uint32_t num_args = 0;
+  // With an execution trace: the inputs and outputs with their tensors' identities
+  // (execution_trace.hpp encodes them into ThreadBuffer::et_tokens).
+  uint32_t et_inputs_begin = 0, et_inputs_end = 0, et_outputs_begin = 0, et_outputs_end = 0;
+};
+
+// One allocation (bytes > 0) or free (bytes < 0) that an allocator reported.
+struct MemoryEvent {
+  int64_t ts_ns = 0;
+  uintptr_t addr = 0;
+  int64_t bytes = 0, total_allocated = 0, total_reserved = 0;
+  int8_t device_type = 0, device_index = -1;
+};
+
+struct ThreadBuffer {
+  op_tracer::SpinLock mutex;  // taken by its thread on each event, and when the window closes
+  int64_t os_tid = 0;
+  uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
+  std::vector<Event> events;
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> et_tokens;
+  std::vector<std::string> names;
+  std::vector<MemoryEvent> memory;
+  std::vector<int32_t> open;  // indices of the open events, innermost last
+};
+
+inline std::string event_name(const ThreadBuffer& b, const Event& e) {
+  return e.name != nullptr ? std::string(e.name) : b.names[static_cast<size_t>(e.own_name)];
+}
+
+struct Settings {
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool execution_trace = false;
+};
+
+// One recording window: from a schedule's start of recording to its save (or stop()).
+struct Window {
+  Settings settings;
+  int64_t start_ns = 0, end_ns = 0;
+  std::mutex mutex;  // guards `buffers`
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  // Set when the window closes: a thread that got its buffer just before checks it under the
+  // buffer's lock, so nothing is appended once the window's trace is handed over.
+  std::atomic<bool> closed{false};
+};
+
+inline std::mutex& active_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline std::shared_ptr<Window>& active_window() {
+  static std::shared_ptr<Window> w;
+  return w;
+}
+inline std::atomic<uint64_t>& active_generation() {
+  static std::atomic<uint64_t> g{1};
+  return g;
+}
+
+struct ThreadState {
+  uint64_t generation = 0;
+  std::shared_ptr<Window> window;
+  ThreadBuffer* buffer = nullptr;
+
+  // The open window's buffer of this thread, registered first if needed; nullptr when none.
+  ThreadBuffer* current() {
+    uint64_t g = active_generation().load(std::memory_order_acquire);
+    if (g == generation) return buffer;
+    std::lock_guard<std::mutex> lock(active_mutex());
+    generation = active_generation().load(std::memory_order_relaxed);
+    window = active_window();
+    buffer = nullptr;
+    if (window) {
+      auto fresh = std::make_unique<ThreadBuffer>();
+      fresh->os_tid = os_thread_id();
+      fresh->rf_thread_id = at::RecordFunction::currentThreadId();
+      fresh->events.reserve(4096);
+      std::lock_guard<std::mutex> buffers_lock(window->mutex);
+      window->buffers.push_back(std::move(fresh));
+      buffer = window->buffers.back().get();
+    }
+    return buffer;
+  }
+};
+
+inline ThreadState& thread_state() {
+  thread_local ThreadState state;
+  return state;
+}
+
+// Dispatcher ops by their name's address (see op_tracer::ThreadState::lookup): a small cache per
+// thread, filled on first sight.
+struct OpCache {
+  static constexpr size_t kSize = 1024;
+  const char* keys[kSize] = {};
+  const OpInfo* ops[kSize] = {};
+
+  const OpInfo* find(const at::RecordFunction& fn) {
+    const char* key = fn.name();
+    size_t slot = (reinterpret_cast<uintptr_t>(key) >> 4) % kSize;
+    if (keys[slot] == key) return ops[slot];
+    auto name = fn.operator_name();
+    if (!name) return nullptr;
+    const OpInfo* info = op_info(*name);
+    keys[slot] = key;
+    ops[slot] = info;
+    return info;
+  }
+};
+
+inline OpCache& op_cache() {
+  thread_local OpCache cache;
+  return cache;
+}
+
+// Encodes a call's inputs as OpTracer does (every argument, extended: devices and strides).
+// The op's own inputs: boxed calls (the TorchScript interpreter's) hand over the caller's stack.
+inline c10::ArrayRef<const c10::IValue> op_inputs(const Event& e, const at::RecordFunction& fn) {
+  c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
+  if (e.op != nullptr && e.op->live != nullptr) {
+    const size_t nargs = e.op->live->schema->arguments().size();
+    if (inputs.size() > nargs) inputs = inputs.slice(inputs.size() - nargs);
+  }
+  return inputs;
+}
+
+inline void record_inputs(ThreadBuffer& b, Event& e, const at::RecordFunction& fn) {
+  c10::ArrayRef<const c10::IValue> inputs = op_inputs(e, fn);
+  op_tracer::KeyWriter& key = op_tracer::thread_state().scratch;
+  key.clear();
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ArgKind kind = e.op != nullptr && i < e.op->args.size() ? e.op->args[i].kind : ArgKind::Other;
+      op_tracer::encode_value(key, inputs[i], kind, /*extended=*/true);
+    }
+  } catch (...) {  // an argument that cannot be read (a nested tensor): the event keeps no inputs
+    return;
+  }
+  e.tokens_begin = static_cast<uint32_t>(b.tokens.size());
+  b.tokens.insert(b.tokens.end(), key.data(), key.data() + key.size());
+  e.tokens_end = static_cast<uint32_t>(b.tokens.size());
+  e.num_args = static_cast<uint32_t>(inputs.size());
+}
+
+inline bool op_tracer_scope(at::RecordScope scope) {
+  return scope == at::RecordScope::FUNCTION || scope == at::RecordScope::BACKWARD_FUNCTION;
+}
+
+inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (op_tracer_scope(fn.scope())) op_tracer::on_start(fn);
+  ThreadBuffer* b = thread_state().current();
+  if (b == nullptr) return nullptr;
+  const int64_t start = now_ns();
+  std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
+  if (thread_state().window->closed.load(std::memory_order_relaxed)) return nullptr;
+  Event e;
+  e.start_ns = start;
+  e.rf_id = fn.handle();
+  e.seq_nr = fn.seqNr();
+  e.fwd_thread_id = fn.forwardThreadId();
+  e.parent = b->open.empty() ? -1 : b->open.back();
+  e.scope = static_cast<uint8_t>(fn.scope());
+  switch (fn.scope()) {
+    case at::RecordScope::FUNCTION: e.kind = EventKind::kOp; break;
+    case at::RecordScope::BACKWARD_FUNCTION: e.kind = EventKind::kBackward; break;
+    case at::RecordScope::USER_SCOPE: e.kind = EventKind::kUserAnnotation; break;
+    default: e.kind = EventKind::kOther; break;
+  }
+  if (e.kind == EventKind::kOp) e.op = op_cache().find(fn);
+  if (e.op != nullptr) {
+    e.name = fn.name();
+  } else {
+    e.own_name = static_cast<int32_t>(b->names.size());
+    b->names.emplace_back(fn.name());
+  }
+  const Settings& settings = thread_state().window->settings;
+  // Inputs of every range that has them, as torch.profiler: ops, autograd nodes (their
+  // gradients), TorchScript functions.
+  if (settings.record_shapes && !fn.inputs().empty()) record_inputs(*b, e, fn);
+  if (settings.execution_trace) {
+    e.et_inputs_begin = static_cast<uint32_t>(b->et_tokens.size());
+    et_encode_all(b->et_tokens, op_inputs(e, fn));
+    e.et_inputs_end = static_cast<uint32_t>(b->et_tokens.size());
+  }
+  b->open.push_back(static_cast<int32_t>(b->events.size()));
+  b->events.push_back(e);
+  return nullptr;
+}
+
+inline void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (op_tracer_scope(fn.scope())) op_tracer::on_end(fn, nullptr);
+  ThreadState& ts = thread_state();
+  ThreadBuffer* b = ts.current();
+  if (b == nullptr) return;
+  const int64_t end = now_ns();
+  std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
+  if (ts.window->closed.load(std::memory_order_relaxed)) return;
+  // Ranges mostly close innermost first, but not always (a RecordScope may outlive the step
+  // it began in); a range opened before the window, or on another thread (an async range), has
+  // no event here.
+  const uint64_t id = fn.handle();
+  for (size_t k = b->open.size(); k-- > 0;) {
+    Event& e = b->events[static_cast<size_t>(b->open[k])];
+    if (e.rf_id != id) continue;
+    e.end_ns = end;
+    if (ts.window->settings.execution_trace) {
+      e.et_outputs_begin = static_cast<uint32_t>(b->et_tokens.size());
+      et_encode_all(b->et_tokens, fn.outputs());
+      e.et_outputs_end = static_cast<uint32_t>(b->et_tokens.size());
+    }
+    b->open.erase(b->open.begin() + static_cast<std::ptrdiff_t>(k));
+    return;
+  }
+}
+
+// The memory reporter c10's allocators call on the threads that carry it.
+template <class T>
+struct TotalsOf;
+template <class C, class Total>
+struct TotalsOf<void (C::*)(void*, int64_t, Total, Total, c10::Device)> {
+  using type = Total;  // int64_t in libtorch 1.13, size_t in 2.x
+};
+using MemoryTotal = TotalsOf<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
+
+struct MemoryReporter : c10::MemoryReportingInfoBase {
+  bool enabled = false;
+
+  void reportMemoryUsage(void* ptr, int64_t alloc_size, MemoryTotal total_allocated, MemoryTotal total_reserved,
+                         c10::Device device) override {
+    if (!enabled) return;
+    ThreadBuffer* b = thread_state().current();
+    if (b == nullptr) return;
+    MemoryEvent m;
+    m.ts_ns = now_ns();
+    m.addr = reinterpret_cast<uintptr_t>(ptr);
+    m.bytes = alloc_size;
+    m.total_allocated = static_cast<int64_t>(total_allocated);
+    m.total_reserved = static_cast<int64_t>(total_reserved);
+    m.device_type = static_cast<int8_t>(device.type());
+    m.device_index = static_cast<int8_t>(device.index());
+    std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
+    if (thread_state().window->closed.load(std::memory_order_relaxed)) return;
+    b->memory.push_back(m);
+  }
+  bool memoryProfilingEnabled() const override { return enabled; }
+};
+
+}  // namespace optrace::detail::profiler

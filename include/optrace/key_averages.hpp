@@ -1,0 +1,118 @@
+// optrace/key_averages.hpp: torch's key_averages table, of timed events or of any Kineto trace (no libtorch)
+#pragma once
+// What `prof.key_averages().table()` prints, computed as torch 2.6 computes it
+// (torch/autograd/profiler_util.py): the Profiler's own traces and every `*.pt.trace.json` (the
+// ones Python's torch.profiler writes too) give the same rows and the same text. No libtorch:
+// the CLI's front end (`optrace summary --by time`) includes it. See docs/profiler.md
+// ("Key averages and the summary table").
+
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/key_averages/aggregate.hpp>
+#include <optrace/detail/key_averages/read.hpp>
+#include <optrace/detail/key_averages/table.hpp>
+#include <optrace/key_averages_types.hpp>
+
+#include <simdjson.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace optrace {
+
+/// torch's text of an op's input shapes, as its key_averages groups and prints them: `str()` of
+/// a list with each input's sizes, `[]` for an input without (a scalar, None, a tensor list):
+/// `{{32, 512}, {512, 256}, nullopt}` gives "[[32, 512], [512, 256], []]". Takes
+/// OpInput::input_shapes as it is.
+inline std::string input_shapes_text(const std::vector<std::optional<std::vector<int64_t>>>& shapes) {
+  return detail::key_averages::input_shapes_text(shapes);
+}
+
+/// torch's `key_averages()`: timed events added up per name (and per input shapes when grouped),
+/// with self times (an event's time less the events nested directly in it on its thread) and,
+/// with memory records, the memory allocated within each. `table()` prints it as torch does.
+///
+/// Example:
+///   auto averages = optrace::KeyAverages::from_kineto_file("run.pt.trace.json.gz", false);
+///   std::cout << averages.table("self_cpu_time_total", 10);
+class KeyAverages {
+ public:
+  /// Rows of `events`, with `memory` attributed to the events whose [start, end] holds its time.
+  /// `group_by_input_shape`: one row per (name, TimedEvent::input_shapes), as torch's
+  /// `key_averages(group_by_input_shape=True)`. Events named as torch's profiler leaves out
+  /// (`aten::is_leaf`, `aten::_version`, `profiler::_record_function_*`, ...) are left out too;
+  /// a call nested alone in a call of the same name counts once, as torch merges it.
+  /// `time_zero_ns`: where the events' time 0 is on the profiler's clock (nanoseconds since the
+  /// epoch: a Kineto trace's "baseTimeNanoseconds" plus its start). torch attributes memory by
+  /// that clock's float microseconds, which round an event's bounds to 256 ns today; with it, the
+  /// memory columns are torch's to the byte (without, the bounds are exact). Throws ArgumentError
+  /// for a time that is not a finite number (or a negative duration).
+  static KeyAverages from_events(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory,
+                                 bool group_by_input_shape, int64_t time_zero_ns = 0) {
+    KeyAverages out;
+    out.rows_ = detail::key_averages::aggregate(std::move(events), memory, group_by_input_shape, time_zero_ns);
+    out.memory_ = !memory.empty();
+    out.grouped_ = group_by_input_shape;
+    return out;
+  }
+
+  /// Rows of a Kineto trace file (`*.pt.trace.json`, gzip-compressed or not): its `cpu_op`,
+  /// `user_annotation` and accelerator-runtime events, and its `[memory]` records; Input Shapes
+  /// from the events' "Input Dims". Throws IoError (unreadable) or JsonError (not a Kineto
+  /// trace, malformed; at the path of the event), naming the file.
+  static KeyAverages from_kineto_file(const std::string& path, bool group_by_input_shape) {
+    return detail::about_file(path, [&] {
+      std::string text = detail::read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
+      return from_padded(text, group_by_input_shape);
+    });
+  }
+
+  /// from_kineto_file for a trace's text. Throws JsonError.
+  static KeyAverages from_kineto_text(std::string_view text, bool group_by_input_shape) {
+    std::string copy;
+    copy.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    copy.assign(text.data(), text.size());
+    return from_padded(copy, group_by_input_shape);
+  }
+
+  /// The rows in torch's order: by the start of each row's first event.
+  const std::vector<KeyAverage>& rows() const { return rows_; }
+  /// Whether memory records were given (torch's profile_memory): the table shows memory then.
+  bool has_memory() const { return memory_; }
+  /// The rows' self CPU times added up: what the table's shares are of, and its last line.
+  double self_cpu_time_total_us() const { return detail::key_averages::self_total_us(rows_); }
+
+  /// torch's `table(sort_by=..., row_limit=...)`, character for character: rows sorted by
+  /// `sort_by`, the largest first, ties in the rows' order ("self_cpu_time_total",
+  /// "cpu_time_total", "cpu_time" (the average), "count", "cpu_memory_usage",
+  /// "self_cpu_memory_usage"; "" keeps the rows' order), at most `row_limit` of them (-1: all);
+  /// "" when there are no rows. Throws ArgumentError for another `sort_by`, naming the valid ones.
+  std::string table(const std::string& sort_by = "self_cpu_time_total", int row_limit = 100) const {
+    return detail::key_averages::table(rows_, memory_, sort_by, row_limit);
+  }
+
+  /// The rows `table` would show, as a JSON list of objects: name, input_shapes (when grouped by
+  /// input shape), user_annotation, calls, self_cpu_us, self_cpu_share (of the total),
+  /// cpu_total_us, cpu_time_avg_us, cpu_memory and self_cpu_memory (bytes). `indent` > 0
+  /// pretty-prints (json::Writer). Throws ArgumentError as `table`.
+  std::string to_json(const std::string& sort_by = "self_cpu_time_total", int row_limit = -1, int indent = 0) const {
+    return detail::key_averages::rows_json(rows_, grouped_, sort_by, row_limit, indent);
+  }
+
+ private:
+  // `text` has simdjson's padding in its capacity.
+  static KeyAverages from_padded(std::string& text, bool group_by_input_shape) {
+    if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    detail::key_averages::TraceEvents read = detail::key_averages::Reader().read(text.data(), text.size(), text.capacity());
+    return from_events(std::move(read.events), read.memory, group_by_input_shape, read.time_zero_ns);
+  }
+
+  std::vector<KeyAverage> rows_;
+  bool memory_ = false, grouped_ = false;
+};
+
+}  // namespace optrace

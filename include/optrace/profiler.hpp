@@ -1,0 +1,538 @@
+// optrace/profiler.hpp: Profiler, torch.profiler for libtorch programs: timed traces that HTA, Chakra and Perfetto read
+#pragma once
+
+// libtorch's inline RecordFunction::inputs() reads a member that exists only in debug builds of
+// libtorch (see op_tracer.hpp).
+#ifndef NDEBUG
+#error "optrace/profiler.hpp needs NDEBUG, as libtorch is built with it: configure with -DCMAKE_BUILD_TYPE=Release (or RelWithDebInfo), or add -DNDEBUG"
+#endif
+
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/profiler/execution_trace.hpp>
+#include <optrace/detail/profiler/kineto_writer.hpp>
+#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/error.hpp>
+#include <optrace/key_averages.hpp>
+#include <optrace/op_trace.hpp>
+#include <optrace/op_tracer.hpp>
+
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+#include <torch/arg.h>
+#include <torch/cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if defined(__unix__)
+#include <unistd.h>
+#endif
+
+namespace optrace {
+
+/// What a Profiler records: CPU (ops and ranges on every thread) and CUDA (kernels and runtime
+/// calls; see docs/profiler.md for where they are recorded).
+enum class Activity { CPU, CUDA };
+
+/// What the profiler does during one step, as torch.profiler.ProfilerAction.
+enum class ProfilerAction { None, Warmup, Record, RecordAndSave };
+
+/// When to record, as `torch.profiler.schedule(wait=, warmup=, active=, repeat=, skip_first=)`:
+/// after `skip_first` steps, cycles of `wait` idle steps, `warmup` steps, then `active` recorded
+/// steps, the last of which saves the trace (`on_trace_ready`); `repeat` cycles (0: until stop).
+struct Schedule {
+  TORCH_ARG(int64_t, wait) = 0;
+  TORCH_ARG(int64_t, warmup) = 0;
+  TORCH_ARG(int64_t, active) = 1;
+  TORCH_ARG(int64_t, repeat) = 0;
+  TORCH_ARG(int64_t, skip_first) = 0;
+
+ public:
+  /// The action of step `step` (0-based), as torch.profiler.schedule's function returns it.
+  ProfilerAction operator()(int64_t step) const {
+    if (step < skip_first()) return ProfilerAction::None;
+    step -= skip_first();
+    const int64_t cycle = wait() + warmup() + active();
+    if (repeat() > 0 && step / cycle >= repeat()) return ProfilerAction::None;
+    const int64_t mod = step % cycle;
+    if (mod < wait()) return ProfilerAction::None;
+    if (mod < wait() + warmup()) return ProfilerAction::Warmup;
+    return mod < cycle - 1 ? ProfilerAction::Record : ProfilerAction::RecordAndSave;
+  }
+
+  /// Throws ArgumentError unless wait, warmup, repeat, skip_first >= 0 and active > 0.
+  void validate() const {
+    OPTRACE_CHECK(wait() >= 0 && warmup() >= 0 && repeat() >= 0 && skip_first() >= 0 && active() > 0, ArgumentError,
+                  "Schedule: wait, warmup, repeat and skip_first must be >= 0 and active > 0, got wait=", wait(),
+                  " warmup=", warmup(), " active=", active(), " repeat=", repeat(), " skip_first=", skip_first());
+  }
+};
+
+/// The trace of one recording window (a schedule's active steps, or start to stop), as
+/// `on_trace_ready` receives it. Written in torch.profiler's Kineto format on demand.
+class ProfilerTrace {
+ public:
+  /// The trace as the JSON text torch.profiler's `export_chrome_trace` writes; `trace_name` is
+  /// its "traceName".
+  std::string to_json(const std::string& trace_name = "") const {
+    return detail::profiler::KinetoWriter(*window_, info_).write(trace_name);
+  }
+
+  /// Writes the trace to `path` (gzip when it ends in ".gz"), atomically: a failed write leaves
+  /// no partial file. Throws IoError.
+  void save(const std::string& path) const {
+    if (detail::gz_path(path)) {
+      detail::write_file_maybe_gzip(path, to_json(path));
+      return;
+    }
+    detail::profiler::KinetoWriter writer(*window_, info_);
+    detail::write_file_atomic_with(path, [&](auto& sink) { writer.write(path, sink); });
+  }
+
+  /// torch's `key_averages()` of this trace: one row per name (and input shapes when grouped).
+  KeyAverages key_averages(bool group_by_input_shape = false) const {
+    std::vector<TimedEvent> events;
+    std::vector<MemoryRecord> memory;
+    auto us = [this](int64_t ns) { return static_cast<double>(ns + info_.steady_to_epoch - info_.base_ns) / 1000.0; };
+    for (const auto& b : window_->buffers) {
+      for (const auto& e : b->events) {
+        if (e.end_ns < 0) continue;
+        TimedEvent t;
+        t.name = detail::profiler::event_name(*b, e);
+        t.tid = b->os_tid;
+        t.start_us = us(e.start_ns);
+        t.dur_us = static_cast<double>(e.end_ns - e.start_ns) / 1000.0;
+        t.user_annotation = e.kind == detail::profiler::EventKind::kUserAnnotation;
+        if (group_by_input_shape && e.num_args > 0)
+          t.input_shapes = optrace::input_shapes_text(detail::profiler::decode_inputs(*b, e).input_shapes);
+        events.push_back(std::move(t));
+      }
+      for (const auto& m : b->memory) memory.push_back(MemoryRecord{b->os_tid, us(m.ts_ns), m.bytes, m.device_type});
+    }
+    return KeyAverages::from_events(std::move(events), memory, group_by_input_shape);
+  }
+
+  /// Events recorded (ops and ranges that ended within the window).
+  int64_t num_events() const {
+    int64_t n = 0;
+    for (const auto& b : window_->buffers)
+      for (const auto& e : b->events) n += e.end_ns >= 0 ? 1 : 0;
+    return n;
+  }
+
+  /// Wall time of the window, in microseconds.
+  double duration_us() const { return static_cast<double>(window_->end_ns - window_->start_ns) / 1000.0; }
+
+ private:
+  friend class Profiler;
+  ProfilerTrace(std::shared_ptr<detail::profiler::Window> window, detail::profiler::TraceInfo info)
+      : window_(std::move(window)), info_(std::move(info)) {}
+
+  std::shared_ptr<detail::profiler::Window> window_;
+  detail::profiler::TraceInfo info_;
+};
+
+/// What `on_trace_ready` is: called once per recording window with its trace, on the profiler's
+/// writer thread (one at a time, in order), so that writing never holds up the stepping thread.
+using TraceHandler = std::function<void(const ProfilerTrace&)>;
+
+/// As torch.profiler.tensorboard_trace_handler: writes each trace to
+/// `<dir>/<worker_name>.<time in ns>.pt.trace.json` (`.gz` added with `use_gzip`). `worker_name`
+/// defaults to "<host name>_<pid>". The folder is made (with its parents) and checked writable
+/// here: a folder that cannot be written is an IoError now, not after the run.
+inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::string worker_name = "", bool use_gzip = false) {
+  OPTRACE_CHECK(!dir.empty(), ArgumentError, "tensorboard_trace_handler: the folder is empty");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  OPTRACE_CHECK(!ec && std::filesystem::is_directory(dir), IoError, "tensorboard_trace_handler: cannot make folder '", dir,
+                "': ", ec ? ec.message() : "not a folder");
+  const std::string probe = dir + "/.optrace-write-check";
+  {
+    std::ofstream out(probe);
+    OPTRACE_CHECK(out.good(), IoError, "tensorboard_trace_handler: folder '", dir, "' is not writable");
+  }
+  std::filesystem::remove(probe, ec);
+  if (worker_name.empty()) {
+    char host[256] = "localhost";
+#if defined(__unix__)
+    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+    worker_name = std::string(host) + "_" + std::to_string(static_cast<int64_t>(getpid()));
+#else
+    worker_name = host;
+#endif
+  }
+  return [dir, worker_name, use_gzip](const ProfilerTrace& trace) {
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    trace.save(dir + "/" + worker_name + "." + std::to_string(ns) + ".pt.trace.json" + (use_gzip ? ".gz" : ""));
+  };
+}
+
+/// A named range in the trace (cat "user_annotation"), as torch.profiler's `record_function`:
+///   { optrace::RecordScope scope("data_loading"); ... }
+/// Costs nothing measurable when no profiler records.
+class RecordScope {
+ public:
+  explicit RecordScope(std::string name) : fn_(at::RecordScope::USER_SCOPE) {
+    if (fn_.isActive()) fn_.before(std::move(name));
+  }
+  RecordScope(const RecordScope&) = delete;
+  RecordScope& operator=(const RecordScope&) = delete;
+
+ private:
+  at::RecordFunction fn_;
+};
+
+/// Options of a `Profiler`, as chained setters (the arguments of torch.profiler.profile).
+struct ProfilerOptions {
+  /// What to record. Default: CPU, and CUDA where a CUDA device is available.
+  TORCH_ARG(std::vector<Activity>, activities) = {};
+  /// When to record; none (the default): from construction (or start()) to stop(), one trace.
+  TORCH_ARG(std::optional<Schedule>, schedule) = std::nullopt;
+  /// Called with each finished trace (see TraceHandler). Default: none (the last trace stays
+  /// available from `last_trace()` and `export_chrome_trace`).
+  TORCH_ARG(TraceHandler, on_trace_ready) = nullptr;
+  /// Record each op's inputs: "Input Dims", "Input type", "Input Strides", "Concrete Inputs".
+  TORCH_ARG(bool, record_shapes) = false;
+  /// Record the allocators' allocations and frees: "[memory]" events, key_averages' memory columns.
+  TORCH_ARG(bool, profile_memory) = false;
+  /// Record TorchScript call stacks. Accepted for torch.profiler's signature; see docs/profiler.md.
+  TORCH_ARG(bool, with_stack) = false;
+  /// Also write the host execution trace of the same recorded steps to this path (plain JSON,
+  /// schema 1.1.1-chakra.0.0.4: what torch's ExecutionTraceObserver writes, which Chakra's
+  /// converter and trace_link read), when profiling stops. Default: none.
+  TORCH_ARG(std::string, execution_trace) = "";
+};
+
+/// torch.profiler for libtorch programs. Records every op and range on every thread with its
+/// real start and duration (the whole nesting, as torch.profiler's `cpu_op` events), with
+/// `record_shapes` their inputs, with `profile_memory` the allocators' reports, and writes
+/// torch.profiler's Kineto trace (`*.pt.trace.json`), which HTA, Chakra, Perfetto and
+/// optrace's own Kineto import read. The same recording gives the hf op trace (`op_trace()`),
+/// equal to what an OpTracer records for the same calls.
+///
+/// One Profiler is active at a time in a process, and not beside a recording OpTracer. It
+/// records from construction (or `start()`) to `stop()` (or destruction). Built on
+/// RecordFunction observers, as OpTracer.
+///
+/// Example (torch.profiler's seed snippet in C++):
+///   optrace::Profiler prof(optrace::ProfilerOptions()
+///       .schedule(optrace::Schedule().wait(1).warmup(1).active(3).repeat(1))
+///       .on_trace_ready(optrace::tensorboard_trace_handler("traces"))
+///       .record_shapes(true).profile_memory(true));
+///   for (int i = 0; i < 5; ++i) { model.forward(inputs); prof.step(); }
+///   prof.stop();
+///   std::cout << prof.key_averages().table("self_cpu_time_total", 20);
+class Profiler {
+ public:
+  /// Validates the options and starts profiling. Throws ArgumentError for a bad schedule, Error
+  /// when another Profiler is active or an OpTracer is recording.
+  explicit Profiler(ProfilerOptions options = {}) : options_(std::move(options)) {
+    if (options_.schedule()) options_.schedule()->validate();
+    if (!options_.execution_trace().empty()) check_execution_trace_path(options_.execution_trace());
+    if (options_.activities().empty()) {
+      options_.activities({Activity::CPU});
+      if (torch::cuda::is_available()) options_.activities({Activity::CPU, Activity::CUDA});
+    }
+    for (Activity a : options_.activities()) {
+      if (a == Activity::CUDA && !torch::cuda::is_available())
+        notes_.push_back("CUDA activity requested but no CUDA device is available: recording CPU activity only");
+      else if (a == Activity::CUDA)
+        notes_.push_back("CUDA activity: kernels and runtime calls are not recorded yet; CPU ops that launch them are");
+    }
+    const int64_t epoch = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    info_.steady_to_epoch = epoch - detail::profiler::now_ns();
+    info_.base_ns = epoch - epoch % (int64_t{86400} * 1000000000);
+#if defined(__unix__)
+    info_.pid = static_cast<int64_t>(getpid());
+#endif
+    info_.process_name = process_name();
+    info_.record_shapes = options_.record_shapes();
+    info_.profile_memory = options_.profile_memory();
+    info_.with_stack = options_.with_stack();
+    if (!options_.execution_trace().empty())
+      execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid);
+    start();
+  }
+  Profiler(const Profiler&) = delete;
+  Profiler& operator=(const Profiler&) = delete;
+
+  /// Stops profiling (see stop()); a failure of `on_trace_ready` is printed to stderr, not thrown.
+  ~Profiler() {
+    try {
+      stop();
+    } catch (const std::exception& e) {
+      std::cerr << "optrace: Profiler: " << e.what() << "\n";
+    } catch (...) {
+    }
+  }
+
+  /// Starts profiling at step 0 (the constructor does). Throws Error when this or another
+  /// Profiler is active, or an OpTracer is recording.
+  void start() {
+    Profiler* active = nullptr;
+    if (!active_profiler().compare_exchange_strong(active, this))
+      throw Error(active == this ? "this Profiler is already started" : "another Profiler is active; stop it first");
+    {
+      std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
+      if (detail::op_tracer::active_session() != nullptr) {
+        active_profiler().store(nullptr);
+        throw Error("an OpTracer is recording; stop it before starting a Profiler");
+      }
+    }
+    started_ = true;
+    step_num_ = 0;
+    action_ = current_action();
+    transit(ProfilerAction::None, action_);
+    open_step_scope();
+  }
+
+  /// Ends the current step and begins the next, as torch.profiler's `step()`: the schedule's
+  /// action for the new step opens, closes or saves a recording window.
+  void step() {
+    OPTRACE_CHECK(started_, Error, "step() on a Profiler that is not started");
+    step_scope_.reset();
+    const ProfilerAction previous = action_;
+    ++step_num_;
+    action_ = current_action();
+    transit(previous, action_);
+    open_step_scope();
+  }
+
+  /// Stops profiling: the open window is closed and its trace handed to `on_trace_ready`; waits
+  /// for the writer thread. Rethrows the first exception `on_trace_ready` threw. Does nothing when
+  /// stopped.
+  void stop() {
+    if (started_) {
+      step_scope_.reset();
+      finish(action_);
+      started_ = false;
+      active_profiler().store(nullptr);
+    }
+    join_writer();
+    if (execution_trace_ && started_windows_ > 0) {
+      started_windows_ = 0;
+      execution_trace_->finish();
+    }
+    if (handler_error_) {
+      std::exception_ptr e = handler_error_;
+      handler_error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+  /// The current step (0-based), as torch.profiler's `step_num`.
+  int64_t step_num() const { return step_num_; }
+
+  /// The last finished trace, or nullptr before one finished.
+  std::shared_ptr<const ProfilerTrace> last_trace() const { return last_trace_; }
+
+  /// Writes the last finished trace to `path`, as torch.profiler's `export_chrome_trace`.
+  /// Throws Error when no trace has finished yet.
+  void export_chrome_trace(const std::string& path) const {
+    OPTRACE_CHECK(last_trace_ != nullptr, Error, "export_chrome_trace: no trace has finished yet (stop() first)");
+    last_trace_->save(path);
+  }
+
+  /// torch's `key_averages()` of the last finished trace (empty before one finished).
+  KeyAverages key_averages(bool group_by_input_shape = false) const {
+    if (!last_trace_) return KeyAverages::from_events({}, {}, group_by_input_shape);
+    return last_trace_->key_averages(group_by_input_shape);
+  }
+
+  /// The hf op trace of every recorded step so far: what an OpTracer records for the same calls.
+  OpTrace op_trace() const { return op_session_ ? detail::op_tracer::collect(*op_session_) : OpTrace(); }
+
+  /// What the profiler could not do as asked (e.g. CUDA without a device), also warned once.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  const ProfilerOptions& options() const { return options_; }
+
+ private:
+  static std::atomic<Profiler*>& active_profiler() {
+    static std::atomic<Profiler*> p{nullptr};
+    return p;
+  }
+
+  static std::string process_name() {
+    std::ifstream comm("/proc/self/comm");
+    std::string name;
+    if (comm && std::getline(comm, name) && !name.empty()) return name;
+    return "optrace";
+  }
+
+  ProfilerAction current_action() const {
+    return options_.schedule() ? (*options_.schedule())(step_num_) : ProfilerAction::Record;
+  }
+
+  // torch.profiler's action map (profiler.py, _get_default_action_map), without its warm-up of
+  // Kineto: a window opens when recording begins and closes when the action leaves recording.
+  void transit(ProfilerAction from, ProfilerAction to) {
+    using A = ProfilerAction;
+    const bool was = from == A::Record || from == A::RecordAndSave;
+    const bool is = to == A::Record || to == A::RecordAndSave;
+    if (from == A::RecordAndSave) {
+      close_window(/*ready=*/true);
+    } else if (was && !is) {
+      close_window(/*ready=*/false);  // torch: "Incorrect schedule: RECORD followed by NONE/WARMUP"
+    }
+    if (is && !window_) open_window();
+  }
+
+  // stop(): torch's transitions to None at the end.
+  void finish(ProfilerAction from) {
+    if (window_) close_window(/*ready=*/from == ProfilerAction::Record || from == ProfilerAction::RecordAndSave);
+  }
+
+  void open_step_scope() {
+    if (options_.schedule()) step_scope_.emplace("ProfilerStep#" + std::to_string(step_num_));
+  }
+
+  void open_window() {
+    auto w = std::make_shared<detail::profiler::Window>();
+    w->settings.record_shapes = options_.record_shapes();
+    w->settings.profile_memory = options_.profile_memory();
+    w->settings.execution_trace = execution_trace_ != nullptr;
+    ++started_windows_;
+    {
+      std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
+      if (detail::op_tracer::active_session() == nullptr) {
+        if (!op_session_) op_session_ = std::make_shared<detail::op_tracer::Session>();
+        detail::op_tracer::active_session() = op_session_;
+        detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
+        op_view_active_ = true;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(detail::profiler::active_mutex());
+      w->start_ns = detail::profiler::now_ns();
+      detail::profiler::active_window() = w;
+      detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (options_.profile_memory()) {
+      reporter_ = std::make_shared<detail::profiler::MemoryReporter>();
+      reporter_->enabled = true;
+      c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter_);
+    }
+    window_ = std::move(w);
+    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::profiler::on_start, &detail::profiler::on_end)
+                                        .needsInputs(true)
+                                        .needsOutputs(execution_trace_ != nullptr)
+                                        .needsIds(true));
+  }
+
+  void close_window(bool ready) {
+    if (!window_) return;
+    at::removeCallback(handle_);
+    handle_ = 0;
+    if (reporter_) {
+      reporter_->enabled = false;
+      try {
+        c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+      } catch (...) {  // the user's own debug info above ours: ours stays, disabled
+      }
+      reporter_.reset();
+    }
+    {
+      std::lock_guard<std::mutex> lock(detail::profiler::active_mutex());
+      window_->end_ns = detail::profiler::now_ns();
+      detail::profiler::active_window() = nullptr;
+      detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
+    }
+    if (op_view_active_) {
+      std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
+      detail::op_tracer::active_session() = nullptr;
+      detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
+      op_view_active_ = false;
+    }
+    // Other threads may still be inside an event: once each buffer's lock was taken after
+    // `closed`, nothing more is appended.
+    window_->closed.store(true, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(window_->mutex);
+      for (auto& b : window_->buffers) std::lock_guard<detail::op_tracer::SpinLock> buffer_lock(b->mutex);
+    }
+    std::random_device rd;
+    char id[33];
+    std::snprintf(id, sizeof id, "%08X%08X%08X%08X", rd(), rd(), rd(), rd());
+    info_.trace_id = id;
+    last_trace_ = std::shared_ptr<const ProfilerTrace>(new ProfilerTrace(std::move(window_), info_));
+    window_.reset();
+    if (execution_trace_ || (ready && options_.on_trace_ready())) hand_over(last_trace_, ready);
+  }
+
+  // The window's execution trace nodes and on_trace_ready, on the writer thread, after what
+  // the previous window handed over.
+  void hand_over(std::shared_ptr<const ProfilerTrace> trace, bool ready) {
+    join_writer();
+    TraceHandler handler = ready ? options_.on_trace_ready() : nullptr;
+    detail::profiler::ExecutionTraceWriter* et = execution_trace_.get();
+    writer_ = std::thread([this, handler, trace, et] {
+      try {
+        if (et != nullptr) et->add(*trace->window_);
+        if (handler) handler(*trace);
+      } catch (...) {
+        if (!handler_error_) handler_error_ = std::current_exception();
+      }
+    });
+  }
+
+  // The execution trace's file: plain JSON (Chakra reads no gzip) in a folder that can be written.
+  static void check_execution_trace_path(const std::string& path) {
+    OPTRACE_CHECK(path.size() < 3 || path.compare(path.size() - 3, 3, ".gz") != 0, ArgumentError, "execution_trace '",
+                  path, "': Chakra reads the execution trace as plain JSON; drop the .gz");
+    const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    const std::string dir = parent.empty() ? std::string(".") : parent.string();
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const std::string probe = dir + "/.optrace-write-check";
+    bool writable = false;
+    {
+      std::ofstream out(probe);
+      writable = out.good();
+    }
+    std::filesystem::remove(probe, ec);
+    OPTRACE_CHECK(writable, IoError, "execution_trace '", path, "': cannot write in folder '", dir, "'");
+  }
+
+  void join_writer() {
+    if (writer_.joinable()) writer_.join();
+  }
+
+  ProfilerOptions options_;
+  detail::profiler::TraceInfo info_;
+  std::vector<std::string> notes_;
+  bool started_ = false;
+  int64_t step_num_ = 0;
+  ProfilerAction action_ = ProfilerAction::None;
+  std::optional<RecordScope> step_scope_;
+  std::shared_ptr<detail::profiler::Window> window_;
+  std::shared_ptr<detail::profiler::MemoryReporter> reporter_;
+  std::shared_ptr<detail::op_tracer::Session> op_session_;
+  bool op_view_active_ = false;
+  at::CallbackHandle handle_ = 0;
+  std::shared_ptr<const ProfilerTrace> last_trace_;
+  std::unique_ptr<detail::profiler::ExecutionTraceWriter> execution_trace_;
+  int64_t started_windows_ = 0;  // windows since the execution trace was last written
+  std::thread writer_;
+  std::exception_ptr handler_error_;
+};
+
+}  // namespace optrace

@@ -1,0 +1,30 @@
+// tests/fuzz/fuzz_key_averages.cpp: the key averages' Kineto reader (KeyAverages::from_kineto_text)
+// on arbitrary bytes, grouped by input shape or not, then its table and JSON.
+#include "harness.hpp"
+
+#include <optrace/key_averages.hpp>
+
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  for (bool grouped : {false, true}) {
+    optrace_fuzz::expect_only_optrace_errors("from_kineto_text", [&] {
+      const optrace::KeyAverages a = optrace::KeyAverages::from_kineto_text(optrace_fuzz::text_of(data, size), grouped);
+      int64_t calls = 0;
+      for (const optrace::KeyAverage& r : a.rows()) {
+        if (r.calls < 1) optrace_fuzz::property_failed("a row without calls");
+        if (grouped == r.input_shapes.empty()) optrace_fuzz::property_failed("input shapes on a row not grouped by them, or none on one that is");
+        calls += r.calls;
+      }
+      // Every sort key works; a table ends with its total.
+      for (const char* key : {"self_cpu_time_total", "cpu_time_total", "cpu_time", "count", "cpu_memory_usage", "self_cpu_memory_usage", ""}) {
+        const std::string table = a.table(key, -1);
+        if (table.empty() != a.rows().empty() || (!table.empty() && table.rfind("\nSelf CPU time total: ") == std::string::npos))
+          optrace_fuzz::property_failed("a table without its total line");
+      }
+      (void)a.to_json("count", 3, 1);
+      if (calls < static_cast<int64_t>(a.rows().size())) optrace_fuzz::property_failed("fewer calls than rows");
+    });
+  }
+  return 0;
+}

@@ -1,0 +1,586 @@
+// Tests for optrace/profiler.hpp: schedules as torch.profiler's, true timings, the Kineto trace
+// read back by optrace's importer and by torch's and HTA's readers (tests/python/).
+#include <optrace/kineto.hpp>
+#include <optrace/op_tracer.hpp>
+#include <optrace/profiler.hpp>
+
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <sys/wait.h>
+
+#include "optrace_catch.hpp"
+
+namespace profiler_test {
+
+using optrace::json::Node;
+
+// A small TorchScript model: convolution, pooling, linear layers, softmax.
+constexpr const char* kModel = R"(
+def forward(x: Tensor, w: Tensor, b: Tensor, fc: Tensor):
+    y = torch.conv2d(x, w, b, [1, 1], [1, 1])
+    y = torch.relu(y)
+    y = torch.max_pool2d(y, [2, 2])
+    z = torch.flatten(y, 1)
+    z = torch.matmul(z, fc.t())
+    return torch.softmax(z, -1)
+)";
+
+struct Model {
+  std::shared_ptr<torch::jit::CompilationUnit> cu = torch::jit::compile(kModel);
+  std::vector<c10::IValue> inputs{torch::randn({2, 3, 16, 16}), torch::randn({8, 3, 3, 3}), torch::randn({8}),
+                                  torch::randn({10, 8 * 8 * 8})};
+  void operator()() {
+    torch::NoGradGuard no_grad;
+    cu->get_function("forward")(inputs);
+  }
+};
+
+struct Parsed {
+  std::unique_ptr<optrace::json::Document> doc;
+  Node events() const { return doc->root()["traceEvents"]; }
+};
+
+Parsed parse(const std::string& text) { return Parsed{optrace::json::Document::parse(text)}; }
+
+// Compact JSON of a value made of lists, integers and strings.
+std::string text_of(Node v) {
+  if (v.is_array()) {
+    std::string s = "[";
+    for (Node item : v.array()) s += (s.size() > 1 ? "," : "") + text_of(item);
+    return s + "]";
+  }
+  if (v.is_string()) return "\"" + std::string(v.as_string()) + "\"";
+  return std::to_string(v.as_int());
+}
+
+// The names of the "ProfilerStep#N" ranges of a trace, in order.
+std::vector<std::string> profiler_steps(const std::string& trace_json) {
+  Parsed p = parse(trace_json);
+  std::vector<std::string> steps;
+  for (Node e : p.events().array()) {
+    Node name(e);
+    if (e.find("name", name) && name.is_string() && name.as_string().rfind("ProfilerStep#", 0) == 0)
+      steps.push_back(std::string(name.as_string()));
+  }
+  return steps;
+}
+
+std::string temp_dir(const std::string& name) {
+  std::string dir = optrace_test::temp_path(name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+bool python_torch_available() {
+  static const bool available = [] {
+    std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }();
+  return available;
+}
+
+// Runs a Python script of tests/python/ with `args`: its exit status and output (stdout and stderr).
+struct ScriptRun {
+  int status = -1;
+  std::string out;
+  std::string first_line() const { return out.substr(0, out.find('\n')); }
+};
+ScriptRun run_script(const std::string& script, const std::string& args) {
+  const std::string cmd = std::string(OPTRACE_PYTHON) + " " + OPTRACE_SOURCE_DIR + "/tests/python/" + script + " " + args + " 2>&1";
+  ScriptRun run;
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[512];
+  while (p && fgets(buf, sizeof buf, p)) run.out += buf;
+  const int rc = p ? pclose(p) : -1;
+  run.status = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return run;
+}
+
+TEST_CASE("profiler: a schedule's actions are torch.profiler.schedule's", "[profiler][python]") {
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  // wait, warmup, active, repeat, skip_first
+  const std::vector<std::array<int64_t, 5>> grid = {{1, 1, 3, 1, 0}, {0, 0, 1, 0, 0}, {2, 1, 2, 2, 1},
+                                                    {0, 2, 3, 0, 3}, {1, 0, 1, 3, 0}, {3, 2, 1, 1, 2}};
+  std::string args = "20";
+  for (const auto& g : grid)
+    for (int64_t v : g) args += " " + std::to_string(v);
+  const ScriptRun run = run_script("profiler_schedule.py", args);
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  std::istringstream lines(run.out);
+  for (const auto& g : grid) {
+    optrace::Schedule s = optrace::Schedule().wait(g[0]).warmup(g[1]).active(g[2]).repeat(g[3]).skip_first(g[4]);
+    std::string expected, got;
+    REQUIRE(std::getline(lines, expected));
+    const char* names[] = {"NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE"};
+    for (int64_t step = 0; step < 20; ++step) got += std::string(step > 0 ? " " : "") + names[static_cast<int>(s(step))];
+    INFO("wait=" << g[0] << " warmup=" << g[1] << " active=" << g[2] << " repeat=" << g[3] << " skip_first=" << g[4]);
+    CHECK(got == expected);
+  }
+}
+
+TEST_CASE("profiler: steps, windows and traces as torch.profiler's", "[profiler]") {
+  Model model;
+  std::vector<std::vector<std::string>> traces;
+  {
+    optrace::Profiler prof(optrace::ProfilerOptions()
+                               .schedule(optrace::Schedule().wait(1).warmup(1).active(3).repeat(2))
+                               .on_trace_ready([&traces](const optrace::ProfilerTrace& t) {
+                                 traces.push_back(profiler_steps(t.to_json()));
+                               }));
+    for (int i = 0; i < 12; ++i) {
+      model();
+      prof.step();
+    }
+    CHECK(prof.step_num() == 12);
+    prof.stop();
+  }
+  // torch.profiler with the same schedule: steps 2-4 and 7-9 recorded, each cycle one trace.
+  REQUIRE(traces.size() == 2);
+  CHECK(traces[0] == std::vector<std::string>{"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"});
+  CHECK(traces[1] == std::vector<std::string>{"ProfilerStep#7", "ProfilerStep#8", "ProfilerStep#9"});
+
+  // Without a schedule: one trace from construction to stop, no ProfilerStep ranges.
+  optrace::Profiler plain;
+  model();
+  plain.stop();
+  REQUIRE(plain.last_trace() != nullptr);
+  CHECK(profiler_steps(plain.last_trace()->to_json()).empty());
+  CHECK(plain.last_trace()->num_events() > 5);
+  // save() streams the text into the file: the same bytes as to_json.
+  const std::string saved = optrace_test::temp_path("profiler_plain.pt.trace.json");
+  plain.last_trace()->save(saved);
+  CHECK(optrace::detail::read_file(saved) == plain.last_trace()->to_json(saved));
+
+  // stop() in the middle of the active steps hands over what was recorded.
+  int ready = 0;
+  optrace::Profiler early(optrace::ProfilerOptions()
+                              .schedule(optrace::Schedule().wait(0).warmup(0).active(5))
+                              .on_trace_ready([&ready](const optrace::ProfilerTrace&) { ++ready; }));
+  model();
+  early.step();
+  model();
+  early.stop();
+  CHECK(ready == 1);
+  CHECK(profiler_steps(early.last_trace()->to_json()) == std::vector<std::string>{"ProfilerStep#0", "ProfilerStep#1"});
+}
+
+TEST_CASE("profiler: the step ranges add up to the wall time and every op lies within its step", "[profiler]") {
+  Model model;
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t0, t1;
+  optrace::Profiler prof(optrace::ProfilerOptions()
+                             .schedule(optrace::Schedule().wait(1).warmup(1).active(3).repeat(1))
+                             .record_shapes(true));
+  for (int i = 0; i < 6; ++i) {
+    for (int k = 0; k < 5; ++k) model();
+    if (i == 4) t1 = Clock::now();
+    prof.step();
+    if (i == 1) t0 = Clock::now();  // ProfilerStep#2 opened in this step()
+  }
+  prof.stop();
+  const double wall_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+  Parsed p = parse(prof.last_trace()->to_json());
+  struct Span {
+    double start, end;
+  };
+  std::vector<Span> steps;
+  std::vector<std::pair<std::string, Span>> ops;
+  for (Node e : p.events().array()) {
+    Node ph(e);
+    if (!e.find("ph", ph) || ph.as_string() != "X") continue;
+    const std::string name(e["name"].as_string());
+    Span s{e["ts"].as_double(), e["ts"].as_double() + e["dur"].as_double()};
+    CHECK(e["dur"].as_double() >= 0);
+    if (name.rfind("ProfilerStep#", 0) == 0) steps.push_back(s);
+    else ops.emplace_back(name, s);
+  }
+  REQUIRE(steps.size() == 3);
+  double sum = 0;
+  for (const Span& s : steps) sum += s.end - s.start;
+  INFO("steps " << sum << " us, measured around them " << wall_us << " us");
+  CHECK(std::abs(sum - wall_us) <= 0.05 * wall_us);
+  REQUIRE(ops.size() > 30);
+  for (const auto& [name, s] : ops) {
+    bool within = false;
+    for (const Span& step : steps) within = within || (s.start >= step.start && s.end <= step.end);
+    INFO(name);
+    CHECK(within);
+  }
+  // Self times: never negative, never above the op's own duration.
+  const optrace::KeyAverages averages = prof.key_averages();
+  for (const optrace::KeyAverage& row : averages.rows()) {
+    INFO(row.name);
+    CHECK(row.self_cpu_us >= 0);
+    CHECK(row.self_cpu_us <= row.cpu_total_us + 1e-6);
+  }
+}
+
+TEST_CASE("profiler: the trace imported equals OpTracer's trace of the same calls, and so does op_trace()",
+          "[profiler]") {
+  Model model;
+  torch::jit::setGraphExecutorOptimize(false);
+  optrace::OpTracer tracer;
+  tracer.start();
+  for (int i = 0; i < 3; ++i) model();
+  tracer.stop();
+  optrace::Profiler prof(optrace::ProfilerOptions().record_shapes(true));
+  for (int i = 0; i < 3; ++i) model();
+  prof.stop();
+  torch::jit::setGraphExecutorOptimize(true);
+  const std::string expected = tracer.trace().to_json();
+  CHECK(prof.op_trace().to_json() == expected);
+  optrace::kineto::ImportResult imported = optrace::kineto::parse(prof.last_trace()->to_json());
+  INFO(imported.report.to_string());
+  CHECK(imported.trace.to_json() == expected);
+}
+
+TEST_CASE("profiler: inputs, ids and autograd pairs as torch.profiler writes them", "[profiler]") {
+  optrace::Profiler prof(optrace::ProfilerOptions().record_shapes(true));
+  auto w = torch::randn({4, 3}, torch::requires_grad());
+  auto x = torch::randn({2, 3});
+  auto y = torch::addmm(torch::zeros({4}), x, w.t(), 1, 2);
+  y.sum().backward();
+  prof.stop();
+  prof.export_chrome_trace(optrace_test::temp_path("profiler_autograd.pt.trace.json"));
+  Parsed p = parse(prof.last_trace()->to_json());
+  bool addmm = false, backward = false;
+  int64_t flows = 0;
+  std::set<int64_t> ev_idx, externals;
+  for (Node e : p.events().array()) {
+    Node args(e);
+    if (e.find("cat", args) && args.as_string() == "fwdbwd") ++flows;
+    if (!e.find("args", args)) continue;
+    Node idx(e);
+    if (args.find("Ev Idx", idx)) CHECK(ev_idx.insert(idx.as_int()).second);
+    if (args.find("External id", idx)) CHECK(externals.insert(idx.as_int()).second);
+    const std::string name(e["name"].as_string());
+    if (name == "aten::addmm") {
+      addmm = true;
+      CHECK(text_of(args["Input Dims"]) == "[[4],[2,3],[3,4],[],[]]");
+      CHECK(text_of(args["Input type"]) == R"(["float","float","float","Scalar","Scalar"])");
+      CHECK(text_of(args["Input Strides"]) == "[[1],[3,1],[1,3],[],[]]");
+      CHECK(text_of(args["Concrete Inputs"]) == R"(["","","","1","2"])");
+      CHECK(args["Sequence number"].as_int() >= 0);
+      CHECK(args["Fwd thread id"].as_int() == 0);
+      CHECK(args["Record function id"].as_int() > 0);
+    }
+    // The autograd node's range (and on libtorch 2.x the engine's range around it) names the
+    // forward op's sequence number and thread.
+    Node fwd(e);
+    if (name.find("AddmmBackward") != std::string::npos && args.find("Fwd thread id", fwd)) {
+      backward = true;
+      CHECK(fwd.as_int() > 0);
+      CHECK(args["Sequence number"].as_int() >= 0);
+    }
+  }
+  CHECK(addmm);
+  CHECK(backward);
+  CHECK(flows >= 2);
+  CHECK(flows % 2 == 0);
+}
+
+TEST_CASE("profiler: memory events and the memory columns", "[profiler]") {
+  optrace::Profiler prof(optrace::ProfilerOptions().profile_memory(true));
+  {
+    auto a = torch::ones({256, 256});  // 256 KiB
+    auto b = a * 2;
+  }
+  prof.stop();
+  Parsed p = parse(prof.last_trace()->to_json());
+  int64_t allocated = 0, freed = 0;
+  for (Node e : p.events().array()) {
+    Node name(e);
+    if (!e.find("name", name) || name.as_string() != "[memory]") continue;
+    const int64_t bytes = e["args"]["Bytes"].as_int();
+    (bytes > 0 ? allocated : freed) += bytes;
+    CHECK(e["args"]["Device Type"].as_int() == 0);
+  }
+  CHECK(allocated >= 2 * 256 * 256 * 4);
+  CHECK(freed <= -2 * 256 * 256 * 4);
+  optrace::KeyAverages averages = prof.key_averages();
+  CHECK(averages.has_memory());
+  bool ones = false;
+  for (const auto& row : averages.rows())
+    if (row.name == "aten::ones") ones = row.cpu_memory == 256 * 256 * 4;
+  CHECK(ones);
+  CHECK_THAT(averages.table("self_cpu_memory_usage", 5), OPTRACE_CONTAINS("Self CPU Mem"));
+}
+
+TEST_CASE("profiler: ops on several threads, each on its own tid", "[profiler]") {
+  optrace::Profiler prof;
+  auto work = [] {
+    for (int i = 0; i < 10; ++i) torch::mm(torch::ones({8, 8}), torch::ones({8, 8}));
+  };
+  std::thread a(work), b(work);
+  a.join();
+  b.join();
+  prof.stop();
+  Parsed p = parse(prof.last_trace()->to_json());
+  std::map<int64_t, int> mm_per_tid;
+  for (Node e : p.events().array()) {
+    Node name(e);
+    if (e.find("name", name) && name.as_string() == "aten::mm") ++mm_per_tid[e["tid"].as_int()];
+  }
+  REQUIRE(mm_per_tid.size() == 2);
+  for (const auto& [tid, n] : mm_per_tid) CHECK(n == 10);
+}
+
+TEST_CASE("profiler: RecordScope ranges and the trace handler's files", "[profiler]") {
+  const std::string dir = temp_dir("profiler_traces");
+  {
+    optrace::Profiler prof(optrace::ProfilerOptions()
+                               .schedule(optrace::Schedule().active(2).repeat(1))
+                               .on_trace_ready(optrace::tensorboard_trace_handler(dir, "worker", /*use_gzip=*/true)));
+    for (int i = 0; i < 3; ++i) {
+      {
+        optrace::RecordScope scope("data_loading");
+        torch::ones({2, 2});
+      }
+      // A range that ends after the step it began in (ProfilerStep#0 ends first).
+      optrace::RecordScope across("across_steps");
+      torch::ones({2, 2}).sum();
+      prof.step();
+    }
+  }
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir)) files.push_back(f.path().filename().string());
+  REQUIRE(files.size() == 1);
+  CHECK_THAT(files[0], OPTRACE_STARTS_WITH("worker."));
+  CHECK(files[0].size() > std::string("worker..pt.trace.json.gz").size());
+  CHECK(files[0].substr(files[0].size() - 17) == ".pt.trace.json.gz");
+  const std::string text = optrace::detail::read_file_maybe_gzip(dir + "/" + files[0]);
+  Parsed p = parse(text);
+  std::map<std::string, int> ranges;
+  for (Node e : p.events().array()) {
+    Node cat(e);
+    if (e.find("cat", cat) && cat.as_string() == "user_annotation") ++ranges[std::string(e["name"].as_string())];
+  }
+  // The second across_steps range was still open when the window closed: it is not in the trace.
+  CHECK(ranges == std::map<std::string, int>{{"ProfilerStep#0", 1}, {"ProfilerStep#1", 1}, {"data_loading", 2}, {"across_steps", 1}});
+}
+
+// Each "cpu_op" event of a trace as one line: name, Input Dims, Input type, Concrete Inputs; in
+// start order. Two differences with torch.profiler are by design, and taken out here:
+// - a Device argument: torch writes "" for its value, optrace the device ("cpu"), so that its
+//   Kineto import gives back what OpTracer records;
+// - the TorchScript interpreter hands RecordFunction its whole stack: torch lists the caller's
+//   values before the op's own arguments (aten::t of a 2-input function: two tensors); optrace
+//   lists the op's own arguments. `arity` gives each op's count to keep torch's last ones.
+std::vector<std::string> op_lines(const std::string& trace_json, bool torch_trace) {
+  Parsed p = parse(trace_json);
+  std::vector<std::pair<double, std::string>> ops;
+  for (Node e : p.events().array()) {
+    Node cat(e);
+    if (!e.find("cat", cat) || cat.as_string() != "cpu_op") continue;
+    Node args = e["args"], v(e);
+    const std::string name(e["name"].as_string());
+    std::vector<std::vector<std::string>> columns;  // per key, per argument
+    for (const char* key : {"Input Dims", "Input type", "Concrete Inputs"}) {
+      columns.emplace_back();
+      if (args.find(key, v))
+        for (Node item : v.array()) columns.back().push_back(text_of(item));
+    }
+    const optrace::detail::OpInfo* op = torch_trace ? optrace::detail::find_op(name) : nullptr;
+    size_t keep = columns[0].size();
+    if (op != nullptr && op->live != nullptr) keep = std::min(keep, op->live->schema->arguments().size());
+    std::string line = name;
+    for (auto& column : columns) {
+      line += " [";
+      for (size_t k = column.size() - std::min(keep, column.size()); k < column.size(); ++k) {
+        std::string item = column[k];
+        if (&column == &columns[2] && columns[1].size() == column.size() && columns[1][k] == "\"\"") item = "\"\"";
+        line += item + ",";
+      }
+      line += "]";
+    }
+    ops.emplace_back(e["ts"].as_double(), line);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> lines;
+  for (auto& [ts, line] : ops) lines.push_back(std::move(line));
+  return lines;
+}
+
+// The real profiler: torch.profiler (torch >= 2, with Kineto) around the same TorchScript calls.
+TEST_CASE("profiler: the ops and inputs torch.profiler records for the same TorchScript calls", "[profiler][python]") {
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  Model model;
+  const std::string source = optrace_test::temp_path("profiler_model.ts");
+  const std::string inputs = optrace_test::temp_path("profiler_model_inputs.pt");
+  const std::string theirs = optrace_test::temp_path("profiler_model.torch.pt.trace.json");
+  optrace::detail::write_file_atomic(source, kModel);
+  const std::vector<char> pickled = torch::pickle_save(c10::ivalue::Tuple::create(model.inputs));
+  optrace::detail::write_file_atomic(inputs, std::string(pickled.begin(), pickled.end()));
+  torch::jit::setGraphExecutorOptimize(false);
+  optrace::Profiler prof(optrace::ProfilerOptions().record_shapes(true));
+  for (int i = 0; i < 2; ++i) model();
+  prof.stop();
+  torch::jit::setGraphExecutorOptimize(true);
+  const ScriptRun run = run_script("torch_profile_script.py", source + " " + inputs + " 2 " + theirs);
+  if (run.status == 77) OPTRACE_SKIP(run.first_line());
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  const std::vector<std::string> ours = op_lines(prof.last_trace()->to_json(), /*torch_trace=*/false);
+  const std::vector<std::string> torchs = op_lines(optrace::detail::read_file(theirs), /*torch_trace=*/true);
+  std::string diff;
+  for (size_t i = 0; i < std::max(ours.size(), torchs.size()); ++i) {
+    const std::string a = i < ours.size() ? ours[i] : "(none)", b = i < torchs.size() ? torchs[i] : "(none)";
+    if (a != b) diff += std::to_string(i) + ": optrace " + a + "\n" + std::string(std::to_string(i).size(), ' ') + "  torch   " + b + "\n";
+  }
+  INFO(diff);
+  CHECK(ours == torchs);
+}
+
+// The real consumer: HTA's TraceAnalysis on the folder tensorboard_trace_handler wrote (the
+// seed's collection: wait 1, warmup 1, active 3, repeat 1).
+TEST_CASE("profiler: HTA loads the trace folder and shows the ops with the file's durations", "[profiler][python]") {
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  const std::string dir = temp_dir("profiler_hta");
+  Model model;
+  {
+    optrace::Profiler prof(optrace::ProfilerOptions()
+                               .schedule(optrace::Schedule().wait(1).warmup(1).active(3).repeat(1))
+                               .on_trace_ready(optrace::tensorboard_trace_handler(dir))
+                               .record_shapes(true)
+                               .profile_memory(true));
+    for (int i = 0; i < 6; ++i) {
+      model();
+      prof.step();
+    }
+  }
+  const ScriptRun run = run_script("hta_check.py", std::string(OPTRACE_SOURCE_DIR) + "/../shared/consumers " + dir + " 2 3 4");
+  if (run.status == 77) OPTRACE_SKIP(run.first_line());
+  INFO(run.out);
+  CHECK(run.status == 0);
+}
+
+// Seed 004's collection in C++: an MLP's training steps under the schedule (wait 1, warmup 1,
+// active 3), the Kineto trace by tensorboard_trace_handler and the execution trace of the same
+// steps. Returns the Kineto trace's path.
+std::string collect_training_steps(const std::string& dir) {
+  torch::nn::Sequential m(torch::nn::Linear(512, 256), torch::nn::ReLU(), torch::nn::Linear(256, 10));
+  torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.01));
+  {
+    optrace::Profiler prof(optrace::ProfilerOptions()
+                               .schedule(optrace::Schedule().wait(1).warmup(1).active(3).repeat(1))
+                               .on_trace_ready(optrace::tensorboard_trace_handler(dir + "/kineto"))
+                               .record_shapes(true)
+                               .profile_memory(true)
+                               .execution_trace(dir + "/host_et.0.json"));
+    for (int i = 0; i < 6; ++i) {
+      auto x = torch::randn({32, 512});
+      auto t = torch::randn({32, 10});
+      auto loss = torch::mse_loss(m->forward(x), t);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+      prof.step();
+    }
+  }
+  std::vector<std::string> files;
+  for (const auto& f : std::filesystem::directory_iterator(dir + "/kineto")) files.push_back(f.path().string());
+  REQUIRE(files.size() == 1);
+  return files[0];
+}
+
+TEST_CASE("profiler: the execution trace is a tree whose ops are the Kineto trace's, by rf_id", "[profiler]") {
+  const std::string dir = temp_dir("profiler_et");
+  const std::string kineto = collect_training_steps(dir);
+  Parsed et = parse(optrace::detail::read_file(dir + "/host_et.0.json"));
+  CHECK(et.doc->root()["schema"].as_string() == "1.1.1-chakra.0.0.4");
+  std::map<int64_t, int64_t> parent_of;
+  std::set<std::pair<int64_t, std::string>> et_ops;
+  int64_t steps = 0, tensors = 0;
+  for (Node n : et.doc->root()["nodes"].array()) {
+    const int64_t id = n["id"].as_int();
+    CHECK(parent_of.emplace(id, n["ctrl_deps"].as_int()).second);  // ids unique
+    const std::string name(n["name"].as_string());
+    std::map<std::string, Node> attrs;
+    for (Node a : n["attrs"].array()) attrs.emplace(std::string(a["name"].as_string()), a["value"]);
+    for (const char* key : {"rf_id", "fw_parent", "seq_id", "scope", "tid", "fw_tid", "op_schema"}) CHECK(attrs.count(key) == 1);
+    if (name.rfind("[pytorch|profiler|execution_trace|", 0) == 0) continue;
+    et_ops.emplace(attrs.at("rf_id").as_int(), name);
+    steps += name.rfind("ProfilerStep#", 0) == 0 ? 1 : 0;
+    for (Node type : n["inputs"]["types"].array()) tensors += std::string(type.as_string()).rfind("Tensor(", 0) == 0 ? 1 : 0;
+    if (name == "aten::addmm") CHECK(std::string(attrs.at("op_schema").as_string()).rfind("aten::addmm(Tensor self", 0) == 0);
+  }
+  CHECK(steps == 3);
+  CHECK(tensors > 100);
+  // A tree rooted at the process node (id 1, its own parent).
+  REQUIRE(parent_of.count(1) == 1);
+  CHECK(parent_of.at(1) == 1);
+  for (const auto& [id, parent] : parent_of) {
+    int64_t at = id, hops = 0;
+    while (at != 1 && hops++ < 1000) at = parent_of.count(at) ? parent_of.at(at) : -1;
+    INFO("node " << id);
+    CHECK(at == 1);
+  }
+  // The Kineto trace's ops and ranges, by "Record function id": the same set (chakra_trace_link
+  // joins the two by it).
+  Parsed k = parse(optrace::detail::read_file(kineto));
+  std::set<std::pair<int64_t, std::string>> kineto_ops;
+  for (Node e : k.events().array()) {
+    Node cat(e);
+    if (!e.find("cat", cat) || (cat.as_string() != "cpu_op" && cat.as_string() != "user_annotation")) continue;
+    kineto_ops.emplace(e["args"]["Record function id"].as_int(), std::string(e["name"].as_string()));
+  }
+  CHECK(kineto_ops.size() > 200);
+  CHECK(et_ops == kineto_ops);
+}
+
+// The real consumer: Chakra's converter on the execution trace.
+TEST_CASE("profiler: Chakra's converter converts the execution trace, one node per op", "[profiler][python]") {
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  const std::string dir = temp_dir("profiler_chakra");
+  collect_training_steps(dir);
+  const ScriptRun run = run_script("chakra_check.py", std::string(OPTRACE_SOURCE_DIR) + "/../shared/consumers " + dir + "/host_et.0.json " + dir + "/chakra");
+  if (run.status == 77) OPTRACE_SKIP(run.first_line());
+  INFO(run.out);
+  CHECK(run.status == 0);
+}
+
+TEST_CASE("profiler: misuse errors", "[profiler]") {
+  CHECK_THROWS_WITH(optrace::Profiler(optrace::ProfilerOptions().schedule(optrace::Schedule().active(0))),
+                    "optrace: ArgumentError: Schedule: wait, warmup, repeat and skip_first must be >= 0 and active > 0, "
+                    "got wait=0 warmup=0 active=0 repeat=0 skip_first=0");
+  {
+    optrace::Profiler first;
+    CHECK_THROWS_WITH(optrace::Profiler(), "optrace: Error: another Profiler is active; stop it first");
+    CHECK_THROWS_WITH(first.start(), "optrace: Error: this Profiler is already started");
+  }
+  {
+    optrace::OpTracer tracer;
+    tracer.start();
+    CHECK_THROWS_WITH(optrace::Profiler(), "optrace: Error: an OpTracer is recording; stop it before starting a Profiler");
+  }
+  CHECK_THROWS_WITH(optrace::Profiler(optrace::ProfilerOptions().execution_trace("et.json.gz")),
+                    "optrace: ArgumentError: execution_trace 'et.json.gz': Chakra reads the execution trace as plain JSON; drop the .gz");
+  CHECK_THROWS_WITH(optrace::Profiler(optrace::ProfilerOptions().execution_trace("/proc/version/et.json")),
+                    "optrace: IoError: execution_trace '/proc/version/et.json': cannot write in folder '/proc/version'");
+  optrace::Profiler after;  // the failed ones left nothing active
+  after.stop();
+  CHECK_THROWS_WITH(optrace::tensorboard_trace_handler("/proc/version/traces"),
+                    OPTRACE_STARTS_WITH("optrace: IoError: tensorboard_trace_handler: cannot make folder '/proc/version/traces'"));
+  optrace::Profiler fresh;
+  CHECK_THROWS_WITH(fresh.export_chrome_trace(optrace_test::temp_path("never.json")),
+                    "optrace: Error: export_chrome_trace: no trace has finished yet (stop() first)");
+  fresh.stop();
+  CHECK_THROWS_WITH(fresh.step(), "optrace: Error: step() on a Profiler that is not started");
+  // A failing handler: stop() rethrows its error.
+  optrace::Profiler failing(optrace::ProfilerOptions().on_trace_ready(
+      [](const optrace::ProfilerTrace&) { throw optrace::IoError("disk full"); }));
+  CHECK_THROWS_WITH(failing.stop(), "optrace: IoError: disk full");
+}
+
+}  // namespace profiler_test
