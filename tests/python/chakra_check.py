@@ -11,6 +11,9 @@ import subprocess
 import sys
 
 consumers, et_path, work = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
+if not os.path.isdir(os.path.join(consumers, "chakra")):
+    print(f"Chakra cannot run here: the pinned consumers are not in {consumers} (../shared beside the checkout)")
+    sys.exit(77)
 try:
     import google.protobuf  # noqa: F401
 except ImportError as e:

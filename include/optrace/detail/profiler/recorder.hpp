@@ -296,11 +296,13 @@ struct TotalsOf<void (C::*)(void*, int64_t, Total, Total, c10::Device)> {
 using MemoryTotal = TotalsOf<decltype(&c10::MemoryReportingInfoBase::reportMemoryUsage)>::type;
 
 struct MemoryReporter : c10::MemoryReportingInfoBase {
-  bool enabled = false;
+  // Read by every thread that carries the reporter (libtorch's pools), cleared by the stepping
+  // thread when the window closes.
+  std::atomic<bool> enabled{false};
 
   void reportMemoryUsage(void* ptr, int64_t alloc_size, MemoryTotal total_allocated, MemoryTotal total_reserved,
                          c10::Device device) override {
-    if (!enabled) return;
+    if (!enabled.load(std::memory_order_relaxed)) return;
     ThreadBuffer* b = thread_state().current();
     if (b == nullptr) return;
     MemoryEvent m;
@@ -315,7 +317,7 @@ struct MemoryReporter : c10::MemoryReportingInfoBase {
     if (thread_state().window->closed.load(std::memory_order_relaxed)) return;
     b->memory.push_back(m);
   }
-  bool memoryProfilingEnabled() const override { return enabled; }
+  bool memoryProfilingEnabled() const override { return enabled.load(std::memory_order_relaxed); }
 };
 
 }  // namespace optrace::detail::profiler
