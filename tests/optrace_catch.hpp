@@ -24,6 +24,17 @@
 namespace optrace_test {
 inline std::string data_path(const std::string& name) { return std::string(OPTRACE_TEST_DATA) + "/" + name; }
 inline std::string temp_path(const std::string& name) { return std::string(OPTRACE_BINARY_DIR) + "/" + name; }
+#ifdef OPTRACE_PYTHON
+// Whether OPTRACE_PYTHON imports torch (asked once per process): the tests that compare with
+// PyTorch's Python side skip without it.
+inline bool python_torch_available() {
+  static const bool available = [] {
+    std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
+    return std::system(cmd.c_str()) == 0;
+  }();
+  return available;
+}
+#endif
 }  // namespace optrace_test
 
 // Built with AddressSanitizer (cmake/sanitize.sh): freed memory sits in ASan's quarantine, so the

@@ -111,13 +111,7 @@ optrace::OpTrace trace_script(const std::string& source, const std::string& inpu
   return tracer.trace();
 }
 
-bool python_torch_available() {
-  static const bool available = [] {
-    std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
-    return std::system(cmd.c_str()) == 0;
-  }();
-  return available;
-}
+using optrace_test::python_torch_available;
 
 // One model for tests/python/dispatch_tracer.py. `backward`: see trace_script; detach.default is
 // left out there: how many AccumulateGrad runs depends on reference counts, which the Python

@@ -81,13 +81,7 @@ std::string temp_dir(const std::string& name) {
   return dir;
 }
 
-bool python_torch_available() {
-  static const bool available = [] {
-    std::string cmd = std::string(OPTRACE_PYTHON) + " -c 'import torch' > /dev/null 2>&1";
-    return std::system(cmd.c_str()) == 0;
-  }();
-  return available;
-}
+using optrace_test::python_torch_available;
 
 // Runs a Python script of tests/python/ with `args`: its exit status and output (stdout and stderr).
 struct ScriptRun {

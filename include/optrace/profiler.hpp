@@ -108,7 +108,7 @@ class ProfilerTrace {
   KeyAverages key_averages(bool group_by_input_shape = false) const {
     std::vector<TimedEvent> events;
     std::vector<MemoryRecord> memory;
-    auto us = [this](int64_t ns) { return static_cast<double>(ns + info_.steady_to_epoch - info_.base_ns) / 1000.0; };
+    auto us = [this](int64_t ns) { return static_cast<double>(info_.since_base(ns)) / 1000.0; };
     for (const auto& b : window_->buffers) {
       for (const auto& e : b->events) {
         if (e.end_ns < 0) continue;
@@ -155,18 +155,31 @@ using TraceHandler = std::function<void(const ProfilerTrace&)>;
 /// `<dir>/<worker_name>.<time in ns>.pt.trace.json` (`.gz` added with `use_gzip`). `worker_name`
 /// defaults to "<host name>_<pid>". The folder is made (with its parents) and checked writable
 /// here: a folder that cannot be written is an IoError now, not after the run.
+namespace detail::profiler {
+// Whether a file can be made in `dir` (made first, with its parents, where it can be): a folder
+// the profiler cannot write in is an error before the run, not after it.
+inline bool can_write_in(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string probe = dir + "/.optrace-write-check";
+  bool writable = false;
+  {
+    std::ofstream out(probe);
+    writable = out.good();
+  }
+  std::filesystem::remove(probe, ec);
+  return writable;
+}
+}  // namespace detail::profiler
+
 inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::string worker_name = "", bool use_gzip = false) {
   OPTRACE_CHECK(!dir.empty(), ArgumentError, "tensorboard_trace_handler: the folder is empty");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   OPTRACE_CHECK(!ec && std::filesystem::is_directory(dir), IoError, "tensorboard_trace_handler: cannot make folder '", dir,
                 "': ", ec ? ec.message() : "not a folder");
-  const std::string probe = dir + "/.optrace-write-check";
-  {
-    std::ofstream out(probe);
-    OPTRACE_CHECK(out.good(), IoError, "tensorboard_trace_handler: folder '", dir, "' is not writable");
-  }
-  std::filesystem::remove(probe, ec);
+  OPTRACE_CHECK(detail::profiler::can_write_in(dir), IoError, "tensorboard_trace_handler: folder '", dir,
+                "' is not writable");
   if (worker_name.empty()) {
     char host[256] = "localhost";
 #if defined(__unix__)
@@ -245,12 +258,11 @@ class Profiler {
   explicit Profiler(ProfilerOptions options = {}) : options_(std::move(options)) {
     if (options_.schedule()) options_.schedule()->validate();
     if (!options_.execution_trace().empty()) check_execution_trace_path(options_.execution_trace());
-    if (options_.activities().empty()) {
-      options_.activities({Activity::CPU});
-      if (torch::cuda::is_available()) options_.activities({Activity::CPU, Activity::CUDA});
-    }
+    const bool cuda = torch::cuda::is_available();
+    if (options_.activities().empty())
+      options_.activities(cuda ? std::vector<Activity>{Activity::CPU, Activity::CUDA} : std::vector<Activity>{Activity::CPU});
     for (Activity a : options_.activities()) {
-      if (a == Activity::CUDA && !torch::cuda::is_available())
+      if (a == Activity::CUDA && !cuda)
         notes_.push_back("CUDA activity requested but no CUDA device is available: recording CPU activity only");
       else if (a == Activity::CUDA)
         notes_.push_back("CUDA activity: kernels and runtime calls are not recorded yet; CPU ops that launch them are");
@@ -322,7 +334,7 @@ class Profiler {
   void stop() {
     if (started_) {
       step_scope_.reset();
-      finish(action_);
+      close_window(/*ready=*/true);  // torch's transition to None: a window is open only while recording
       started_ = false;
       active_profiler().store(nullptr);
     }
@@ -360,7 +372,7 @@ class Profiler {
   /// The hf op trace of every recorded step so far: what an OpTracer records for the same calls.
   OpTrace op_trace() const { return op_session_ ? detail::op_tracer::collect(*op_session_) : OpTrace(); }
 
-  /// What the profiler could not do as asked (e.g. CUDA without a device), also warned once.
+  /// What the profiler could not do as asked (e.g. CUDA without a device).
   const std::vector<std::string>& notes() const { return notes_; }
 
   const ProfilerOptions& options() const { return options_; }
@@ -394,11 +406,6 @@ class Profiler {
       close_window(/*ready=*/false);  // torch: "Incorrect schedule: RECORD followed by NONE/WARMUP"
     }
     if (is && !window_) open_window();
-  }
-
-  // stop(): torch's transitions to None at the end.
-  void finish(ProfilerAction from) {
-    if (window_) close_window(/*ready=*/from == ProfilerAction::Record || from == ProfilerAction::RecordAndSave);
   }
 
   void open_step_scope() {
@@ -496,20 +503,12 @@ class Profiler {
 
   // The execution trace's file: plain JSON (Chakra reads no gzip) in a folder that can be written.
   static void check_execution_trace_path(const std::string& path) {
-    OPTRACE_CHECK(path.size() < 3 || path.compare(path.size() - 3, 3, ".gz") != 0, ArgumentError, "execution_trace '",
-                  path, "': Chakra reads the execution trace as plain JSON; drop the .gz");
+    OPTRACE_CHECK(!detail::gz_path(path), ArgumentError, "execution_trace '", path,
+                  "': Chakra reads the execution trace as plain JSON; drop the .gz");
     const std::filesystem::path parent = std::filesystem::path(path).parent_path();
     const std::string dir = parent.empty() ? std::string(".") : parent.string();
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    const std::string probe = dir + "/.optrace-write-check";
-    bool writable = false;
-    {
-      std::ofstream out(probe);
-      writable = out.good();
-    }
-    std::filesystem::remove(probe, ec);
-    OPTRACE_CHECK(writable, IoError, "execution_trace '", path, "': cannot write in folder '", dir, "'");
+    OPTRACE_CHECK(detail::profiler::can_write_in(dir), IoError, "execution_trace '", path, "': cannot write in folder '",
+                  dir, "'");
   }
 
   void join_writer() {

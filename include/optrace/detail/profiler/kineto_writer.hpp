@@ -32,6 +32,10 @@ struct TraceInfo {
   int64_t steady_to_epoch = 0;  // add to a steady-clock time to get epoch nanoseconds
   bool record_shapes = false, profile_memory = false, with_stack = false;
   std::string trace_id;
+
+  // A steady-clock time as nanoseconds since baseTimeNanoseconds: what the trace's "ts" holds
+  // (in microseconds).
+  int64_t since_base(int64_t steady_ns) const { return steady_ns + steady_to_epoch - base_ns; }
 };
 
 // An event's inputs as an OpInput (shapes, dtypes, values, strides of non-contiguous tensors).
@@ -113,7 +117,7 @@ class KinetoWriter {
   }
   std::string ts_text(int64_t steady_ns) const {
     std::string s;
-    append_micros(s, steady_ns + info_.steady_to_epoch - info_.base_ns);
+    append_micros(s, info_.since_base(steady_ns));
     return s;
   }
 
@@ -176,7 +180,7 @@ class KinetoWriter {
       o += annotation ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
       o += e.name != nullptr ? escaped_name(e.name) : escaped(b.names[static_cast<size_t>(e.own_name)]);
       o += head;
-      append_micros(o, e.start_ns + info_.steady_to_epoch - info_.base_ns);
+      append_micros(o, info_.since_base(e.start_ns));
       o += ", \"dur\": ";
       append_micros(o, e.end_ns - e.start_ns);
       o += ", \"args\": {\"External id\": ";
@@ -206,7 +210,7 @@ class KinetoWriter {
       o += ", ";
       o += "{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \"name\": \"[memory]\"";
       o += head;
-      append_micros(o, m.ts_ns + info_.steady_to_epoch - info_.base_ns);
+      append_micros(o, info_.since_base(m.ts_ns));
       o += ", \"args\": {\"Total Reserved\": ";
       put_int(m.total_reserved);
       o += ", \"Total Allocated\": ";
