@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <sys/wait.h>
@@ -309,6 +310,183 @@ TEST_CASE("profiler: memory events and the memory columns", "[profiler]") {
     if (row.name == "aten::ones") ones = row.cpu_memory == 256 * 256 * 4;
   CHECK(ones);
   CHECK_THAT(averages.table("self_cpu_memory_usage", 5), OPTRACE_CONTAINS("Self CPU Mem"));
+}
+
+// The CUDA activity's events joined to the CPU ranges when the trace is written (device_trace.hpp),
+// on a window made by hand: what runs without a GPU. The [cuda] case below records real ones.
+TEST_CASE("profiler: runtime calls take the External id of the range around them, kernels their call's", "[profiler]") {
+  namespace dp = optrace::detail::profiler;
+  dp::Window window;
+  auto b = std::make_unique<dp::ThreadBuffer>();
+  b->os_tid = 100;
+  b->names = {"aten::mm", "aten::relu"};
+  dp::Event outer, inner;
+  outer.own_name = 0, outer.kind = dp::EventKind::kOp, outer.start_ns = 1000, outer.end_ns = 9000;
+  inner.own_name = 1, inner.kind = dp::EventKind::kOp, inner.start_ns = 2000, inner.end_ns = 3000, inner.parent = 0;
+  b->events = {outer, inner};
+  window.buffers.push_back(std::move(b));
+  auto other = std::make_unique<dp::ThreadBuffer>();  // a second thread, with a short op
+  other->os_tid = 200;
+  other->names = {"aten::add"};
+  dp::Event add;
+  add.own_name = 0, add.kind = dp::EventKind::kOp, add.start_ns = 3900, add.end_ns = 4300;
+  other->events = {add};
+  window.buffers.push_back(std::move(other));
+  window.start_ns = 0, window.end_ns = 10000;
+  auto device = [](std::string name, dp::DeviceKind kind, int64_t start, int64_t dur, uint64_t correlation, int64_t stream) {
+    dp::DeviceEvent d;
+    d.name = std::move(name), d.kind = kind, d.start_ns = start, d.dur_ns = dur, d.correlation = correlation;
+    d.stream = stream;
+    return d;
+  };
+  using K = dp::DeviceKind;
+  // Runtime calls carry libtorch's thread id of the collecting thread (1), not the caller's.
+  window.device_events = {device("cudaLaunchKernel", K::kRuntime, 2100, 100, 7, 1),   // in relu, in mm
+                          device("cudaLaunchKernel", K::kRuntime, 4000, 100, 11, 1),  // in add (thread 200), in mm
+                          device("cudaMemcpyAsync", K::kRuntime, 5000, 100, 8, 1),    // in mm only
+                          device("cudaDeviceSynchronize", K::kRuntime, 9500, 10, 9, 1),  // in no range
+                          device("relu_kernel", K::kKernel, 4500, 400, 7, 7),
+                          device("Memcpy DtoH (Device -> Pinned)", K::kMemcpy, 6000, 50, 8, 7),
+                          device("add_kernel", K::kKernel, 7500, 50, 11, 7),
+                          device("orphan_kernel", K::kKernel, 8000, 50, 10, 13)};
+  dp::TraceInfo info;
+  info.pid = 42;
+  info.process_name = "app";
+  Parsed p = parse(dp::KinetoWriter(window, info).write(""));
+  std::map<std::string, int64_t> external;  // name -> External id
+  std::map<int64_t, int64_t> call_tid;      // correlation -> the runtime call's tid
+  std::map<int64_t, std::vector<std::string>> flows;  // id -> "s pid tid ts", "f pid tid ts"
+  std::set<std::string> threads;
+  for (Node e : p.events().array()) {
+    const std::string ph(e["ph"].as_string());
+    Node args(e);
+    if (ph == "X" && e.find("args", args)) {
+      Node ext(e);
+      if (args.find("External id", ext)) external[std::string(e["name"].as_string())] = ext.as_int();
+      if (e["cat"].as_string() == "cuda_runtime") call_tid[args["correlation"].as_int()] = e["tid"].as_int();
+    }
+    if (ph == "s" || ph == "f") {
+      Node cat(e);
+      REQUIRE(e.find("cat", cat));
+      if (cat.as_string() != "ac2g") continue;
+      std::ostringstream end;
+      end << ph << ' ' << e["pid"].as_int() << ' ' << e["tid"].as_int() << ' ' << e["ts"].as_double();
+      flows[e["id"].as_int()].push_back(end.str());
+    }
+    if (ph == "M" && e["name"].as_string() == "thread_name" && e["pid"].as_int() == 0)
+      threads.insert(std::string(e["args"]["name"].as_string()));
+  }
+  CHECK(external["aten::mm"] == 1);
+  CHECK(external["aten::relu"] == 2);
+  CHECK(external["aten::add"] == 3);
+  CHECK(external["relu_kernel"] == 2);
+  CHECK(external["Memcpy DtoH (Device -> Pinned)"] == 1);
+  CHECK(external["add_kernel"] == 3);
+  CHECK(external["orphan_kernel"] == 0);
+  CHECK(external["cudaDeviceSynchronize"] == 0);
+  CHECK(call_tid == std::map<int64_t, int64_t>{{7, 100}, {8, 100}, {9, 1}, {11, 200}});
+  CHECK(flows.size() == 3);
+  CHECK(flows[7] == std::vector<std::string>{"s 42 100 2.1", "f 0 7 4.5"});
+  CHECK(flows[8] == std::vector<std::string>{"s 42 100 5", "f 0 7 6"});
+  CHECK(flows[11] == std::vector<std::string>{"s 42 200 4", "f 0 7 7.5"});
+  CHECK(threads == std::set<std::string>{"stream 7 ", "stream 13 "});
+}
+
+// A GPU's kernels, recorded by libtorch's Kineto and written with the CPU ops that launched them;
+// their names as torch.profiler's own trace of the same computation holds them.
+TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and flows", "[profiler][cuda]") {
+  if (!torch::cuda::is_available()) OPTRACE_SKIP("no CUDA device");
+  auto work = [] {
+    auto a = torch::ones({256, 256}, torch::kCUDA);
+    auto b = torch::mm(a, a);
+    auto c = torch::relu(b);
+    return c.sum().cpu();
+  };
+  work();  // cuBLAS's handle and workspace made before recording, as the Python side does
+  torch::cuda::synchronize();
+  optrace::Profiler prof(optrace::ProfilerOptions()
+                             .activities({optrace::Activity::CPU, optrace::Activity::CUDA})
+                             .profile_memory(true));
+  CHECK(work().item<float>() == 256.0f * 256 * 256);
+  torch::cuda::synchronize();
+  prof.stop();
+  for (const auto& n : prof.notes()) WARN("note: " << n);
+  CHECK(prof.notes().empty());
+  const std::string text = prof.last_trace()->to_json();
+  optrace::detail::write_file_atomic(optrace_test::temp_path("profiler_cuda.pt.trace.json"), text);
+  Parsed p = parse(text);
+  struct Span {
+    std::string name, cat;
+    int64_t pid = 0, tid = 0, ext = 0, corr = -1;
+    double ts = 0, dur = 0;
+  };
+  std::vector<Span> spans;
+  std::map<int64_t, int> flow_ends;  // ac2g id -> ends seen
+  int64_t cuda_memory = 0;
+  for (Node e : p.events().array()) {
+    const std::string ph(e["ph"].as_string());
+    if (ph == "s" || ph == "f") {
+      if (e["cat"].as_string() == "ac2g") ++flow_ends[e["id"].as_int()];
+      continue;
+    }
+    if (ph == "i" && e["name"].as_string() == "[memory]") {
+      if (e["args"]["Device Type"].as_int() == 1) ++cuda_memory;
+      continue;
+    }
+    if (ph != "X") continue;
+    Span s;
+    s.name = std::string(e["name"].as_string());
+    s.cat = std::string(e["cat"].as_string());
+    s.pid = e["pid"].as_int(), s.tid = e["tid"].as_int();
+    s.ts = e["ts"].as_double(), s.dur = e["dur"].as_double();
+    Node args(e), v(e);
+    if (e.find("args", args)) {
+      if (args.find("External id", v)) s.ext = v.as_int();
+      if (args.find("correlation", v)) s.corr = v.as_int();
+    }
+    spans.push_back(s);
+  }
+  std::map<int64_t, const Span*> op_of_ext, call_of_corr;
+  std::vector<const Span*> launched;
+  for (const Span& s : spans) {
+    if (s.cat == "cpu_op" || s.cat == "user_annotation") op_of_ext[s.ext] = &s;
+    if (s.cat == "cuda_runtime" || s.cat == "cuda_driver") call_of_corr[s.corr] = &s;
+    if (s.cat == "kernel" || s.cat == "gpu_memcpy" || s.cat == "gpu_memset") launched.push_back(&s);
+  }
+  WARN(launched.size() << " kernels, copies and sets; " << call_of_corr.size() << " runtime calls; "
+                       << cuda_memory << " CUDA [memory] events");
+  REQUIRE(launched.size() >= 3);  // mm, relu, sum; the copy to the host
+  std::vector<std::string> names;
+  std::set<std::string> launching_ops;
+  for (const Span* k : launched) {
+    INFO(k->cat << " " << k->name << " correlation " << k->corr);
+    names.push_back(k->name);
+    auto call = call_of_corr.find(k->corr);
+    REQUIRE(call != call_of_corr.end());
+    CHECK(flow_ends[k->corr] == 2);
+    CHECK(k->ts >= call->second->ts);  // launched before it ran: the two clocks agree
+    CHECK(k->ext == call->second->ext);
+    auto op = op_of_ext.find(call->second->ext);
+    REQUIRE(op != op_of_ext.end());  // the call lies within a recorded range
+    CHECK(op->second->tid == call->second->tid);
+    CHECK(op->second->ts <= call->second->ts);
+    CHECK(op->second->ts + op->second->dur >= call->second->ts + call->second->dur);
+    launching_ops.insert(op->second->name);
+  }
+  CHECK(launching_ops.count("aten::mm") == 1);
+  CHECK(launching_ops.count("aten::sum") == 1);
+  CHECK(cuda_memory >= 2);
+
+  if (!python_torch_available()) return;
+  const std::string torch_names = optrace_test::temp_path("profiler_cuda.torch.txt");
+  const ScriptRun run = run_script("torch_cuda_kernels.py",
+                                   optrace_test::temp_path("profiler_cuda.torch.pt.trace.json") + " " + torch_names);
+  if (run.status == 77) return;
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  std::string ours;
+  for (const auto& n : names) ours += n + "\n";
+  CHECK(ours == optrace::detail::read_file(torch_names));
 }
 
 TEST_CASE("profiler: ops on several threads, each on its own tid", "[profiler]") {

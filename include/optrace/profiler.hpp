@@ -9,6 +9,7 @@
 
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/profiler/device_trace.hpp>
 #include <optrace/detail/profiler/execution_trace.hpp>
 #include <optrace/detail/profiler/kineto_writer.hpp>
 #include <optrace/detail/profiler/recorder.hpp>
@@ -265,7 +266,7 @@ class Profiler {
       if (a == Activity::CUDA && !cuda)
         notes_.push_back("CUDA activity requested but no CUDA device is available: recording CPU activity only");
       else if (a == Activity::CUDA)
-        notes_.push_back("CUDA activity: kernels and runtime calls are not recorded yet; CPU ops that launch them are");
+        device_trace_ = true;
     }
     const int64_t epoch = std::chrono::duration_cast<std::chrono::nanoseconds>(
                               std::chrono::system_clock::now().time_since_epoch())
@@ -433,6 +434,15 @@ class Profiler {
       detail::profiler::active_window() = w;
       detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
     }
+    // libtorch's Kineto puts its own state on the thread's PROFILER_STATE: it goes first, so that
+    // the allocators report to ours, above it.
+    if (device_trace_) {
+      std::string note;
+      if (!device_capture_.start(note)) {
+        device_trace_ = false;  // not tried again in later windows
+        notes_.push_back(note);
+      }
+    }
     if (options_.profile_memory()) {
       reporter_ = std::make_shared<detail::profiler::MemoryReporter>();
       reporter_->enabled = true;
@@ -463,6 +473,7 @@ class Profiler {
       detail::profiler::active_window() = nullptr;
       detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
     }
+    if (device_capture_.running()) window_->device_events = device_capture_.stop(info_.steady_to_epoch);
     if (op_view_active_) {
       std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
       detail::op_tracer::active_session() = nullptr;
@@ -524,6 +535,8 @@ class Profiler {
   std::optional<RecordScope> step_scope_;
   std::shared_ptr<detail::profiler::Window> window_;
   std::shared_ptr<detail::profiler::MemoryReporter> reporter_;
+  bool device_trace_ = false;  // the CUDA activity asked for and a device present
+  detail::profiler::DeviceCapture device_capture_;
   std::shared_ptr<detail::op_tracer::Session> op_session_;
   bool op_view_active_ = false;
   at::CallbackHandle handle_ = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh: what a machine with an NVIDIA GPU runs. Builds optrace's tests and
 # benchmarks against that machine's libtorch (the one PyTorch's wheel ships), runs every
-# [cuda] test and the materialization and replay benchmarks, and leaves the figures in
+# [cuda] test (materialization, replay, the Profiler's kernels against torch.profiler's, with
+# the wheel's own python) and the materialization and replay benchmarks, and leaves the figures in
 # $OPTRACE_GPU_BUILD_DIR/bench_materialize.txt and bench_replay.txt.
 #
 #   bash tests/gpu/run.sh            (from anywhere; build dir: build-gpu, or $OPTRACE_GPU_BUILD_DIR)
@@ -14,7 +15,8 @@
 # - cmake >= 3.18, a C++17 compiler, ninja or make;
 # - simdjson >= 3.0 and Catch2 (v2 or v3) that CMake can find. When they are missing and the
 #   machine has apt-get (as root or through sudo), libsimdjson-dev and catch2 are installed from
-#   the distribution's archive; otherwise the script stops and says so. Extra install prefixes
+#   the distribution's archive; otherwise the script stops and says so. A machine without an
+#   archive takes them from a prefix (e.g. Debian's libsimdjson-dev unpacked into one). Extra install prefixes
 #   can be given in $OPTRACE_GPU_PREFIX_PATH (';'-separated, CMake style).
 # - Note: wheels built with the pre-C++11 ABI (torch._C._GLIBCXX_USE_CXX11_ABI false, torch
 #   before 2.7) compile optrace with -D_GLIBCXX_USE_CXX11_ABI=0; a distribution's Catch2 v3 and
@@ -77,10 +79,14 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 say "configuring $build"
 cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix${OPTRACE_GPU_PREFIX_PATH:+;$OPTRACE_GPU_PREFIX_PATH}" \
-  -DOPTRACE_BUILD_EXAMPLES=OFF "${cuda_args[@]}"
+  -DOPTRACE_BUILD_EXAMPLES=OFF -DOPTRACE_PYTHON="$(command -v "$PY")" "${cuda_args[@]}"
 say "building"
 # What runs here only: the test program and the two benchmarks (which are not in the default build).
-cmake --build "$build" --parallel "${OPTRACE_GPU_JOBS:-$(nproc)}" --target optrace_tests bench_materialize bench_replay
+# Keep going past a failed unit: one lease shows every error that a new libtorch brings.
+keep_going=(-k)
+[ ${#generator[@]} -eq 0 ] || keep_going=(-k 0)
+cmake --build "$build" --parallel "${OPTRACE_GPU_JOBS:-$(nproc)}" --target optrace_tests bench_materialize bench_replay \
+  -- "${keep_going[@]}"
 
 say "[cuda] tests"
 status=0

@@ -3,19 +3,23 @@
 // The layout is torch 2.6's own (`*.pt.trace.json` as tensorboard_trace_handler writes it):
 // top-level metadata, then per thread its "X" events (cat "cpu_op" for ops and autograd nodes,
 // "user_annotation" for record_function ranges and ProfilerStep#N), "[memory]" instant events,
-// and "fwdbwd" flow events from each forward op to its autograd node. Times are microseconds
+// and "fwdbwd" flow events from each forward op to its autograd node; with the CUDA activity, the
+// runtime calls on their threads, kernels, copies and sets on their device and stream, and an
+// "ac2g" flow from each call to what it launched (device_trace.hpp says how they are joined). Times are microseconds
 // since `baseTimeNanoseconds` with nanosecond decimals, as Kineto writes them. The arguments'
 // text ("Input Dims", "Input type", "Concrete Inputs", ...) is the Kineto exporter's
 // (kineto/exporter.hpp), the inputs decoded by OpTracer's decoder.
 
 #include <optrace/detail/kineto/exporter.hpp>
 #include <optrace/detail/op_tracer/decoder.hpp>
+#include <optrace/detail/profiler/device_trace.hpp>
 #include <optrace/detail/profiler/recorder.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <string>
@@ -90,6 +94,10 @@ class KinetoWriter {
       sink(chunk);
       chunk.clear();
     }
+    write_device(chunk, sink);
+    sink(chunk);
+    chunk.clear();
+    write_device_metadata(w);
     write_flows(w);
     w.begin_object().key("name").value("Record Window End").key("ph").value("i").key("s").value("g");
     w.key("pid").value("").key("tid").value("").key("ts").raw(ts_text(window_.end_ns)).end_object();
@@ -169,7 +177,11 @@ class KinetoWriter {
     };
     std::string head;  // `"pid": P, "tid": T, "ts": ` of this thread
     head = ", \"pid\": " + std::to_string(info_.pid) + ", \"tid\": " + std::to_string(b.os_tid) + ", \"ts\": ";
-    for (const Event& e : b.events) {
+    // With device events: the External id of each event, for the runtime calls inside it.
+    std::vector<int64_t>* ids = window_.device_events.empty() ? nullptr : &external_ids_[&b];
+    if (ids != nullptr) ids->assign(b.events.size(), 0);
+    for (size_t index = 0; index < b.events.size(); ++index) {
+      const Event& e = b.events[index];
       if (e.end_ns < 0) continue;  // still open when the window closed
       const bool annotation = e.kind == EventKind::kUserAnnotation;
       if (o.size() > kChunk) {
@@ -185,6 +197,7 @@ class KinetoWriter {
       append_micros(o, e.end_ns - e.start_ns);
       o += ", \"args\": {\"External id\": ";
       put_int(++external_id_);
+      if (ids != nullptr) (*ids)[index] = external_id_;
       if (e.seq_nr >= 0 && !annotation) {
         o += ", \"Sequence number\": ";
         put_int(e.seq_nr);
@@ -226,6 +239,114 @@ class KinetoWriter {
       o += ", \"Ev Idx\": ";
       put_int(ev_idx_++);
       o += "}}";
+    }
+  }
+
+  // The CUDA activity's events (after every thread's, whose External ids they take), the "ac2g"
+  // flows from each runtime call to the kernel, copy or set it launched, and the devices' and
+  // streams' names, as torch.profiler writes them.
+  template <class Sink>
+  void write_device(std::string& o, Sink& sink) {
+    const std::vector<DeviceEvent>& events = window_.device_events;
+    if (events.empty()) return;
+    // correlation -> the runtime call, the External id and thread of the range around it
+    struct Call {
+      const DeviceEvent* event = nullptr;
+      int64_t external = 0, tid = 0;
+    };
+    std::unordered_map<uint64_t, Call> calls;
+    for (const DeviceEvent& d : events) {
+      if (!on_host(d.kind)) continue;
+      Call call{&d, 0, d.stream};
+      // libtorch gives an unlinked runtime call the thread that stopped the profiler, not the
+      // one that made the call: the call goes to the shortest range that encloses it on any
+      // thread (the innermost of the launching thread, unless two threads launch at once).
+      int64_t shortest = -1;
+      for (const auto& b : window_.buffers) {
+        if (b->rf_thread_id == static_cast<uint64_t>(d.stream) && shortest < 0) call.tid = b->os_tid;
+        const int32_t k = enclosing_event(*b, d.start_ns, d.start_ns + d.dur_ns);
+        if (k < 0) continue;
+        const Event& e = b->events[static_cast<size_t>(k)];
+        if (shortest >= 0 && e.end_ns - e.start_ns >= shortest) continue;
+        shortest = e.end_ns - e.start_ns;
+        call.external = external_ids_[b.get()][static_cast<size_t>(k)];
+        call.tid = b->os_tid;
+      }
+      calls.emplace(d.correlation, call);
+    }
+    auto put_int = [&o](int64_t v) {
+      char buf[24];
+      o.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+    };
+    std::vector<std::pair<const Call*, const DeviceEvent*>> flows;  // call, what it launched
+    for (const DeviceEvent& d : events) {
+      if (o.size() > (1 << 20)) {
+        sink(o);
+        o.clear();
+      }
+      const bool host = on_host(d.kind);
+      auto call = calls.find(d.correlation);
+      o += ", {\"ph\": \"X\", \"cat\": \"";
+      o += device_category(d.kind);
+      o += "\", \"name\": ";
+      o += escaped(d.name);
+      o += ", \"pid\": ";
+      put_int(host ? info_.pid : d.device);
+      o += ", \"tid\": ";
+      put_int(host ? call->second.tid : d.stream);
+      o += ", \"ts\": ";
+      append_micros(o, info_.since_base(d.start_ns));
+      o += ", \"dur\": ";
+      append_micros(o, d.dur_ns);
+      o += ", \"args\": {\"External id\": ";
+      put_int(call != calls.end() ? call->second.external : 0);
+      if (!host) {
+        o += ", \"device\": ";
+        put_int(d.device);
+        o += ", \"stream\": ";
+        put_int(d.stream);
+        streams_[d.device].insert(d.stream);
+        if (call != calls.end()) flows.emplace_back(&call->second, &d);
+      }
+      o += ", \"correlation\": ";
+      put_int(static_cast<int64_t>(d.correlation));
+      o += "}}";
+    }
+    auto flow_end = [&](const char* head, uint64_t id, int64_t pid, int64_t tid, int64_t start_ns, const char* tail) {
+      o += head;
+      put_int(static_cast<int64_t>(id));
+      o += ", \"pid\": ";
+      put_int(pid);
+      o += ", \"tid\": ";
+      put_int(tid);
+      o += ", \"ts\": ";
+      append_micros(o, info_.since_base(start_ns));
+      o += tail;
+    };
+    for (const auto& [call, launched] : flows) {
+      flow_end(", {\"ph\": \"s\", \"id\": ", launched->correlation, info_.pid, call->tid, call->event->start_ns,
+               ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}");
+      flow_end(", {\"ph\": \"f\", \"id\": ", launched->correlation, launched->device, launched->stream,
+               launched->start_ns, ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}");
+    }
+  }
+
+  // The devices' and streams' names of the CUDA activity's events.
+  void write_device_metadata(json::Writer& w) {
+    const std::string ts = ts_text(window_.start_ns);
+    auto meta = [&](const char* name, int64_t pid, int64_t tid, const char* key, auto value) {
+      w.begin_object().key("name").value(name).key("ph").value("M").key("ts").raw(ts);
+      w.key("pid").value(pid).key("tid").value(tid);
+      w.key("args").begin_object().key(key).value(value).end_object().end_object();
+    };
+    for (const auto& [device, ids] : streams_) {
+      meta("process_name", device, 0, "name", info_.process_name);
+      meta("process_labels", device, 0, "labels", "GPU " + std::to_string(device));
+      meta("process_sort_index", device, 0, "sort_index", 5000000 + device);
+      for (int64_t stream : ids) {
+        meta("thread_name", device, stream, "name", "stream " + std::to_string(stream) + " ");
+        meta("thread_sort_index", device, stream, "sort_index", stream);
+      }
     }
   }
 
@@ -284,6 +405,8 @@ class KinetoWriter {
   std::map<std::pair<uint64_t, int64_t>, std::pair<FlowEnd, FlowEnd>> flows_;
   std::unordered_map<std::string, std::string> args_text_;
   std::unordered_map<const char*, std::string> names_;
+  std::unordered_map<const ThreadBuffer*, std::vector<int64_t>> external_ids_;
+  std::map<int64_t, std::set<int64_t>> streams_;  // device -> the streams its events ran on
 };
 
 }  // namespace optrace::detail::profiler

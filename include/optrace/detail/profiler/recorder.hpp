@@ -84,6 +84,32 @@ struct MemoryEvent {
   int8_t device_type = 0, device_index = -1;
 };
 
+// The categories torch.profiler writes device-side and runtime events under.
+enum class DeviceKind : uint8_t { kKernel, kMemcpy, kMemset, kRuntime, kDriver };
+
+inline const char* device_category(DeviceKind k) {
+  switch (k) {
+    case DeviceKind::kKernel: return "kernel";
+    case DeviceKind::kMemcpy: return "gpu_memcpy";
+    case DeviceKind::kMemset: return "gpu_memset";
+    case DeviceKind::kRuntime: return "cuda_runtime";
+    case DeviceKind::kDriver: return "cuda_driver";
+  }
+  return "kernel";
+}
+
+inline bool on_host(DeviceKind k) { return k == DeviceKind::kRuntime || k == DeviceKind::kDriver; }
+
+// One activity CUPTI reported (device_trace.hpp). Times are the recording's steady clock.
+struct DeviceEvent {
+  std::string name;
+  DeviceKind kind = DeviceKind::kKernel;
+  int64_t start_ns = 0, dur_ns = 0;
+  uint64_t correlation = 0;
+  int64_t device = 0;  // device side: the device index
+  int64_t stream = 0;  // device side: the stream; on the host: the thread (os id)
+};
+
 struct ThreadBuffer {
   op_tracer::SpinLock mutex;  // taken by its thread on each event, and when the window closes
   int64_t os_tid = 0;
@@ -115,6 +141,8 @@ struct Window {
   // Set when the window closes: a thread that got its buffer just before checks it under the
   // buffer's lock, so nothing is appended once the window's trace is handed over.
   std::atomic<bool> closed{false};
+  // With the CUDA activity: kernels, copies and runtime calls (device_trace.hpp), in start order.
+  std::vector<DeviceEvent> device_events;
 };
 
 inline std::mutex& active_mutex() {

@@ -1,0 +1,150 @@
+// optrace/detail/profiler/device_trace.hpp: CUDA kernels, copies and runtime calls, from libtorch's own Kineto
+#pragma once
+// Why libtorch's Kineto: CUPTI's activity records (kernels with their stream and device times,
+// the runtime calls that launched them, and the correlation id that pairs the two) are what
+// torch.profiler's CUDA rows are made of, and libtorch >= 2.0 built with Kineto exposes them in
+// C++ (torch/csrc/autograd/profiler_kineto.h). The Profiler runs it for the CUDA activity only:
+// the CPU side stays optrace's own recording (one set of RecordFunction callbacks, the same on
+// every libtorch), and the two are joined when the trace is written:
+// - a runtime call belongs to the innermost range that encloses it on its thread, whose
+//   "External id" it takes, as torch's correlation stack gives it;
+// - a kernel, copy or set takes its runtime call's External id through the correlation id, and
+//   an "ac2g" flow goes from the call to it, as torch writes them.
+// Kineto's device times are converted to the recording's steady clock (see to_steady).
+//
+// Where libtorch is older than 2.0, or built without Kineto (Debian's 1.13), or no CUDA device is
+// present, nothing here runs and the Profiler says so in notes().
+
+#include <optrace/detail/profiler/recorder.hpp>
+
+#include <torch/version.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/autograd/profiler_kineto.h>
+#define OPTRACE_PROFILER_DEVICE_TRACE 1
+#else
+#define OPTRACE_PROFILER_DEVICE_TRACE 0
+#endif
+
+namespace optrace::detail::profiler {
+
+// libkineto::ActivityType's values (kineto/ActivityType.h: "add them at correct position"; the
+// ones read here have kept their place since Kineto's first release in libtorch).
+inline bool device_kind_of(uint8_t activity_type, DeviceKind& kind) {
+  switch (activity_type) {
+    case 3: kind = DeviceKind::kMemcpy; return true;   // GPU_MEMCPY
+    case 4: kind = DeviceKind::kMemset; return true;   // GPU_MEMSET
+    case 5: kind = DeviceKind::kKernel; return true;   // CONCURRENT_KERNEL
+    case 7: kind = DeviceKind::kRuntime; return true;  // CUDA_RUNTIME
+    case 8: kind = DeviceKind::kDriver; return true;   // CUDA_DRIVER
+    default: return false;
+  }
+}
+
+// Kineto's timestamps are Unix-epoch nanoseconds where libtorch converts CUPTI's clock (CUDA
+// builds), a monotonic clock elsewhere (ROCm traces show uptime): each window's events are
+// taken as whichever of the two their first timestamp is near.
+inline int64_t to_steady_offset(int64_t first_ns, int64_t steady_to_epoch) {
+  const int64_t now = now_ns();
+  const int64_t as_epoch = std::llabs(first_ns - (now + steady_to_epoch));
+  const int64_t as_steady = std::llabs(first_ns - now);
+  return as_epoch < as_steady ? -steady_to_epoch : 0;
+}
+
+// Runs libtorch's Kineto profiler for the CUDA activity over one recording window.
+class DeviceCapture {
+ public:
+  // Starts CUPTI's recording; false (and why in `note`) where it cannot.
+  bool start(std::string& note) {
+#if OPTRACE_PROFILER_DEVICE_TRACE
+    namespace impl = torch::profiler::impl;
+    try {
+      impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+      const std::set<impl::ActivityType> activities{impl::ActivityType::CUDA};
+      torch::autograd::profiler::prepareProfiler(config, activities);
+      torch::autograd::profiler::enableProfiler(config, activities);
+      running_ = true;
+      return true;
+    } catch (const std::exception& e) {
+      note = std::string("CUDA activity: libtorch's Kineto profiler could not start (") + first_line(e.what()) +
+             "): kernels are not recorded; CPU ops that launch them are";
+      return false;
+    }
+#else
+    note = "CUDA activity: kernels and runtime calls need libtorch >= 2.0 built with Kineto (this is " +
+           std::string(TORCH_VERSION) + "); CPU ops that launch them are recorded";
+    return false;
+#endif
+  }
+
+  // Stops it and returns what CUPTI recorded, on the steady clock. Call on the starting thread.
+  std::vector<DeviceEvent> stop(int64_t steady_to_epoch) {
+    std::vector<DeviceEvent> out;
+#if OPTRACE_PROFILER_DEVICE_TRACE
+    if (!running_) return out;
+    running_ = false;
+    std::unique_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
+    if (!result) return out;
+    bool offset_known = false;
+    int64_t offset = 0;
+    for (const auto& e : result->events()) {
+      DeviceEvent d;
+      if (!device_kind_of(e.activityType(), d.kind)) continue;
+      const auto start = static_cast<int64_t>(e.startNs());
+      if (!offset_known) {
+        offset = to_steady_offset(start, steady_to_epoch);
+        offset_known = true;
+      }
+      d.name = e.name();
+      d.start_ns = start + offset;
+      d.dur_ns = static_cast<int64_t>(e.durationNs());
+      d.correlation = e.correlationId();
+      if (on_host(d.kind)) {
+        d.stream = static_cast<int64_t>(e.startThreadId());
+      } else {
+        d.device = e.deviceIndex();
+        d.stream = e.deviceResourceId();
+      }
+      out.push_back(std::move(d));
+    }
+    std::sort(out.begin(), out.end(), [](const DeviceEvent& a, const DeviceEvent& b) { return a.start_ns < b.start_ns; });
+#else
+    (void)steady_to_epoch;
+#endif
+    return out;
+  }
+
+  bool running() const { return running_; }
+
+ private:
+  static std::string first_line(const char* what) {
+    std::string s(what);
+    return s.substr(0, s.find('\n'));
+  }
+  bool running_ = false;
+};
+
+// The innermost recorded range of thread buffer `b` that encloses [start, end], or -1. Events
+// are in start order within a buffer, and ranges nest: the innermost enclosing one is the last
+// one started before `start`, or one of its enclosing ranges.
+inline int32_t enclosing_event(const ThreadBuffer& b, int64_t start, int64_t end) {
+  auto it = std::upper_bound(b.events.begin(), b.events.end(), start,
+                             [](int64_t t, const Event& e) { return t < e.start_ns; });
+  if (it == b.events.begin()) return -1;
+  auto k = static_cast<int32_t>(it - b.events.begin()) - 1;
+  while (k >= 0) {
+    const Event& e = b.events[static_cast<size_t>(k)];
+    if (e.end_ns >= end) return k;
+    k = e.parent;
+  }
+  return -1;
+}
+
+}  // namespace optrace::detail::profiler
