@@ -1,11 +1,14 @@
 // Tests for optrace/key_averages.hpp: torch's key_averages of hand-made events (nesting, recursion,
-// threads, memory, sorting, grouping, the table's text as torch 2.6 printed it for the same
-// events) and of real Kineto traces, torch 2.6's own with the tables it printed in that run.
+// threads, memory, sorting, grouping, device events and the CUDA columns, the table's text as
+// torch 2.6 printed it for the same events) and of real Kineto traces: torch 2.6's own and torch
+// 2.11's CUDA trace, with the tables torch printed in those runs.
 #include <optrace/key_averages.hpp>
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,11 +27,75 @@ TimedEvent event(std::string name, int64_t tid, double start_us, double end_us, 
   return TimedEvent{std::move(name), tid, start_us, end_us - start_us, std::move(shapes), user_annotation};
 }
 
-// The rows by name (and input shapes when grouped).
+// Whether two times agree to well below the nanosecond (torch's floats of the same integers may
+// differ in their last bits from a literal).
+bool near(double a, double b) { return std::fabs(a - b) < 1e-9; }
+
+// The rows by name (and input shapes when grouped); a device row's name ends in " @device".
 std::map<std::string, KeyAverage> by_name(const KeyAverages& a) {
   std::map<std::string, KeyAverage> out;
-  for (const KeyAverage& r : a.rows()) out[r.input_shapes.empty() ? r.name : r.name + " " + r.input_shapes] = r;
+  for (const KeyAverage& r : a.rows())
+    out[(r.input_shapes.empty() ? r.name : r.name + " " + r.input_shapes) + (r.on_device ? " @device" : "")] = r;
   return out;
+}
+
+// A device event (a kernel; `annotation`: a GPU annotation) linked to the op of correlation id
+// `linked` (0: none).
+TimedEvent on_device(std::string name, double start_us, double end_us, int64_t linked, bool annotation = false) {
+  TimedEvent e = event(std::move(name), 7, start_us, end_us, "", annotation);
+  e.on_device = true;
+  e.linked_correlation_id = linked;
+  return e;
+}
+
+// A CPU event with its correlation id, linked to the op of correlation id `linked` (0: none).
+TimedEvent with_ids(TimedEvent e, int64_t id, int64_t linked = 0) {
+  e.correlation_id = id;
+  e.linked_correlation_id = linked;
+  return e;
+}
+
+// The tables torch printed in a run (tests/data/kineto/*.tables.txt): each after a line
+// `== key_averages(group_by_input_shape=G).table(sort_by="S", row_limit=N)`.
+struct PrintedTable {
+  std::string call;
+  bool grouped = false;
+  std::string sort_by;
+  int row_limit = 0;
+  std::string text;
+};
+std::vector<PrintedTable> printed_tables(const std::string& name) {
+  const std::string text = optrace::detail::read_file(optrace_test::data_path(name));
+  const std::regex head("== key_averages\\(group_by_input_shape=(True|False)\\)\\.table\\(sort_by=\"(\\w+)\", row_limit=(-?\\d+)\\)\n");
+  std::vector<PrintedTable> out;
+  for (std::sregex_iterator it(text.begin(), text.end(), head), end; it != end; ++it) {
+    const size_t from = static_cast<size_t>(it->position() + it->length());
+    auto next = std::next(it);
+    out.push_back({it->str(), (*it)[1] == "True", (*it)[2], std::stoi((*it)[3]),
+                   text.substr(from, next == end ? std::string::npos : static_cast<size_t>(next->position()) - from)});
+  }
+  return out;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// A table line's cells: what lies between runs of two spaces or more (no name or shape holds two).
+std::vector<std::string> cells_of(const std::string& line) {
+  std::vector<std::string> out;
+  const std::regex cell("\\S+(?: \\S+)*");
+  for (std::sregex_iterator it(line.begin(), line.end(), cell), end; it != end; ++it) out.push_back(it->str());
+  return out;
+}
+
+// "57.439us" or "1.484ms" as microseconds.
+double us_of(const std::string& cell) {
+  const double v = std::stod(cell);
+  return cell.size() > 2 && cell.compare(cell.size() - 2, 2, "ms") == 0 ? v * 1000.0 : v;
 }
 
 std::vector<std::string> names_in_order(const std::string& table) {
@@ -192,10 +259,15 @@ TEST_CASE("key_averages: sort_by and row_limit", "[key_averages]") {
 TEST_CASE("key_averages: an unknown sort_by names the valid ones", "[key_averages]") {
   const KeyAverages a = KeyAverages::from_events(two_steps(), {}, false);
   const std::string message =
-      "optrace: ArgumentError: unknown sort_by 'self_cuda_time_total': expected one of self_cpu_time_total, "
-      "cpu_time_total, cpu_time, count, cpu_memory_usage, self_cpu_memory_usage (torch's names), or \"\" for the rows' own order";
-  CHECK_THROWS_WITH(a.table("self_cuda_time_total"), message);
-  CHECK_THROWS_WITH(a.to_json("self_cuda_time_total"), message);
+      "optrace: ArgumentError: unknown sort_by 'self_gpu_time_total': expected one of self_cpu_time_total, "
+      "cpu_time_total, cpu_time, count, cpu_memory_usage, self_cpu_memory_usage, self_cuda_time_total "
+      "(self_device_time_total), cuda_time_total (device_time_total), cuda_time (device_time), cuda_memory_usage "
+      "(device_memory_usage), self_cuda_memory_usage (self_device_memory_usage) (torch's names), or \"\" for the rows' "
+      "own order";
+  CHECK_THROWS_WITH(a.table("self_gpu_time_total"), message);
+  CHECK_THROWS_WITH(a.to_json("self_gpu_time_total"), message);
+  // The device keys of a CPU-only profile sort nothing (every row has 0), as in torch.
+  CHECK(names_in_order(a.table("self_cuda_time_total")) == names_in_order(a.table("")));
   CHECK_THROWS_WITH(KeyAverages::from_events({}, {}, false).table("nope"), OPTRACE_STARTS_WITH("optrace: ArgumentError: unknown sort_by 'nope'"));
 }
 
@@ -264,6 +336,152 @@ TEST_CASE("key_averages: to_json holds the rows the table shows", "[key_averages
   CHECK(KeyAverages::from_events({}, {}, false).to_json() == "[]");
 }
 
+// A linear layer on the GPU as torch holds it: ops with their correlation ids, the runtime calls
+// linked to them (one on another thread), kernels, a GPU annotation, and a synchronize linked to
+// no op whose CUPTI correlation id (3) is also aten::relu's.
+std::vector<TimedEvent> gpu_step() {
+  return {with_ids(event("aten::linear", 1, 0, 100), 1),
+          with_ids(event("aten::addmm", 1, 10, 90), 2),
+          with_ids(event("cudaLaunchKernel", 9, 20, 30), 501, 2),
+          on_device("gemm", 40, 50, 2),
+          on_device("gemm", 60, 65, 2),
+          with_ids(event("aten::relu", 1, 100, 120), 3),
+          with_ids(event("cudaLaunchKernel", 1, 105, 110), 502, 3),
+          on_device("relu_kernel", 130, 132, 3),
+          on_device("step", 39, 140, 0, /*annotation=*/true),
+          with_ids(event("cudaDeviceSynchronize", 1, 150, 160), 3)};
+}
+
+TEST_CASE("key_averages: kernels count toward the op that launched them, and are rows of their own", "[key_averages]") {
+  const KeyAverages a = KeyAverages::from_events(gpu_step(), {}, false);
+  CHECK(a.has_device());
+  auto rows = by_name(a);
+  // addmm launched both gemms; linear holds them through addmm, its child.
+  CHECK(rows["aten::addmm"].self_device_us == 15.0);
+  CHECK(rows["aten::addmm"].device_total_us == 15.0);
+  CHECK(rows["aten::linear"].self_device_us == 0.0);
+  CHECK(rows["aten::linear"].device_total_us == 15.0);
+  // The call on thread 9 is linked to addmm: on addmm's thread, its child.
+  CHECK(rows["aten::addmm"].self_cpu_us == 70.0);
+  CHECK(rows["cudaLaunchKernel"].calls == 2);
+  CHECK(rows["cudaLaunchKernel"].device_total_us == 0.0);  // linked to an op: takes no kernel
+  // The kernels' own rows: device time, no CPU time.
+  const KeyAverage& gemm = rows["gemm @device"];
+  CHECK(gemm.calls == 2);
+  CHECK(gemm.self_device_us == 15.0);
+  CHECK(gemm.cpu_total_us == 0.0);
+  CHECK(gemm.device_time_avg_us() == 7.5);
+  // torch matches ids without asking what they are: the synchronize, linked to nothing, has the
+  // correlation id 3 of aten::relu, and takes relu's kernel too.
+  CHECK(rows["cudaDeviceSynchronize"].self_device_us == 2.0);
+  CHECK(rows["aten::relu"].self_device_us == 2.0);
+  // The GPU annotation is a row, left out of the device total (gemm, gemm, relu_kernel).
+  CHECK(rows["step @device"].self_device_us == 101.0);
+  CHECK(a.self_device_time_total_us() == 17.0);
+  // What torch 2.6 prints for the same FunctionEvents (tests/python/key_averages_device_golden.py):
+  // the annotation's share of a total that leaves it out, too.
+  const std::string expected =
+      "-------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+      "                     Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg    # of Calls  \n"
+      "-------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+      "                     step         0.00%       0.000us         0.00%       0.000us       0.000us     101.000us       594.12%     101.000us     101.000us             1  \n"
+      "              aten::addmm        53.85%      70.000us        61.54%      80.000us      80.000us      15.000us        88.24%      15.000us      15.000us             1  \n"
+      "                     gemm         0.00%       0.000us         0.00%       0.000us       0.000us      15.000us        88.24%      15.000us       7.500us             2  \n"
+      "               aten::relu        11.54%      15.000us        15.38%      20.000us      20.000us       2.000us        11.76%       2.000us       2.000us             1  \n"
+      "              relu_kernel         0.00%       0.000us         0.00%       0.000us       0.000us       2.000us        11.76%       2.000us       2.000us             1  \n"
+      "    cudaDeviceSynchronize         7.69%      10.000us         7.69%      10.000us      10.000us       2.000us        11.76%       2.000us       2.000us             1  \n"
+      "             aten::linear        15.38%      20.000us        76.92%     100.000us     100.000us       0.000us         0.00%      15.000us      15.000us             1  \n"
+      "         cudaLaunchKernel        11.54%      15.000us        11.54%      15.000us       7.500us       0.000us         0.00%       0.000us       0.000us             2  \n"
+      "-------------------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+      "Self CPU time total: 130.000us\n"
+      "Self CUDA time total: 17.000us\n";
+  CHECK(a.table("self_cuda_time_total", -1) == expected);
+  // torch's newer names and the other devices' read the same ("cuda", "xpu", "privateuse1" are
+  // "device" to it).
+  for (const char* key : {"self_device_time_total", "self_xpu_time_total", "self_privateuse1_time_total"}) {
+    INFO(key);
+    CHECK(a.table(key, -1) == expected);
+  }
+  const std::vector<std::string> by_total = {"step",       "aten::linear",          "aten::addmm",     "gemm",
+                                             "aten::relu", "relu_kernel", "cudaDeviceSynchronize", "cudaLaunchKernel"};
+  CHECK(names_in_order(a.table("cuda_time_total", -1)) == by_total);
+  CHECK(names_in_order(a.table("device_time_total", -1)) == by_total);
+  CHECK(names_in_order(a.table("cuda_time", -1)) == names_in_order(a.table("device_time", -1)));
+  CHECK(names_in_order(a.table("cuda_time", -1))[3] == "gemm");  // 7.5 us a call: after linear's and addmm's 15
+}
+
+TEST_CASE("key_averages: a merged call's kernels replace the outer call's, and device memory", "[key_averages]") {
+  // f nested alone in f: torch merges them, the inner call's kernels in place of the outer's
+  // (`_remove_dup_nodes`: parent.kernels = child.kernels). Memory on the device (CUDA, type 1)
+  // within the ops, and a free in no op.
+  const std::vector<TimedEvent> events = {with_ids(event("f", 1, 0, 50, "[[2, 3]]"), 10),
+                                          with_ids(event("f", 1, 5, 45, "[[2, 3]]"), 11),
+                                          with_ids(event("g", 1, 10, 20, "[[4]]"), 12),
+                                          on_device("k1", 60, 61, 10),
+                                          on_device("k2", 62, 65, 11),
+                                          on_device("k3", 70, 74, 12)};
+  const std::vector<MemoryRecord> memory = {{1, 15, 1024, 1}, {1, 30, 2048, 1}, {1, 40, 100, 0}, {1, 200, -512, 1}};
+  const KeyAverages a = KeyAverages::from_events(events, memory, false);
+  auto rows = by_name(a);
+  CHECK(rows["f"].calls == 1);
+  CHECK(rows["f"].self_device_us == 3.0);  // k2, not k1
+  CHECK(rows["f"].device_total_us == 7.0);
+  CHECK(rows["f"].device_memory == 3072);
+  CHECK(rows["f"].self_device_memory == 2048);
+  CHECK(rows["k1 @device"].self_device_us == 1.0);  // still a row of its own
+  CHECK(rows["[memory]"].device_memory == -512);
+  CHECK(rows["k1 @device"].device_memory == 0);  // device events get no memory
+  // What torch 2.6 prints for the same events (tests/python/key_averages_device_golden.py): the
+  // CUDA memory columns after the CPU ones, "Self CUDA Mem" wider than its column.
+  const std::string expected =
+      "------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+      "        Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg     Self CUDA   Self CUDA %    CUDA total  CUDA time avg       CPU Mem  Self CPU Mem      CUDA Mem  Self CUDA Mem    # of Calls  \n"
+      "------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+      "           f        80.00%      40.000us       100.00%      50.000us      50.000us       3.000us        37.50%       7.000us       7.000us         100 b         100 b       3.00 Kb       2.00 Kb             1  \n"
+      "           g        20.00%      10.000us        20.00%      10.000us      10.000us       4.000us        50.00%       4.000us       4.000us           0 b           0 b       1.00 Kb       1.00 Kb             1  \n"
+      "          k1         0.00%       0.000us         0.00%       0.000us       0.000us       1.000us        12.50%       1.000us       1.000us           0 b           0 b           0 b           0 b             1  \n"
+      "          k2         0.00%       0.000us         0.00%       0.000us       0.000us       3.000us        37.50%       3.000us       3.000us           0 b           0 b           0 b           0 b             1  \n"
+      "          k3         0.00%       0.000us         0.00%       0.000us       0.000us       4.000us        50.00%       4.000us       4.000us           0 b           0 b           0 b           0 b             1  \n"
+      "    [memory]         0.00%       0.000us         0.00%       0.000us       0.000us       0.000us         0.00%       0.000us       0.000us           0 b           0 b        -512 b        -512 b             1  \n"
+      "------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
+      "Self CPU time total: 50.000us\n"
+      "Self CUDA time total: 8.000us\n";
+  CHECK(a.table("self_cuda_memory_usage", -1) == expected);
+  CHECK(a.table("self_device_memory_usage", -1) == expected);
+  // torch 2.11 spells the units in capitals.
+  const std::string later = a.table("self_cuda_memory_usage", -1, optrace::TableOptions().memory_units(optrace::MemoryUnits::kTorch211));
+  CHECK_THAT(later, OPTRACE_CONTAINS("         100 B         100 B       3.00 KB       2.00 KB             1  \n"));
+  CHECK_THAT(later, OPTRACE_CONTAINS("        -512 B        -512 B             1  \n"));
+  // Grouped by input shape: the device rows show [].
+  CHECK_THAT(KeyAverages::from_events(events, memory, true).table("self_cuda_memory_usage", -1),
+             OPTRACE_CONTAINS("             1      [[2, 3]]  \n"));
+  // Device memory alone, without a device event: the profile had no accelerator (torch's
+  // use_device None), no CUDA columns.
+  const KeyAverages cpu_only = KeyAverages::from_events({event("f", 1, 0, 50)}, memory, false);
+  CHECK_FALSE(cpu_only.has_device());
+  CHECK(by_name(cpu_only)["f"].device_memory == 3072);
+  CHECK_THAT(cpu_only.table(), !OPTRACE_CONTAINS("CUDA"));
+}
+
+TEST_CASE("key_averages: the CUDA columns only where a row has device time", "[key_averages]") {
+  // Device events of no duration: the profile had an accelerator, but torch shows no columns
+  // for time none of its rows has.
+  const KeyAverages idle = KeyAverages::from_events({with_ids(event("aten::add", 1, 0, 10), 1), on_device("k", 5, 5, 1)}, {}, false);
+  CHECK(idle.has_device());
+  CHECK_THAT(idle.table(), !OPTRACE_CONTAINS("CUDA"));
+  // The JSON has the device fields with an accelerator, and only then.
+  const std::string json = KeyAverages::from_events(gpu_step(), {}, false).to_json("self_cuda_time_total", 1);
+  CHECK(json ==
+        "[{\"name\": \"step\", \"user_annotation\": true, \"calls\": 1, \"self_cpu_us\": 0.0, \"self_cpu_share\": 0.0, "
+        "\"cpu_total_us\": 0.0, \"cpu_time_avg_us\": 0.0, \"cpu_memory\": 0, \"self_cpu_memory\": 0, \"on_device\": true, "
+        "\"self_device_us\": 101.0, \"self_device_share\": 5.9411764705882355, \"device_total_us\": 101.0, "
+        "\"device_time_avg_us\": 101.0, \"device_memory\": 0, \"self_device_memory\": 0}]");
+  CHECK_THAT(KeyAverages::from_events(two_steps(), {}, false).to_json(), !OPTRACE_CONTAINS("device"));
+  CHECK_THROWS_WITH(KeyAverages::from_events({with_ids(event("x", 1, 0, 1), -1)}, {}, false),
+                    "optrace: ArgumentError: event 0 (x): correlation ids must be >= 0 (0: none), got correlation_id -1 and "
+                    "linked_correlation_id 0");
+}
+
 TEST_CASE("key_averages: bad events are ArgumentErrors that name them", "[key_averages]") {
   CHECK_THROWS_WITH(KeyAverages::from_events({event("aten::add", 1, 0, -1)}, {}, false),
                     "optrace: ArgumentError: event 0 (aten::add): dur_us must be a finite number of microseconds of at least 0, got -1");
@@ -281,23 +499,123 @@ TEST_CASE("key_averages: torch 2.6's own tables of a trace it wrote, character f
   const KeyAverages plain = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz"), false);
   const KeyAverages grouped = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz"), true);
   CHECK(plain.has_memory());
-  const std::string text = optrace::detail::read_file(optrace_test::data_path("kineto/torch26_scripted.tables.txt"));
-  const std::regex head("== key_averages\\(group_by_input_shape=(True|False)\\)\\.table\\(sort_by=\"(\\w+)\", row_limit=(-?\\d+)\\)\n");
-  int tables = 0;
-  for (std::sregex_iterator it(text.begin(), text.end(), head), end; it != end; ++it) {
-    const size_t from = static_cast<size_t>(it->position() + it->length());
-    auto next = std::next(it);
-    const std::string expected = text.substr(from, next == end ? std::string::npos : static_cast<size_t>(next->position()) - from);
-    const KeyAverages& a = (*it)[1] == "True" ? grouped : plain;
-    INFO(it->str());
-    CHECK(a.table((*it)[2], std::stoi((*it)[3])) == expected);
-    ++tables;
+  CHECK_FALSE(plain.has_device());
+  const std::vector<PrintedTable> tables = printed_tables("kineto/torch26_scripted.tables.txt");
+  for (const PrintedTable& t : tables) {
+    INFO(t.call);
+    CHECK((t.grouped ? grouped : plain).table(t.sort_by, t.row_limit) == t.text);
   }
-  CHECK(tables == 6);
+  CHECK(tables.size() == 6);
   // The nested "step" ranges merged (3 calls, not 6); the "outer" ones beside a sibling are not.
   auto rows = by_name(plain);
   CHECK(rows["step"].calls == 3);
   CHECK(rows["outer"].calls == 2);
+}
+
+// tests/data/kineto/torch211_cuda_train.*: two training steps of a small MLP on an H100, torch
+// 2.11's trace of them and the tables it printed in that run (CUDA columns, CUDA memory, grouped
+// by input shape, the CUDA sort keys).
+const char* const kCudaTrace = "kineto/torch211_cuda_train.pt.trace.json.gz";
+const char* const kCudaTables = "kineto/torch211_cuda_train.tables.txt";
+const optrace::TableOptions kTorch211 = optrace::TableOptions().memory_units(optrace::MemoryUnits::kTorch211);
+
+TEST_CASE("key_averages: torch 2.11's CUDA tables, character for character, given the one id its trace leaves out",
+          "[key_averages]") {
+  // The trace's events as from_kineto_file reads them, with what torch held in memory and the
+  // file does not: the correlation id of CUPTI's first "Activity Buffer Request" (an overhead
+  // event, written without args), 6, which is also the first aten::addmm's External id, so that
+  // torch counted that op's kernels (11.680 us) toward the overhead too. With it, every table is
+  // torch's to the character: everything else the tables hold, the file holds.
+  std::string text = optrace::detail::read_file_maybe_gzip(optrace_test::data_path(kCudaTrace), simdjson::SIMDJSON_PADDING);
+  const auto read = [&] { return optrace::detail::key_averages::Reader().read(text.data(), text.size(), text.capacity()); };
+  std::vector<TimedEvent*> overheads;
+  optrace::detail::key_averages::TraceEvents events = read();
+  for (TimedEvent& e : events.events)
+    if (e.name == "Activity Buffer Request") overheads.push_back(&e);
+  REQUIRE(overheads.size() == 2);
+  TimedEvent& first = *(overheads[0]->start_us < overheads[1]->start_us ? overheads[0] : overheads[1]);
+  CHECK(first.correlation_id == 0);  // not in the file
+  first.correlation_id = 6;
+  const std::vector<PrintedTable> tables = printed_tables(kCudaTables);
+  CHECK(tables.size() == 7);
+  for (const PrintedTable& t : tables) {
+    INFO(t.call);
+    const KeyAverages a = KeyAverages::from_events(events.events, events.memory, t.grouped, events.time_zero_ns);
+    CHECK(a.table(t.sort_by, t.row_limit, kTorch211) == t.text);
+  }
+}
+
+TEST_CASE("key_averages: torch 2.11's CUDA tables of the trace it wrote, all but the overhead's kernels", "[key_averages]") {
+  // From the file alone, the overhead's 11.680 us of kernels (see above) count toward no event:
+  // "Activity Buffer Request" has no device time, and the first aten::addmm and its aten::linear,
+  // around it, 11.680 us less device time in all. Every other line, every other cell of those
+  // rows, the order of every other row and the totals are torch's.
+  const KeyAverages plain = KeyAverages::from_kineto_file(optrace_test::data_path(kCudaTrace), false);
+  const KeyAverages grouped = KeyAverages::from_kineto_file(optrace_test::data_path(kCudaTrace), true);
+  CHECK((plain.has_device() && plain.has_memory()));
+  const std::set<std::string> differing = {"Activity Buffer Request", "aten::addmm", "aten::linear"};
+  for (const PrintedTable& t : printed_tables(kCudaTables)) {
+    INFO(t.call);
+    const std::vector<std::string> ours = lines_of((t.grouped ? grouped : plain).table(t.sort_by, t.row_limit, kTorch211));
+    const std::vector<std::string> theirs = lines_of(t.text);
+    REQUIRE(ours.size() == theirs.size());
+    std::vector<std::string> ours_rest, theirs_rest;
+    std::map<std::string, std::vector<std::string>> ours_differing, theirs_differing;  // name and shapes -> cells
+    auto split = [&](const std::vector<std::string>& lines, std::vector<std::string>& rest,
+                     std::map<std::string, std::vector<std::string>>& apart) {
+      for (const std::string& line : lines) {
+        const std::vector<std::string> cells = cells_of(line);
+        if (!cells.empty() && differing.count(cells[0]) > 0) apart[cells[0] + " " + cells.back()] = cells;
+        else rest.push_back(line);
+      }
+    };
+    split(ours, ours_rest, ours_differing);
+    split(theirs, theirs_rest, theirs_differing);
+    CHECK(ours_rest == theirs_rest);
+    // The overhead's row; addmm's and linear's (each in two rows, grouped: the two layers' shapes).
+    CHECK(theirs_differing.size() == (t.grouped ? 5u : 3u));
+    REQUIRE(ours_differing.size() == theirs_differing.size());
+    for (const auto& [row, cells] : theirs_differing) {
+      INFO(row);
+      const std::vector<std::string>& mine = ours_differing[row];
+      REQUIRE(mine.size() == cells.size());
+      // Name and CPU columns (0-5), memory, calls and shapes (10-): torch's.
+      for (size_t i = 0; i < cells.size(); ++i)
+        if (i < 6 || i >= 10) CHECK(mine[i] == cells[i]);
+      const int64_t calls = std::stoll(cells[cells.size() - (t.grouped ? 2 : 1)]);
+      const double lost = us_of(cells[8]) - us_of(mine[8]);  // CUDA total
+      if (cells[0] == "Activity Buffer Request") {
+        CHECK(cells[6] == "11.680us");
+        CHECK((mine[6] == "0.000us" && mine[7] == "0.00%" && mine[8] == "0.000us" && mine[9] == "0.000us"));
+      } else {
+        CHECK(mine[6] == cells[6]);  // self device time: their own kernels
+        CHECK(mine[7] == cells[7]);
+        // The row that holds the first layer's calls lost the overhead's kernels; the second
+        // layer's addmm (grouped apart) lost nothing.
+        CHECK((std::fabs(lost - 11.680) < 0.0015 || lost == 0.0));
+        CHECK(std::fabs(us_of(cells[9]) - us_of(mine[9]) - lost / static_cast<double>(calls)) < 0.0015);
+      }
+    }
+  }
+  // The rows themselves.
+  auto rows = by_name(plain);
+  CHECK(rows.size() == 74);
+  CHECK(rows["aten::addmm"].calls == 4);
+  CHECK(near(rows["aten::addmm"].self_device_us, 45.759));
+  CHECK(near(rows["aten::addmm"].device_total_us, 45.759));   // torch: 57.439, with the overhead's
+  CHECK(near(rows["aten::mm"].self_device_us, 20.417));
+  CHECK(rows["aten::mm"].device_memory == 106 * 1024);
+  CHECK(rows["Activity Buffer Request"].self_device_us == 0.0);  // torch: 11.680
+  CHECK(near(rows["Activity Buffer Request"].self_cpu_us, 5171.888));
+  CHECK(rows["cudaLaunchKernel"].calls == 34);
+  CHECK(near(rows["cudaDeviceSynchronize"].self_device_us, 3.520));  // aten::sum's kernel, by correlation 597
+  CHECK(rows["Optimizer.step#SGD.step"].user_annotation);
+  CHECK(near(rows["Optimizer.step#SGD.step"].device_total_us, 4.448));  // its _foreach_add_'s kernels
+  CHECK(near(rows["Optimizer.step#SGD.step @device"].self_device_us, 4.448));  // the GPU annotation
+  CHECK(near(rows["Memcpy DtoH (Device -> Pinned) @device"].self_device_us, 2.911));
+  CHECK(rows["[memory]"].device_memory == -37 * 1024);
+  CHECK(near(plain.self_device_time_total_us(), 108.799));
+  CHECK(near(plain.self_cpu_time_total_us(), 11264.894));
 }
 
 TEST_CASE("key_averages: what a Kineto trace's events count for", "[key_averages]") {
@@ -317,22 +635,75 @@ TEST_CASE("key_averages: what a Kineto trace's events count for", "[key_averages
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "main"}}
   ], "baseTimeNanoseconds": 1790857026000000000})json";
   const KeyAverages a = KeyAverages::from_kineto_text(text, true);
-  REQUIRE(a.rows().size() == 4);
+  REQUIRE(a.rows().size() == 6);
   CHECK(a.has_memory());
-  const KeyAverage& cat = a.rows()[0];
+  CHECK(a.has_device());
+  // In the order of the rows' first events: step (the GPU annotation, 1000-1300), aten::cat
+  // (1010.5), the kernel (1011), cudaLaunchKernel (1015), aten::relu (1040), [memory] (1200).
+  const KeyAverage& step = a.rows()[0];
+  CHECK(step.name == "step");
+  CHECK((step.on_device && step.user_annotation));
+  CHECK(near(step.self_device_us, 299.998));  // Kineto's 1 ns widening on each side, undone
+  const KeyAverage& cat = a.rows()[1];
   CHECK(cat.name == "aten::cat");
   CHECK(cat.input_shapes == "[[], []]");  // a tensor list shows no sizes, as torch's shapes()
   CHECK(cat.cpu_total_us == 20.25);
   CHECK(cat.self_cpu_us == 17.25);  // cudaLaunchKernel is its child
   CHECK(cat.cpu_memory == 96);
-  CHECK(a.rows()[1].name == "cudaLaunchKernel");
-  CHECK(a.rows()[2].name == "aten::relu");
-  CHECK(a.rows()[2].input_shapes == "[[2, 3]]");
-  CHECK(a.rows()[3].name == "[memory]");  // the free in no event
-  CHECK(a.rows()[3].cpu_memory == -96);
+  CHECK(cat.device_total_us == 0);  // the kernel names no op: it counts toward none
+  const KeyAverage& kernel = a.rows()[2];
+  CHECK(kernel.name == "void k()");
+  CHECK((kernel.on_device && !kernel.user_annotation));
+  CHECK(kernel.self_device_us == 100);
+  CHECK(kernel.cpu_total_us == 0);
+  CHECK(a.rows()[3].name == "cudaLaunchKernel");
+  CHECK_FALSE(a.rows()[3].on_device);
+  CHECK(a.rows()[4].name == "aten::relu");
+  CHECK(a.rows()[4].input_shapes == "[[2, 3]]");
+  CHECK(a.rows()[5].name == "[memory]");  // the free in no event
+  CHECK(a.rows()[5].cpu_memory == -96);
+  CHECK(a.self_device_time_total_us() == 100);  // the kernel; not the annotation
   // A bare list of events, as older profilers wrote, gives the same rows.
   const std::string list = text.substr(text.find('['), text.rfind(']') - text.find('[') + 1);
   CHECK(KeyAverages::from_kineto_text(list, true).table() == a.table());
+}
+
+TEST_CASE("key_averages: a Kineto trace's ids link kernels and runtime calls to the ops", "[key_averages]") {
+  // aten::mm (External id 5) on the main thread (tid = pid = 1) launches a kernel from a runtime
+  // call made on thread 8; a kernel whose External id names no op (an older writer's
+  // correlation); a synchronize outside any op whose correlation is 5; a GPU annotation whose
+  // External id is the mm's; CUPTI's overhead, written on thread 0, in the mm's time.
+  const std::string text = R"json({"traceEvents": [
+    {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler", "ts": 1000, "dur": 500},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1010, "dur": 100, "args": {"External id": 5}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 8, "ts": 1020, "dur": 10,
+     "args": {"External id": 5, "correlation": 40}},
+    {"ph": "X", "cat": "overhead", "name": "Activity Buffer Request", "pid": -1, "tid": 0, "ts": 1050, "dur": 20},
+    {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1040, "dur": 3, "args": {"External id": 5, "correlation": 40}},
+    {"ph": "X", "cat": "kernel", "name": "stray", "pid": 0, "tid": 7, "ts": 1200, "dur": 4, "args": {"External id": 41, "correlation": 41}},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "aten::mm", "pid": 0, "tid": 7, "ts": 1039.999, "dur": 3.002,
+     "args": {"External id": 5}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 1300, "dur": 50,
+     "args": {"External id": 0, "correlation": 5}}
+  ]})json";
+  const KeyAverages a = KeyAverages::from_kineto_text(text, false);
+  auto rows = by_name(a);
+  // The call (thread 8) and the overhead (thread 0) are on the mm's thread, its children.
+  CHECK(rows["aten::mm"].self_cpu_us == 70.0);
+  CHECK(rows["aten::mm"].self_device_us == 3.0);  // gemm; not the GPU annotation
+  CHECK(rows["aten::mm @device"].self_device_us == 3.0);  // the annotation, 1 ns after and before the file's
+  CHECK(rows["aten::mm @device"].user_annotation);
+  CHECK(rows["cudaLaunchKernel"].self_device_us == 0.0);
+  CHECK(rows["stray @device"].self_device_us == 4.0);
+  CHECK(rows["Activity Buffer Request"].self_device_us == 0.0);
+  // Linked to no op, with correlation 5: the mm's kernel, as torch counts it.
+  CHECK(rows["cudaDeviceSynchronize"].self_device_us == 3.0);
+  CHECK(a.self_device_time_total_us() == 7.0);  // gemm and stray
+  // The mm of a process 2 on thread 1: the overhead goes to thread 2, the main thread, where the
+  // mm is not: no child of it.
+  std::string other = text;
+  other.replace(other.find("\"pid\": 1, \"tid\": 1, \"ts\": 1010"), 10, "\"pid\": 2,");
+  CHECK(by_name(KeyAverages::from_kineto_text(other, false))["aten::mm"].self_cpu_us == 90.0);
 }
 
 TEST_CASE("key_averages: the real traces of HolisticTraceAnalysis", "[key_averages]") {
@@ -370,8 +741,13 @@ TEST_CASE("key_averages: bad Kineto input is a JsonError at the event", "[key_av
                     "optrace: JsonError at /0/args: missing key \"Bytes\"");
   CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1)"),
                     "optrace: JsonError at /: malformed JSON: JSON document ended early in the middle of an object or array.");
-  // Events torch does not count are not read further: a kernel's odd fields are no error.
-  CHECK(parse(R"([{"ph": "X", "cat": "kernel", "name": "k", "ts": "x"}])").rows().empty());
+  CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": {"External id": "7"}}])"),
+                    "optrace: JsonError at /0/args/External id: expected an id (an integer of at least 0), got string \"7\"");
+  CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cuda_runtime", "name": "c", "ts": 1, "dur": 1, "args": {"correlation": -2}}])"),
+                    "optrace: JsonError at /0/args/correlation: expected an id (an integer of at least 0), got integer -2");
+  // Events torch does not count are not read further: a flow's or a Python function's odd fields
+  // are no error.
+  CHECK(parse(R"([{"ph": "X", "cat": "python_function", "name": "k", "ts": "x"}, {"ph": "s", "ts": "y"}])").rows().empty());
   const std::string missing = optrace_test::temp_path("no_such_trace.pt.trace.json");
   CHECK_THROWS_WITH(KeyAverages::from_kineto_file(missing, false),
                     OPTRACE_STARTS_WITH("optrace: " + missing + ": IoError: cannot open '" + missing + "'"));

@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -312,11 +313,61 @@ TEST_CASE("profiler: memory events and the memory columns", "[profiler]") {
   CHECK_THAT(averages.table("self_cpu_memory_usage", 5), OPTRACE_CONTAINS("Self CPU Mem"));
 }
 
+// with_stack: the interpreter's call stack and module hierarchy of a scripted module's ops.
+TEST_CASE("profiler: with_stack records TorchScript's call stack and module hierarchy", "[profiler]") {
+  torch::jit::Module inner("Inner");
+  inner.define(R"(
+def forward(self, x):
+    return torch.relu(x)
+)");
+  torch::jit::Module net("Net");
+  net.register_module("block", inner);
+  net.define(R"(
+def forward(self, x):
+    y = self.block.forward(x)
+    return torch.sigmoid(y)
+)");
+  std::vector<c10::IValue> inputs{torch::randn({4, 4})};
+  std::map<std::string, std::pair<std::string, std::string>> stacks;  // op -> call stack, module hierarchy
+  for (bool with_stack : {true, false}) {
+    optrace::Profiler prof(optrace::ProfilerOptions().with_stack(with_stack));
+    net.forward(inputs);
+    prof.stop();
+    Parsed p = parse(prof.last_trace()->to_json());
+    for (Node e : p.events().array()) {
+      Node args(e), v(e);
+      if (e["ph"].as_string() != "X" || !e.find("args", args)) continue;
+      const std::string name(e["name"].as_string());
+      if (name != "aten::relu" && name != "aten::sigmoid") continue;
+      std::string stack, modules;
+      if (args.find("Call stack", v)) stack = std::string(v.as_string());
+      if (args.find("Module Hierarchy", v)) modules = std::string(v.as_string());
+      if (with_stack) {
+        stacks[name] = {stack, modules};
+      } else {
+        CHECK(stack.empty());
+        CHECK(modules.empty());
+      }
+    }
+  }
+  INFO("relu: " << stacks["aten::relu"].first << " | " << stacks["aten::relu"].second);
+  INFO("sigmoid: " << stacks["aten::sigmoid"].first << " | " << stacks["aten::sigmoid"].second);
+  CHECK_THAT(stacks["aten::relu"].first, OPTRACE_CONTAINS("forward"));
+  CHECK_THAT(stacks["aten::relu"].second, OPTRACE_CONTAINS("block(Inner)::forward"));
+  CHECK_THAT(stacks["aten::sigmoid"].second, OPTRACE_CONTAINS("TOP(Net)::forward"));
+  CHECK(stacks["aten::sigmoid"].second.find("block(") == std::string::npos);
+}
+
 // The CUDA activity's events joined to the CPU ranges when the trace is written (device_trace.hpp),
 // on a window made by hand: what runs without a GPU. The [cuda] case below records real ones.
-TEST_CASE("profiler: runtime calls take the External id of the range around them, kernels their call's", "[profiler]") {
-  namespace dp = optrace::detail::profiler;
-  dp::Window window;
+namespace dp = optrace::detail::profiler;
+
+// A window with the CUDA activity, made by hand: aten::mm (thread 100) around aten::relu,
+// aten::add on thread 200, runtime calls in them and in none, what they launched, and a kernel
+// whose call is not in the window.
+std::unique_ptr<dp::Window> device_window() {
+  auto made = std::make_unique<dp::Window>();
+  dp::Window& window = *made;
   auto b = std::make_unique<dp::ThreadBuffer>();
   b->os_tid = 100;
   b->names = {"aten::mm", "aten::relu"};
@@ -349,10 +400,15 @@ TEST_CASE("profiler: runtime calls take the External id of the range around them
                           device("Memcpy DtoH (Device -> Pinned)", K::kMemcpy, 6000, 50, 8, 7),
                           device("add_kernel", K::kKernel, 7500, 50, 11, 7),
                           device("orphan_kernel", K::kKernel, 8000, 50, 10, 13)};
+  return made;
+}
+
+TEST_CASE("profiler: runtime calls take the External id of the range around them, kernels their call's", "[profiler]") {
+  const std::unique_ptr<dp::Window> window = device_window();
   dp::TraceInfo info;
   info.pid = 42;
   info.process_name = "app";
-  Parsed p = parse(dp::KinetoWriter(window, info).write(""));
+  Parsed p = parse(dp::KinetoWriter(*window, info).write(""));
   std::map<std::string, int64_t> external;  // name -> External id
   std::map<int64_t, int64_t> call_tid;      // correlation -> the runtime call's tid
   std::map<int64_t, std::vector<std::string>> flows;  // id -> "s pid tid ts", "f pid tid ts"
@@ -392,6 +448,55 @@ TEST_CASE("profiler: runtime calls take the External id of the range around them
   CHECK(threads == std::set<std::string>{"stream 7 ", "stream 13 "});
 }
 
+TEST_CASE("profiler: key_averages counts each kernel toward the range that launched it, as the saved trace does",
+          "[profiler]") {
+  // ProfilerTrace::key_averages is KeyAverages::from_events of timed_events (the one join the
+  // trace's writer uses too): the window of the test above, without a GPU.
+  const std::unique_ptr<dp::Window> window = device_window();
+  dp::TraceInfo info;
+  info.pid = 42;
+  info.process_name = "app";
+  dp::WindowEvents events = dp::timed_events(*window, info, false);
+  const optrace::KeyAverages averages = optrace::KeyAverages::from_events(events.events, events.memory, false);
+  CHECK(averages.has_device());
+  std::map<std::string, optrace::KeyAverage> rows;
+  for (const optrace::KeyAverage& r : averages.rows()) rows[r.name + (r.on_device ? " @device" : "")] = r;
+  auto near = [](double a, double b) { return std::fabs(a - b) < 1e-9; };
+  // relu launched relu_kernel (0.4 us); mm launched the copy (0.05 us) and holds relu's kernel as
+  // its child's; add (thread 200) launched add_kernel.
+  CHECK(near(rows["aten::relu"].self_device_us, 0.4));
+  CHECK(near(rows["aten::mm"].self_device_us, 0.05));
+  CHECK(near(rows["aten::mm"].device_total_us, 0.45));
+  CHECK(near(rows["aten::add"].self_device_us, 0.05));
+  // The runtime calls are rows on the CPU, children of their ranges: relu's self time is 1 us
+  // less its call's 0.1; mm's is 8 us less relu's 1 and the copy's call (0.1).
+  CHECK(rows["cudaLaunchKernel"].calls == 2);
+  CHECK_FALSE(rows["cudaLaunchKernel"].on_device);
+  CHECK(near(rows["aten::relu"].self_cpu_us, 0.9));
+  CHECK(near(rows["aten::mm"].self_cpu_us, 6.9));
+  // The kernels are rows of their own; the one whose call is not in the window counts toward none.
+  CHECK(near(rows["relu_kernel @device"].self_device_us, 0.4));
+  CHECK(near(rows["orphan_kernel @device"].self_device_us, 0.05));
+  CHECK(near(averages.self_device_time_total_us(), 0.4 + 0.05 + 0.05 + 0.05));
+  CHECK_THAT(averages.table("self_cuda_time_total", -1), OPTRACE_CONTAINS("Self CUDA time total: 0.550us\n"));
+  // The saved trace's table is the same.
+  const optrace::KeyAverages from_file = optrace::KeyAverages::from_kineto_text(dp::KinetoWriter(*window, info).write(""), false);
+  REQUIRE(from_file.rows().size() == averages.rows().size());
+  for (size_t k = 0; k < averages.rows().size(); ++k) {
+    const optrace::KeyAverage &mine = averages.rows()[k], &theirs = from_file.rows()[k];
+    INFO(mine.name);
+    CHECK(mine.name == theirs.name);
+    CHECK(mine.on_device == theirs.on_device);
+    CHECK(mine.calls == theirs.calls);
+    CHECK(near(mine.self_cpu_us, theirs.self_cpu_us));
+    CHECK(near(mine.self_device_us, theirs.self_device_us));
+    CHECK(near(mine.device_total_us, theirs.device_total_us));
+  }
+  // (In the rows' order: sorted by device time, rows of 0.05 us each would tie in one and, by the
+  // last bits of times from another origin, not in the other.)
+  CHECK(averages.table("", -1) == from_file.table("", -1));
+}
+
 // A GPU's kernels, recorded by libtorch's Kineto and written with the CPU ops that launched them;
 // their names as torch.profiler's own trace of the same computation holds them.
 TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and flows", "[profiler][cuda]") {
@@ -404,11 +509,17 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
   };
   work();  // cuBLAS's handle and workspace made before recording, as the Python side does
   torch::cuda::synchronize();
+  // One profiler step (chakra_trace_link asks for a ProfilerStep#N range), with the execution
+  // trace: what chakra_trace_link joins (tests/data/profiler_cuda/ keeps both files of a run).
   optrace::Profiler prof(optrace::ProfilerOptions()
                              .activities({optrace::Activity::CPU, optrace::Activity::CUDA})
-                             .profile_memory(true));
+                             .schedule(optrace::Schedule().active(1).repeat(1))
+                             .profile_memory(true)
+                             .record_shapes(true)
+                             .execution_trace(optrace_test::temp_path("profiler_cuda_et.json")));
   CHECK(work().item<float>() == 256.0f * 256 * 256);
   torch::cuda::synchronize();
+  prof.step();
   prof.stop();
   for (const auto& n : prof.notes()) WARN("note: " << n);
   CHECK(prof.notes().empty());
@@ -476,6 +587,27 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
   CHECK(launching_ops.count("aten::mm") == 1);
   CHECK(launching_ops.count("aten::sum") == 1);
   CHECK(cuda_memory >= 2);
+  // prof.key_averages() in memory: the kernels as rows of their own, their time counted toward
+  // the ops that launched them (the CUDA columns), the rows those of the saved trace's table.
+  const optrace::KeyAverages averages = prof.key_averages();
+  const optrace::KeyAverages from_file = optrace::KeyAverages::from_kineto_text(text, false);
+  CHECK(averages.has_device());
+  double mm_device_us = 0;
+  int device_rows = 0;
+  for (const optrace::KeyAverage& r : averages.rows()) {
+    if (r.name == "aten::mm" && !r.on_device) mm_device_us = r.self_device_us;
+    device_rows += r.on_device ? 1 : 0;
+  }
+  CHECK(mm_device_us > 0);
+  CHECK(device_rows >= 3);
+  CHECK_THAT(averages.table("self_cuda_time_total", -1), OPTRACE_CONTAINS("Self CUDA time total: "));
+  REQUIRE(from_file.rows().size() == averages.rows().size());
+  for (size_t k = 0; k < averages.rows().size(); ++k) {
+    INFO(averages.rows()[k].name);
+    CHECK(averages.rows()[k].name == from_file.rows()[k].name);
+    CHECK(averages.rows()[k].calls == from_file.rows()[k].calls);
+    CHECK(std::fabs(averages.rows()[k].self_device_us - from_file.rows()[k].self_device_us) < 1e-6);
+  }
 
   if (!python_torch_available()) return;
   const std::string torch_names = optrace_test::temp_path("profiler_cuda.torch.txt");

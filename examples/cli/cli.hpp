@@ -42,8 +42,9 @@ inline const CommandInfo kCommands[] = {
      "  totals (--top N: the first N ops; --json: the same as JSON on stdout).\n"
      "  --by time: a Kineto trace's (*.pt.trace.json[.gz]) ops and annotations by time, as torch's\n"
      "  key_averages().table() prints them: the most self CPU time first, with total and average CPU\n"
-     "  time, memory when it was profiled, and calls (--top N: the first N rows; --json: the rows as\n"
-     "  JSON; --group-by-shape: a row per name and input shapes). --by calls is the default.\n"
+     "  time, CUDA time and memory when they were profiled, and calls (--top N: the first N rows;\n"
+     "  --json: the rows as JSON; --group-by-shape: a row per name and input shapes). --by calls is\n"
+     "  the default.\n"
      "  An observation file (InputObserver::save): its dynamic shapes, export arguments, warnings\n"
      "  and call signatures with their counts.\n"
      "  Several files: each in turn, in the order given (--json: a list), read --jobs at a time.\n"},

@@ -13,6 +13,7 @@
 #include <optrace/detail/profiler/execution_trace.hpp>
 #include <optrace/detail/profiler/kineto_writer.hpp>
 #include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/timed_events.hpp>
 #include <optrace/error.hpp>
 #include <optrace/key_averages.hpp>
 #include <optrace/op_trace.hpp>
@@ -105,27 +106,13 @@ class ProfilerTrace {
     detail::write_file_atomic_with(path, [&](auto& sink) { writer.write(path, sink); });
   }
 
-  /// torch's `key_averages()` of this trace: one row per name (and input shapes when grouped).
+  /// torch's `key_averages()` of this trace: one row per name (and input shapes when grouped);
+  /// with the CUDA activity, the runtime calls as rows on the CPU, each kernel's, copy's and
+  /// set's time counted toward the range that launched it, and the device's events as rows of
+  /// their own (the CUDA columns), joined as the saved trace joins them.
   KeyAverages key_averages(bool group_by_input_shape = false) const {
-    std::vector<TimedEvent> events;
-    std::vector<MemoryRecord> memory;
-    auto us = [this](int64_t ns) { return static_cast<double>(info_.since_base(ns)) / 1000.0; };
-    for (const auto& b : window_->buffers) {
-      for (const auto& e : b->events) {
-        if (e.end_ns < 0) continue;
-        TimedEvent t;
-        t.name = detail::profiler::event_name(*b, e);
-        t.tid = b->os_tid;
-        t.start_us = us(e.start_ns);
-        t.dur_us = static_cast<double>(e.end_ns - e.start_ns) / 1000.0;
-        t.user_annotation = e.kind == detail::profiler::EventKind::kUserAnnotation;
-        if (group_by_input_shape && e.num_args > 0)
-          t.input_shapes = optrace::input_shapes_text(detail::profiler::decode_inputs(*b, e).input_shapes);
-        events.push_back(std::move(t));
-      }
-      for (const auto& m : b->memory) memory.push_back(MemoryRecord{b->os_tid, us(m.ts_ns), m.bytes, m.device_type});
-    }
-    return KeyAverages::from_events(std::move(events), memory, group_by_input_shape);
+    detail::profiler::WindowEvents w = detail::profiler::timed_events(*window_, info_, group_by_input_shape);
+    return KeyAverages::from_events(std::move(w.events), w.memory, group_by_input_shape);
   }
 
   /// Events recorded (ops and ranges that ended within the window).
@@ -225,7 +212,9 @@ struct ProfilerOptions {
   TORCH_ARG(bool, record_shapes) = false;
   /// Record the allocators' allocations and frees: "[memory]" events, key_averages' memory columns.
   TORCH_ARG(bool, profile_memory) = false;
-  /// Record TorchScript call stacks. Accepted for torch.profiler's signature; see docs/profiler.md.
+  /// Record, for ranges that TorchScript runs, its call stack ("Call stack": "code(3): forward;")
+  /// and module hierarchy ("Module Hierarchy": "TOP(Net)::forward.fc(Linear)::forward."), as
+  /// torch.profiler writes them (its with_stack and with_modules). A C++ program has no Python stack.
   TORCH_ARG(bool, with_stack) = false;
   /// Also write the host execution trace of the same recorded steps to this path (plain JSON,
   /// schema 1.1.1-chakra.0.0.4: what torch's ExecutionTraceObserver writes, which Chakra's
@@ -417,6 +406,7 @@ class Profiler {
     auto w = std::make_shared<detail::profiler::Window>();
     w->settings.record_shapes = options_.record_shapes();
     w->settings.profile_memory = options_.profile_memory();
+    w->settings.with_stack = options_.with_stack();
     w->settings.execution_trace = execution_trace_ != nullptr;
     ++started_windows_;
     {

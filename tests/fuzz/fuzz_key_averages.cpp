@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_key_averages.cpp: the key averages' Kineto reader (KeyAverages::from_kineto_text)
-// on arbitrary bytes, grouped by input shape or not, then its table and JSON.
+// on arbitrary bytes, grouped by input shape or not, then its table (CUDA columns included) and JSON.
 #include "harness.hpp"
 
 #include <optrace/key_averages.hpp>
@@ -16,11 +16,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (grouped == r.input_shapes.empty()) optrace_fuzz::property_failed("input shapes on a row not grouped by them, or none on one that is");
         calls += r.calls;
       }
-      // Every sort key works; a table ends with its total.
-      for (const char* key : {"self_cpu_time_total", "cpu_time_total", "cpu_time", "count", "cpu_memory_usage", "self_cpu_memory_usage", ""}) {
+      // Every sort key works; a table ends with its total, and with the device's where it has
+      // the CUDA columns.
+      for (const char* key : {"self_cpu_time_total", "cpu_time_total", "cpu_time", "count", "cpu_memory_usage", "self_cpu_memory_usage",
+                              "self_cuda_time_total", "cuda_time_total", "cuda_time", "cuda_memory_usage", "self_device_memory_usage", ""}) {
         const std::string table = a.table(key, -1);
         if (table.empty() != a.rows().empty() || (!table.empty() && table.rfind("\nSelf CPU time total: ") == std::string::npos))
           optrace_fuzz::property_failed("a table without its total line");
+        const size_t head = table.find('\n') + 1;  // the second line: the columns' names
+        const std::string names = table.empty() ? "" : table.substr(head, table.find('\n', head) - head);
+        if ((names.find("  Self CUDA  ") != std::string::npos) != (table.rfind("\nSelf CUDA time total: ") != std::string::npos))
+          optrace_fuzz::property_failed("CUDA columns without their total line, or the reverse");
       }
       (void)a.to_json("count", 3, 1);
       if (calls < static_cast<int64_t>(a.rows().size())) optrace_fuzz::property_failed("fewer calls than rows");

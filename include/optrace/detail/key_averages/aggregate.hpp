@@ -1,27 +1,37 @@
 // optrace/detail/key_averages/aggregate.hpp: timed events added up into rows, as torch's key_averages does
 #pragma once
-// torch 2.6 (torch/autograd/profiler.py `_parse_kineto_results`, profiler_util.py `EventList`),
-// step by step, so that the rows are torch's for the same events:
+// torch 2.6 and 2.11 (torch/autograd/profiler.py `_parse_kineto_results`, profiler_util.py
+// `EventList`, `FunctionEvent`), step by step, so that the rows are torch's for the same events:
 // 1. Events: all but a few utility names (`_filter_name`), whose time stays their parent's own;
 //    every `ProfilerStep#N` is named `ProfilerStep*` (`_rewrite_name`, with_wildcard).
-// 2. Memory: an event's memory is every memory record whose time lies in [start, end], on any
-//    thread, counted when it is on the CPU (`MemRecordsAcc.in_interval`); a record in no event
-//    becomes an event of its own, named "[memory]", of no duration (a row of torch's table).
+// 2. Device events to the ops that launched them: an event linked to none (linked correlation id
+//    0) on the CPU takes every device event (kernel, copy, memset) linked to its correlation id
+//    as a "kernel" of its own, and gives its thread to every CPU event (runtime call) linked
+//    there. torch matches the ids without asking what they are: an unlinked runtime call's CUPTI
+//    correlation id that equals an op's External id takes that op's kernels too.
+// 3. Memory: an event's memory is every memory record whose time lies in [start, end], on any
+//    thread, counted when it is on the CPU (`MemRecordsAcc.in_interval`), as CPU or as device
+//    memory by its device type; device events get none. A record in no CPU event becomes an
+//    event of its own, named "[memory]", of no duration (a row of torch's table).
 //    torch takes [start, end] as float microseconds of its clock (nanoseconds since the epoch)
 //    times 1000, which today are multiples of 256 ns: a free 100 ns before an op's end can fall
 //    out of it. The bounds are worked out the same way (torch_bound_ns), given where the events'
 //    time 0 is on that clock.
-// 3. The list: by start, the longer first among events that start together (a stable sort).
-// 4. Nesting, per thread (`_populate_cpu_children`): in list order, an event is a child of the
-//    innermost open event that contains it; one that overlaps its parent's end closes it first.
-// 5. A call nested alone in a call of the same name is merged into it (`_remove_dup_nodes`, until
-//    nothing changes): its children become the outer call's, and it is no call of its own, so a
-//    recursion counts once. A same-name child beside others stays a call.
-// 6. Self time and memory: the event's minus its children's (`self_cpu_time_total`).
-// 7. Rows by (name, user annotation, input shapes when grouped), in the order their first event
-//    has in the list (`key_averages`' dict).
+// 4. The list: by start, the longer first among events that start together (a stable sort).
+// 5. Nesting, per thread, of the CPU events (`_populate_cpu_children`): in list order, an event
+//    is a child of the innermost open event that contains it; one that overlaps its parent's end
+//    closes it first. Device events nest in nothing.
+// 6. A call nested alone in a call of the same name is merged into it (`_remove_dup_nodes`, until
+//    nothing changes): its children become the outer call's, and so do its kernels (in place of
+//    the outer call's own), and it is no call of its own, so a recursion counts once. A same-name
+//    child beside others stays a call.
+// 7. Self time and memory: the event's minus its children's (`self_cpu_time_total`). Device time
+//    (`device_time_total`): a device event's duration; a CPU event's kernels and its children's
+//    device time; its self device time, that less its children's.
+// 8. Rows by (name, CPU or device, user annotation, input shapes when grouped), in the order
+//    their first event has in the list (`key_averages`' dict).
 // Times are integer nanoseconds (the profiler's clock) for nesting and memory, and torch's floats
-// (nanoseconds / 1000, from the same origin) for the times of the rows.
+// (nanoseconds / 1000, from the same origin) for the times of the rows, added in torch's order.
 
 #include <optrace/error.hpp>
 #include <optrace/key_averages_types.hpp>
@@ -54,6 +64,8 @@ inline std::string row_name(std::string name) {
 
 // Memory torch counts as CPU memory: CPU, MKLDNN and IDEEP (profiler.py `_cpu_memory_usage`).
 inline bool cpu_memory(int device_type) { return device_type == 0 || device_type == 2 || device_type == 5; }
+// And as device memory: CUDA, HIP and PrivateUse1 (`_device_memory_usage`).
+inline bool device_memory(int device_type) { return device_type == 1 || device_type == 6 || device_type == 20; }
 
 // Microseconds as integer nanoseconds; false for a time that is no finite number within int64
 // nanoseconds.
@@ -86,10 +98,13 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
                                          int64_t time_zero_ns) {
   struct Node {  // one of torch's FunctionEvents
     std::string name, shapes;
-    int64_t tid = 0, start = 0, end = 0, memory = 0;
-    bool user_annotation = false;
+    int64_t tid = 0, start = 0, end = 0, memory = 0, device_memory = 0;
+    int64_t id = 0, linked = 0;  // correlation ids
+    bool user_annotation = false, on_device = false;
     int64_t parent = -1;
     std::vector<int64_t> children;
+    std::vector<double> kernels;  // the durations of the device events it launched (step 2)
+    double device_total = 0;
   };
   std::vector<Node> nodes;
   nodes.reserve(events.size());
@@ -103,15 +118,41 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     if (!to_ns(e.dur_us, dur) || dur < 0)
       raise<ArgumentError>(what(), ": dur_us must be a finite number of microseconds of at least 0, got ", e.dur_us);
     if (__builtin_add_overflow(n.start, dur, &n.end)) raise<ArgumentError>(what(), ": start_us + dur_us is beyond int64 nanoseconds");
+    if (e.correlation_id < 0 || e.linked_correlation_id < 0)
+      raise<ArgumentError>(what(), ": correlation ids must be >= 0 (0: none), got correlation_id ", e.correlation_id,
+                           " and linked_correlation_id ", e.linked_correlation_id);
     n.name = row_name(std::move(e.name));
     n.shapes = std::move(e.input_shapes);
     n.tid = e.tid;
     n.user_annotation = e.user_annotation;
+    n.on_device = e.on_device;
+    n.id = e.correlation_id;
+    n.linked = e.linked_correlation_id;
     nodes.push_back(std::move(n));
   }
+  // torch's float microseconds of an event's duration.
+  auto elapsed_us = [](const Node& e) { return static_cast<double>(e.end) / 1000.0 - static_cast<double>(e.start) / 1000.0; };
 
-  // 2. Memory: the records by time, their CPU bytes summed, and a count of the events over each
-  // (a difference array: a record no event covers becomes a "[memory]" event).
+  // 2. Device events to the CPU events linked to none whose id they are linked to, in the
+  // events' order (a later one's thread wins, as in torch's loop).
+  std::unordered_map<int64_t, std::vector<size_t>> linked_to;
+  for (size_t k = 0; k < nodes.size(); ++k)
+    if (nodes[k].linked > 0) linked_to[nodes[k].linked].push_back(k);
+  if (!linked_to.empty()) {
+    for (Node& fe : nodes) {
+      if (fe.on_device || fe.linked != 0) continue;
+      auto it = linked_to.find(fe.id);
+      if (it == linked_to.end()) continue;
+      for (size_t k : it->second) {
+        Node& f = nodes[k];
+        if (f.on_device) fe.kernels.push_back(elapsed_us(f));
+        else f.tid = fe.tid;
+      }
+    }
+  }
+
+  // 3. Memory: the records by time, their CPU and device bytes summed, and a count of the CPU
+  // events over each (a difference array: a record no event covers becomes a "[memory]" event).
   std::vector<size_t> by_time(memory.size());
   std::vector<int64_t> times(memory.size());
   for (size_t k = 0; k < memory.size(); ++k) {
@@ -120,11 +161,13 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
       raise<ArgumentError>("memory record ", k, ": ts_us must be a finite number of microseconds, got ", memory[k].ts_us);
   }
   std::stable_sort(by_time.begin(), by_time.end(), [&](size_t a, size_t b) { return times[a] < times[b]; });
-  std::vector<int64_t> sorted_times(memory.size()), cpu_bytes_before(memory.size() + 1, 0), covering(memory.size() + 1, 0);
+  std::vector<int64_t> sorted_times(memory.size()), cpu_bytes_before(memory.size() + 1, 0),
+      device_bytes_before(memory.size() + 1, 0), covering(memory.size() + 1, 0);
   for (size_t i = 0; i < by_time.size(); ++i) {
     const MemoryRecord& r = memory[by_time[i]];
     sorted_times[i] = times[by_time[i]];
     cpu_bytes_before[i + 1] = cpu_bytes_before[i] + (cpu_memory(r.device_type) ? r.bytes : 0);
+    device_bytes_before[i + 1] = device_bytes_before[i] + (device_memory(r.device_type) ? r.bytes : 0);
   }
   if (!memory.empty()) {
     auto on_clock = [time_zero_ns](int64_t ns) {
@@ -134,12 +177,14 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     };
     for (int64_t& t : sorted_times) t = on_clock(t);
     for (Node& n : nodes) {
+      if (n.on_device) continue;
       const double from = torch_bound_ns(on_clock(n.start)), to = torch_bound_ns(on_clock(n.end));
       const size_t lo = static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
                                                                  [from](int64_t t) { return !at_least(t, from); }) - sorted_times.begin());
       const size_t hi = std::max(lo, static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
                                                                               [to](int64_t t) { return at_most(t, to); }) - sorted_times.begin()));
       n.memory = cpu_bytes_before[hi] - cpu_bytes_before[lo];
+      n.device_memory = device_bytes_before[hi] - device_bytes_before[lo];
       ++covering[lo];
       --covering[hi];
     }
@@ -153,11 +198,12 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
       n.tid = memory[k].tid;
       n.start = n.end = times[k];
       n.memory = cpu_memory(memory[k].device_type) ? memory[k].bytes : 0;
+      n.device_memory = device_memory(memory[k].device_type) ? memory[k].bytes : 0;
       nodes.push_back(std::move(n));
     }
   }
 
-  // 3. The list.
+  // 4. The list.
   std::vector<int64_t> list(nodes.size());
   for (size_t k = 0; k < list.size(); ++k) list[k] = static_cast<int64_t>(k);
   std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) {
@@ -167,8 +213,11 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
   });
   auto node = [&nodes](int64_t k) -> Node& { return nodes[static_cast<size_t>(k)]; };
 
-  // 4. Nesting: each thread's events in list order, with a stack of the open ones.
-  std::vector<int64_t> by_thread = list;
+  // 5. Nesting: each thread's CPU events in list order, with a stack of the open ones.
+  std::vector<int64_t> by_thread;
+  by_thread.reserve(list.size());
+  for (int64_t k : list)
+    if (!node(k).on_device) by_thread.push_back(k);
   std::stable_sort(by_thread.begin(), by_thread.end(), [&](int64_t a, int64_t b) { return node(a).tid < node(b).tid; });
   std::vector<int64_t> open;
   for (size_t i = 0; i < by_thread.size(); ++i) {
@@ -187,7 +236,7 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     open.push_back(by_thread[i]);
   }
 
-  // 5. Calls nested alone in a call of the same name, merged into it (torch's passes, in list order).
+  // 6. Calls nested alone in a call of the same name, merged into it (torch's passes, in list order).
   for (;;) {
     std::vector<bool> merged(nodes.size(), false);
     bool any = false;
@@ -197,6 +246,7 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
       Node& parent = node(e.parent);
       if (parent.name != e.name || parent.children.size() != 1) continue;
       parent.children = e.children;
+      parent.kernels = e.kernels;
       for (int64_t child : e.children) node(child).parent = e.parent;
       merged[static_cast<size_t>(k)] = any = true;
     }
@@ -204,22 +254,33 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     list.erase(std::remove_if(list.begin(), list.end(), [&](int64_t k) { return merged[static_cast<size_t>(k)]; }), list.end());
   }
 
-  // 6 and 7. Self time and memory; rows in order of first appearance. The times are torch's
+  // 7. Device time, children first (a child comes after its parent in the list): torch's
+  // recursive sums, in its order.
+  auto children_device_us = [&](const Node& e) {
+    double sum = 0;
+    for (int64_t child : e.children) sum += node(child).device_total;
+    return sum;
+  };
+  for (auto it = list.rbegin(); it != list.rend(); ++it) {
+    Node& e = node(*it);
+    if (e.on_device) {
+      e.device_total = elapsed_us(e);
+      continue;
+    }
+    double launched = 0;
+    for (double d : e.kernels) launched += d;
+    e.device_total = launched + children_device_us(e);
+  }
+
+  // 7 and 8. Self time and memory; rows in order of first appearance. The times are torch's
   // floats, added in torch's order (the same last bits, so the same table).
-  auto elapsed_us = [](const Node& e) { return static_cast<double>(e.end) / 1000.0 - static_cast<double>(e.start) / 1000.0; };
   std::vector<KeyAverage> rows;
   std::unordered_map<std::string, size_t> row_of;
   std::string key;
   for (int64_t k : list) {
     Node& e = node(k);
-    double children_us = 0;
-    int64_t self_memory = e.memory;
-    for (int64_t child : e.children) {
-      children_us += elapsed_us(node(child));
-      self_memory -= node(child).memory;
-    }
     if (by_input_shape && e.shapes.empty()) e.shapes = "[]";  // what torch prints for no recorded shapes
-    key.assign(e.name).append(1, '\0').append(e.user_annotation ? "1" : "0");
+    key.assign(e.name).append(1, '\0').append(e.user_annotation ? "1" : "0").append(e.on_device ? "d" : "c");
     if (by_input_shape) key.append(1, '\0').append(e.shapes);
     auto [it, fresh] = row_of.emplace(key, rows.size());
     if (fresh) {
@@ -227,14 +288,30 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
       row.name = e.name;
       if (by_input_shape) row.input_shapes = e.shapes;
       row.user_annotation = e.user_annotation;
+      row.on_device = e.on_device;
       rows.push_back(std::move(row));
     }
     KeyAverage& row = rows[it->second];
     row.calls += 1;
+    row.device_total_us += e.device_total;
+    if (e.on_device) {  // no CPU time, no memory: torch's 0s
+      row.self_device_us += e.device_total;
+      continue;
+    }
+    double children_us = 0;
+    int64_t self_memory = e.memory, self_device_memory = e.device_memory;
+    for (int64_t child : e.children) {
+      children_us += elapsed_us(node(child));
+      self_memory -= node(child).memory;
+      self_device_memory -= node(child).device_memory;
+    }
     row.cpu_total_us += elapsed_us(e);
     row.self_cpu_us += elapsed_us(e) - children_us;
+    row.self_device_us += e.device_total - children_device_us(e);
     row.cpu_memory += e.memory;
     row.self_cpu_memory += self_memory;
+    row.device_memory += e.device_memory;
+    row.self_device_memory += self_device_memory;
   }
   return rows;
 }

@@ -3,15 +3,29 @@
 // torch computes key_averages from its in-memory events (profiler.py `_parse_kineto_results`):
 // every event of the profiler's result, the "[memory]" records attributed to the events around
 // them. What a trace file holds of those:
-// - "X" events of category `cpu_op` (ops, and TorchScript's own ranges: "forward", "<forward
-//   op>"; `Operator` in older traces), `user_annotation` (record_function, ProfilerStep#N), and
-//   the accelerator runtime's calls (`cuda_runtime`, `cuda_driver`, `xpu_runtime`, `mtia_runtime`,
-//   `privateuse1_runtime`, `privateuse1_driver`; `Runtime` in older traces): Kineto gives those
-//   the CPU as device, so torch's table has rows for them (cudaLaunchKernel), and they are
-//   children of the ops that make them;
+// - "X" events on the CPU: of category `cpu_op` (ops, and TorchScript's own ranges: "forward",
+//   "<forward op>"; `Operator` in older traces), `user_annotation` (record_function,
+//   ProfilerStep#N), the accelerator runtime's calls (`cuda_runtime`, `cuda_driver`,
+//   `xpu_runtime`, `mtia_runtime`, `privateuse1_runtime`, `privateuse1_driver`; `Runtime` in older
+//   traces) and CUPTI's `overhead` ("Activity Buffer Request"): Kineto gives those the CPU as
+//   device, so torch's table has rows for them, and they are children of the ops around them;
+// - "X" events on the device (torch's CUDA device type): `kernel`, `gpu_memcpy`, `gpu_memset`,
+//   `cuda_sync` and `gpu_user_annotation`, rows of their own with device time;
+// - their ids: an op's or annotation's "External id" is its correlation id; a runtime call's is
+//   its "correlation"; a runtime call's or device event's "External id", when it names an op of
+//   the trace, is the op it is linked to (older writers put the correlation there, or 0, when
+//   there is none). A GPU annotation is linked to none in torch's memory;
 // - "i" events named "[memory]": the memory records ("Bytes", "Device Type").
-// Left out: kernels, memcpy and memset (device events: torch gives them no CPU time),
-// gpu_user_annotation, the "Trace" span, python_function events and flows.
+// Left out: the "Trace" span, python_function events and flows.
+// Three things the file writes otherwise than torch holds them in memory, undone here:
+// - Kineto widens a GPU annotation by 1 ns before and after (for Chrome's drawing): its span in
+//   memory is its kernels', 2 ns shorter;
+// - an overhead event (written with thread 0) is on the thread that stopped the profiler, which
+//   the file does not name: the process's main thread (tid = pid), where Python's
+//   torch.profiler stops, when the trace has one. (torch puts a runtime call linked to no op
+//   there too; the file's thread, the one that made the call, is kept for it: see
+//   docs/profiler.md. A runtime call linked to an op is on the op's thread: aggregate.hpp.)
+// - an overhead event's correlation id is not written: it has none here (see docs/profiler.md).
 // Times are read exactly (integer nanoseconds), then made relative to the profiler's start (the
 // "Trace" span's ts, torch's trace_start_ns; else the earliest event's): torch's own start_us and
 // end_us, to the last bit, so that its floats add up to the same table. The profiler's clock
@@ -33,6 +47,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -53,12 +68,19 @@ inline std::string input_shapes_text(const std::vector<std::optional<std::vector
   return out + "]";
 }
 
-// The categories of the "X" events torch's key_averages counts (see above).
-inline bool counted_category(std::string_view cat) {
-  for (std::string_view c : {"cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "xpu_runtime", "mtia_runtime",
-                             "privateuse1_runtime", "privateuse1_driver", "Operator", "Runtime"})
-    if (cat == c) return true;
-  return false;
+// What an "X" event of category `cat` is to torch's key_averages (see above).
+enum class Counted { No, Op, Runtime, Overhead, Device, DeviceAnnotation };
+inline Counted counted_category(std::string_view cat) {
+  for (std::string_view c : {"cpu_op", "user_annotation", "Operator"})
+    if (cat == c) return Counted::Op;
+  for (std::string_view c : {"cuda_runtime", "cuda_driver", "xpu_runtime", "mtia_runtime", "privateuse1_runtime",
+                             "privateuse1_driver", "Runtime"})
+    if (cat == c) return Counted::Runtime;
+  if (cat == "overhead") return Counted::Overhead;
+  for (std::string_view c : {"kernel", "Kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"})
+    if (cat == c) return Counted::Device;
+  if (cat == "gpu_user_annotation") return Counted::DeviceAnnotation;
+  return Counted::No;
 }
 
 struct TraceEvents {
@@ -87,14 +109,17 @@ class Reader {
  private:
   enum class Kind { Unknown, Timed, Memory, Span, Other };
   struct Event {
-    std::string_view ph, cat, name, tid, ts, dur;
+    std::string_view ph, cat, name, pid, tid, ts, dur;
     std::string shapes;
-    std::optional<int64_t> bytes, device_type;
+    std::optional<int64_t> bytes, device_type, external_id, correlation;
     bool has_ph = false, has_cat = false, has_name = false;
     Kind kind() const {
       if (!has_ph) return Kind::Unknown;
       if (ph == "X")
-        return !has_cat ? Kind::Unknown : counted_category(cat) ? Kind::Timed : cat == "Trace" ? Kind::Span : Kind::Other;
+        return !has_cat ? Kind::Unknown
+               : counted_category(cat) != Counted::No ? Kind::Timed
+               : cat == "Trace" ? Kind::Span
+                                : Kind::Other;
       if (ph == "i") return !has_name ? Kind::Unknown : name == "[memory]" ? Kind::Memory : Kind::Other;
       return Kind::Other;
     }
@@ -130,6 +155,7 @@ class Reader {
         else if (ondemand::key_is(k, "cat")) string_field(ev.cat, ev.has_cat, "cat");
         else if (ondemand::key_is(k, "name")) string_field(ev.name, ev.has_name, "name");
         else if (ondemand::key_is(k, "tid")) ev.tid = ondemand::raw_token(f.value());
+        else if (ondemand::key_is(k, "pid")) ev.pid = ondemand::raw_token(f.value());
         else if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
         else if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
         else if (ondemand::key_is(k, "args") && (ev.kind() == Kind::Unknown || ev.kind() == Kind::Timed || ev.kind() == Kind::Memory))
@@ -154,12 +180,14 @@ class Reader {
       const char* k = f.key().raw();
       if (ondemand::key_is(k, "Input Dims")) {
         ev.shapes = read_input_dims(f.value(), [&] { return event_path() + "/args/Input Dims"; });
-      } else if (ondemand::key_is(k, "Bytes") || ondemand::key_is(k, "Device Type")) {
-        const bool bytes = k[0] == 'B';
+      } else if (ondemand::key_is(k, "Bytes") || ondemand::key_is(k, "Device Type") || ondemand::key_is(k, "External id") ||
+                 ondemand::key_is(k, "correlation")) {
+        const char* key = k[0] == 'B' ? "Bytes" : k[0] == 'D' ? "Device Type" : k[0] == 'E' ? "External id" : "correlation";
+        const bool id = k[0] == 'E' || k[0] == 'c';
         int64_t n;
-        if (f.value().get_int64().get(n))
-          kineto::expected(f.value(), event_path() + (bytes ? "/args/Bytes" : "/args/Device Type"), "expected an integer");
-        (bytes ? ev.bytes : ev.device_type) = n;
+        if (f.value().get_int64().get(n) || (id && n < 0))
+          kineto::expected(f.value(), event_path() + "/args/" + key, id ? "expected an id (an integer of at least 0)" : "expected an integer");
+        (k[0] == 'B' ? ev.bytes : k[0] == 'D' ? ev.device_type : k[0] == 'E' ? ev.external_id : ev.correlation) = n;
       }
     }
   }
@@ -220,18 +248,32 @@ class Reader {
   template <class PathFn>
   void add_timed(Event& ev, const PathFn& event_path) {
     if (!ev.has_name) throw JsonError(event_path(), "missing key \"name\"");
+    const Counted counted = counted_category(ev.cat);
     TimedEvent t;
     t.name = std::string(ev.name);
     t.tid = thread_of(ev.tid);
     t.input_shapes = std::move(ev.shapes);
-    t.user_annotation = ev.cat == "user_annotation";
-    const int64_t ts = time_of(ev.ts, "ts", event_path), dur = time_of(ev.dur, "dur", event_path);
+    t.user_annotation = ev.cat == "user_annotation" || counted == Counted::DeviceAnnotation;
+    t.on_device = counted == Counted::Device || counted == Counted::DeviceAnnotation;
+    int64_t ts = time_of(ev.ts, "ts", event_path), dur = time_of(ev.dur, "dur", event_path);
     if (dur < 0) throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got " + json::detail::describe_number(ev.dur));
     int64_t end = 0;
     if (__builtin_add_overflow(ts, dur, &end))
       throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
+    if (counted == Counted::DeviceAnnotation && dur >= 2) ts += 1, dur -= 2;  // Kineto's widening, undone
+    Ids ids;
+    if (counted == Counted::Op) {
+      t.correlation_id = ev.external_id.value_or(0);
+      if (t.correlation_id > 0) op_ids_.insert(t.correlation_id);
+      if (ev.pid.size() > 0 && !process_) process_ = thread_of(ev.pid);
+    } else if (counted == Counted::Runtime || counted == Counted::Device) {
+      t.correlation_id = counted == Counted::Runtime ? ev.correlation.value_or(0) : 0;
+      ids.external = ev.external_id.value_or(0);
+    }
+    ids.unplaced = counted == Counted::Overhead;
     out_.events.push_back(std::move(t));
     times_.push_back({ts, dur});
+    ids_.push_back(ids);
   }
 
   template <class PathFn>
@@ -265,15 +307,30 @@ class Reader {
       return static_cast<double>(d) / 1000.0;
     };
     for (size_t k = 0; k < times_.size(); ++k) {
-      out_.events[k].start_us = relative_us(times_[k].first);
-      out_.events[k].dur_us = static_cast<double>(times_[k].second) / 1000.0;
+      TimedEvent& t = out_.events[k];
+      t.start_us = relative_us(times_[k].first);
+      t.dur_us = static_cast<double>(times_[k].second) / 1000.0;
+      // Linked: an "External id" that names an op of the trace. An overhead: on the profiler's
+      // thread (torch's: the one that stopped it), taken as the process's main thread.
+      if (ids_[k].external > 0 && op_ids_.count(ids_[k].external) > 0) t.linked_correlation_id = ids_[k].external;
+      else if (ids_[k].unplaced && process_) t.tid = *process_;
     }
     for (size_t k = 0; k < memory_times_.size(); ++k) out_.memory[k].ts_us = relative_us(memory_times_[k]);
     return std::move(out_);
   }
 
+  // Per event, what finish() links it with: its "External id" (runtime calls, device events), and
+  // whether it goes to the profiler's thread (overheads).
+  struct Ids {
+    int64_t external = 0;
+    bool unplaced = false;
+  };
+
   TraceEvents out_;
   std::vector<std::pair<int64_t, int64_t>> times_;  // per event: ts and dur, in nanoseconds
+  std::vector<Ids> ids_;                            // per event
+  std::unordered_set<int64_t> op_ids_;              // the ops' and annotations' External ids
+  std::optional<int64_t> process_;                  // the CPU events' "pid", as a thread id: the main thread
   std::vector<int64_t> memory_times_;
   std::vector<std::optional<std::vector<int64_t>>> shapes_;  // read_input_dims' scratch
   std::unordered_map<std::string, int64_t> named_threads_;

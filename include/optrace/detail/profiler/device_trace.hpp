@@ -147,4 +147,67 @@ inline int32_t enclosing_event(const ThreadBuffer& b, int64_t start, int64_t end
   return -1;
 }
 
+// How a window's CUDA activity joins its ranges, as torch's correlation gives it: computed once
+// here for the trace (kineto_writer.hpp) and for key_averages (timed_events.hpp), so that the two
+// tell the same story.
+// - Each range that ended has an External id: 1, 2, ... buffer by buffer, in the order the trace
+//   writes them (0 for one still open when the window closed).
+// - A runtime call belongs to the shortest range that encloses it on any thread (the innermost of
+//   the launching thread, unless two threads launch at once): libtorch gives an unlinked call the
+//   thread that stopped the profiler, not the one that made it. It takes that range's External id
+//   and thread; in no range, none (0) and the thread that collected it (the profiler's).
+// - A kernel, copy or set takes its runtime call's External id through the correlation id; none
+//   when the call is not in the window.
+struct DeviceJoin {
+  std::vector<std::vector<int64_t>> external_id;  // [buffer][event]
+  struct Link {
+    int64_t external = 0;  // the External id of the range it belongs to; 0: none
+    int64_t tid = 0;       // a runtime call's thread (os id), as the trace writes it
+    int64_t call = -1;     // a device event's runtime call: its index in device_events; -1: none
+  };
+  std::vector<Link> links;  // [device event], in device_events' order
+};
+
+inline DeviceJoin join_device_events(const Window& window) {
+  DeviceJoin join;
+  int64_t next = 0;
+  join.external_id.reserve(window.buffers.size());
+  for (const auto& b : window.buffers) {
+    std::vector<int64_t>& ids = join.external_id.emplace_back(b->events.size(), 0);
+    for (size_t k = 0; k < b->events.size(); ++k)
+      if (b->events[k].end_ns >= 0) ids[k] = ++next;
+  }
+  const std::vector<DeviceEvent>& events = window.device_events;
+  join.links.resize(events.size());
+  std::unordered_map<uint64_t, int64_t> call_of;  // correlation -> the runtime call's index
+  for (size_t i = 0; i < events.size(); ++i) {
+    const DeviceEvent& d = events[i];
+    if (!on_host(d.kind)) continue;
+    DeviceJoin::Link& link = join.links[i];
+    link.tid = d.stream;
+    link.call = static_cast<int64_t>(i);
+    int64_t shortest = -1;
+    for (size_t bi = 0; bi < window.buffers.size(); ++bi) {
+      const ThreadBuffer& b = *window.buffers[bi];
+      if (b.rf_thread_id == static_cast<uint64_t>(d.stream) && shortest < 0) link.tid = b.os_tid;
+      const int32_t k = enclosing_event(b, d.start_ns, d.start_ns + d.dur_ns);
+      if (k < 0) continue;
+      const Event& e = b.events[static_cast<size_t>(k)];
+      if (shortest >= 0 && e.end_ns - e.start_ns >= shortest) continue;
+      shortest = e.end_ns - e.start_ns;
+      link.external = join.external_id[bi][static_cast<size_t>(k)];
+      link.tid = b.os_tid;
+    }
+    call_of.emplace(d.correlation, static_cast<int64_t>(i));
+  }
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (on_host(events[i].kind)) continue;
+    auto it = call_of.find(events[i].correlation);
+    if (it == call_of.end()) continue;
+    join.links[i].call = it->second;
+    join.links[i].external = join.links[static_cast<size_t>(it->second)].external;
+  }
+  return join;
+}
+
 }  // namespace optrace::detail::profiler

@@ -88,9 +88,10 @@ class KinetoWriter {
     w.key("traceEvents").begin_array();
     write_metadata(w);
     sink(w.take());
+    join_ = join_device_events(window_);
     std::string chunk;
-    for (const auto& b : window_.buffers) {
-      write_thread(chunk, *b, sink);
+    for (size_t bi = 0; bi < window_.buffers.size(); ++bi) {
+      write_thread(chunk, *window_.buffers[bi], join_.external_id[bi], sink);
       sink(chunk);
       chunk.clear();
     }
@@ -165,10 +166,11 @@ class KinetoWriter {
   }
 
   // A thread's events, appended as text: the same JSON as json::Writer's (keys and values as it
-  // spaces them), at a few hundred nanoseconds an event instead of microseconds.
-  // `o` is handed to `sink` every ~1 MB. Each event follows a ", ": the metadata events come first.
+  // spaces them), at a few hundred nanoseconds an event instead of microseconds. `ids`: the
+  // events' External ids (DeviceJoin). `o` is handed to `sink` every ~1 MB. Each event follows a
+  // ", ": the metadata events come first.
   template <class Sink>
-  void write_thread(std::string& o, const ThreadBuffer& b, Sink& sink) {
+  void write_thread(std::string& o, const ThreadBuffer& b, const std::vector<int64_t>& ids, Sink& sink) {
     constexpr size_t kChunk = 1 << 20;
     o.reserve(kChunk + 64 * 1024);
     auto put_int = [&o](int64_t v) {
@@ -177,9 +179,6 @@ class KinetoWriter {
     };
     std::string head;  // `"pid": P, "tid": T, "ts": ` of this thread
     head = ", \"pid\": " + std::to_string(info_.pid) + ", \"tid\": " + std::to_string(b.os_tid) + ", \"ts\": ";
-    // With device events: the External id of each event, for the runtime calls inside it.
-    std::vector<int64_t>* ids = window_.device_events.empty() ? nullptr : &external_ids_[&b];
-    if (ids != nullptr) ids->assign(b.events.size(), 0);
     for (size_t index = 0; index < b.events.size(); ++index) {
       const Event& e = b.events[index];
       if (e.end_ns < 0) continue;  // still open when the window closed
@@ -196,8 +195,7 @@ class KinetoWriter {
       o += ", \"dur\": ";
       append_micros(o, e.end_ns - e.start_ns);
       o += ", \"args\": {\"External id\": ";
-      put_int(++external_id_);
-      if (ids != nullptr) (*ids)[index] = external_id_;
+      put_int(ids[index]);
       if (e.seq_nr >= 0 && !annotation) {
         o += ", \"Sequence number\": ";
         put_int(e.seq_nr);
@@ -209,6 +207,14 @@ class KinetoWriter {
       if (e.num_args > 0) {
         o += ", ";
         o += input_args_text(b, e);
+      }
+      if (e.call_stack >= 0) {
+        o += ", \"Call stack\": ";
+        o += escaped(b.stacks[static_cast<size_t>(e.call_stack)]);
+      }
+      if (e.module_hierarchy >= 0) {
+        o += ", \"Module Hierarchy\": ";
+        o += escaped(b.stacks[static_cast<size_t>(e.module_hierarchy)]);
       }
       o += ", \"Ev Idx\": ";
       put_int(ev_idx_++);
@@ -242,50 +248,26 @@ class KinetoWriter {
     }
   }
 
-  // The CUDA activity's events (after every thread's, whose External ids they take), the "ac2g"
-  // flows from each runtime call to the kernel, copy or set it launched, and the devices' and
-  // streams' names, as torch.profiler writes them.
+  // The CUDA activity's events (after every thread's, whose External ids they take: join_), the
+  // "ac2g" flows from each runtime call to the kernel, copy or set it launched, and the devices'
+  // and streams' names, as torch.profiler writes them.
   template <class Sink>
   void write_device(std::string& o, Sink& sink) {
     const std::vector<DeviceEvent>& events = window_.device_events;
     if (events.empty()) return;
-    // correlation -> the runtime call, the External id and thread of the range around it
-    struct Call {
-      const DeviceEvent* event = nullptr;
-      int64_t external = 0, tid = 0;
-    };
-    std::unordered_map<uint64_t, Call> calls;
-    for (const DeviceEvent& d : events) {
-      if (!on_host(d.kind)) continue;
-      Call call{&d, 0, d.stream};
-      // libtorch gives an unlinked runtime call the thread that stopped the profiler, not the
-      // one that made the call: the call goes to the shortest range that encloses it on any
-      // thread (the innermost of the launching thread, unless two threads launch at once).
-      int64_t shortest = -1;
-      for (const auto& b : window_.buffers) {
-        if (b->rf_thread_id == static_cast<uint64_t>(d.stream) && shortest < 0) call.tid = b->os_tid;
-        const int32_t k = enclosing_event(*b, d.start_ns, d.start_ns + d.dur_ns);
-        if (k < 0) continue;
-        const Event& e = b->events[static_cast<size_t>(k)];
-        if (shortest >= 0 && e.end_ns - e.start_ns >= shortest) continue;
-        shortest = e.end_ns - e.start_ns;
-        call.external = external_ids_[b.get()][static_cast<size_t>(k)];
-        call.tid = b->os_tid;
-      }
-      calls.emplace(d.correlation, call);
-    }
     auto put_int = [&o](int64_t v) {
       char buf[24];
       o.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
     };
-    std::vector<std::pair<const Call*, const DeviceEvent*>> flows;  // call, what it launched
-    for (const DeviceEvent& d : events) {
+    std::vector<std::pair<size_t, const DeviceEvent*>> flows;  // the call's index, what it launched
+    for (size_t i = 0; i < events.size(); ++i) {
       if (o.size() > (1 << 20)) {
         sink(o);
         o.clear();
       }
+      const DeviceEvent& d = events[i];
+      const DeviceJoin::Link& link = join_.links[i];
       const bool host = on_host(d.kind);
-      auto call = calls.find(d.correlation);
       o += ", {\"ph\": \"X\", \"cat\": \"";
       o += device_category(d.kind);
       o += "\", \"name\": ";
@@ -293,20 +275,20 @@ class KinetoWriter {
       o += ", \"pid\": ";
       put_int(host ? info_.pid : d.device);
       o += ", \"tid\": ";
-      put_int(host ? call->second.tid : d.stream);
+      put_int(host ? link.tid : d.stream);
       o += ", \"ts\": ";
       append_micros(o, info_.since_base(d.start_ns));
       o += ", \"dur\": ";
       append_micros(o, d.dur_ns);
       o += ", \"args\": {\"External id\": ";
-      put_int(call != calls.end() ? call->second.external : 0);
+      put_int(link.external);
       if (!host) {
         o += ", \"device\": ";
         put_int(d.device);
         o += ", \"stream\": ";
         put_int(d.stream);
         streams_[d.device].insert(d.stream);
-        if (call != calls.end()) flows.emplace_back(&call->second, &d);
+        if (link.call >= 0) flows.emplace_back(static_cast<size_t>(link.call), &d);
       }
       o += ", \"correlation\": ";
       put_int(static_cast<int64_t>(d.correlation));
@@ -324,7 +306,7 @@ class KinetoWriter {
       o += tail;
     };
     for (const auto& [call, launched] : flows) {
-      flow_end(", {\"ph\": \"s\", \"id\": ", launched->correlation, info_.pid, call->tid, call->event->start_ns,
+      flow_end(", {\"ph\": \"s\", \"id\": ", launched->correlation, info_.pid, join_.links[call].tid, events[call].start_ns,
                ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}");
       flow_end(", {\"ph\": \"f\", \"id\": ", launched->correlation, launched->device, launched->stream,
                launched->start_ns, ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}");
@@ -401,11 +383,11 @@ class KinetoWriter {
 
   const Window& window_;
   const TraceInfo& info_;
-  int64_t external_id_ = 0, ev_idx_ = 0;
+  int64_t ev_idx_ = 0;
+  DeviceJoin join_;
   std::map<std::pair<uint64_t, int64_t>, std::pair<FlowEnd, FlowEnd>> flows_;
   std::unordered_map<std::string, std::string> args_text_;
   std::unordered_map<const char*, std::string> names_;
-  std::unordered_map<const ThreadBuffer*, std::vector<int64_t>> external_ids_;
   std::map<int64_t, std::set<int64_t>> streams_;  // device -> the streams its events ran on
 };
 

@@ -15,6 +15,8 @@
 // - Memory: c10's allocators report each allocation and free to the thread's PROFILER_STATE
 //   debug info (a c10::MemoryReportingInfoBase); the Profiler installs one on the stepping thread,
 //   and libtorch's thread pools carry it into the threads they run the op's work on.
+// - with_stack: the TorchScript interpreter's call stack and module hierarchy of a range, made by
+//   libtorch's own functions (the text torch.profiler writes), kept once per distinct text.
 
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
@@ -24,6 +26,8 @@
 #include <ATen/record_function.h>
 #include <c10/core/Allocator.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/jit/runtime/interpreter.h>
+#include <torch/csrc/profiler/util.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,6 +36,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #if defined(__linux__)
@@ -74,6 +79,8 @@ struct Event {
   // With an execution trace: the inputs and outputs with their tensors' identities
   // (execution_trace.hpp encodes them into ThreadBuffer::et_tokens).
   uint32_t et_inputs_begin = 0, et_inputs_end = 0, et_outputs_begin = 0, et_outputs_end = 0;
+  // With with_stack, where TorchScript runs the range: indices in ThreadBuffer::stacks, or -1.
+  int32_t call_stack = -1, module_hierarchy = -1;
 };
 
 // One allocation (bytes > 0) or free (bytes < 0) that an allocator reported.
@@ -118,6 +125,8 @@ struct ThreadBuffer {
   std::vector<int64_t> tokens;
   std::vector<int64_t> et_tokens;
   std::vector<std::string> names;
+  std::vector<std::string> stacks;  // with_stack: each distinct text once (stack_index)
+  std::unordered_map<std::string, int32_t> stack_index;
   std::vector<MemoryEvent> memory;
   std::vector<int32_t> open;  // indices of the open events, innermost last
 };
@@ -129,8 +138,34 @@ inline std::string event_name(const ThreadBuffer& b, const Event& e) {
 struct Settings {
   bool record_shapes = false;
   bool profile_memory = false;
+  bool with_stack = false;
   bool execution_trace = false;
 };
+
+// The TorchScript call stack and module hierarchy around the current range, as torch.profiler
+// writes them ("Call stack": "file(line): function;..." innermost first; "Module Hierarchy":
+// "TOP(Net)::forward.fc(Linear)::forward."): empty outside TorchScript.
+struct Stacks {
+  std::string call_stack, module_hierarchy;
+};
+inline Stacks torchscript_stacks() {
+  namespace impl = torch::profiler::impl;
+  // stacksToStr quotes the text for JSON (and makes '"' a '\''): the quotes are the writer's.
+  auto unquoted = [](std::string s) { return s.size() >= 2 ? s.substr(1, s.size() - 2) : std::string(); };
+  Stacks s;
+  const std::vector<torch::jit::StackEntry> entries = torch::jit::currentCallstack();
+  if (!entries.empty()) s.call_stack = unquoted(impl::stacksToStr(impl::callstackStr(impl::prepareCallstack(entries)), ";"));
+  const std::vector<std::string> modules = torch::jit::currentModuleHierarchy();
+  if (!modules.empty()) s.module_hierarchy = unquoted(impl::stacksToStr(modules, "."));
+  return s;
+}
+
+inline int32_t intern_stack(ThreadBuffer& b, std::string text) {
+  if (text.empty()) return -1;
+  auto [it, fresh] = b.stack_index.try_emplace(std::move(text), static_cast<int32_t>(b.stacks.size()));
+  if (fresh) b.stacks.push_back(it->first);
+  return it->second;
+}
 
 // One recording window: from a schedule's start of recording to its save (or stop()).
 struct Window {
@@ -251,10 +286,16 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
   if (op_tracer_scope(fn.scope())) op_tracer::on_start(fn);
   ThreadBuffer* b = thread_state().current();
   if (b == nullptr) return nullptr;
+  // torch.profiler takes no stack for an autograd node (it runs outside the interpreter).
+  Stacks stacks;
+  if (thread_state().window->settings.with_stack && fn.scope() != at::RecordScope::BACKWARD_FUNCTION)
+    stacks = torchscript_stacks();
   const int64_t start = now_ns();
   std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
   if (thread_state().window->closed.load(std::memory_order_relaxed)) return nullptr;
   Event e;
+  e.call_stack = intern_stack(*b, std::move(stacks.call_stack));
+  e.module_hierarchy = intern_stack(*b, std::move(stacks.module_hierarchy));
   e.start_ns = start;
   e.rf_id = fn.handle();
   e.seq_nr = fn.seqNr();
