@@ -9,12 +9,12 @@ import json
 import os
 import sys
 
+import pinned_consumers
+
 consumers, trace_dir = sys.argv[1], os.path.abspath(sys.argv[2])
 expected_steps = [int(s) for s in sys.argv[3:]]
-if not os.path.isdir(os.path.join(consumers, "hta")):
-    print(f"HTA cannot run here: the pinned consumers are not in {consumers} (../shared beside the checkout)")
-    sys.exit(77)
-sys.path[:0] = [os.path.join(consumers, "hta"), os.path.join(consumers, "param")]
+pinned_consumers.require(consumers, "hta", "HTA")
+pinned_consumers.add_hta_to_path(consumers)
 try:
     import pandas  # noqa: F401
     from hta.trace_analysis import TraceAnalysis

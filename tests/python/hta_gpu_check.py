@@ -20,11 +20,11 @@ import shutil
 import sys
 import warnings
 
+import pinned_consumers
+
 consumers, trace, work = (os.path.abspath(p) for p in sys.argv[1:4])
-if not os.path.isdir(os.path.join(consumers, "hta")):
-    print(f"SKIPPED: HTA cannot run here: the pinned consumers are not in {consumers} (../shared beside the checkout)")
-    sys.exit(77)
-sys.path[:0] = [os.path.join(consumers, "hta"), os.path.join(consumers, "param")]
+pinned_consumers.require(consumers, "hta", "SKIPPED: HTA")
+pinned_consumers.add_hta_to_path(consumers)
 try:
     import pandas  # noqa: F401
     from hta.trace_analysis import TraceAnalysis

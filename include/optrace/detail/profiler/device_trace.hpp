@@ -6,11 +6,10 @@
 // C++ (torch/csrc/autograd/profiler_kineto.h). The Profiler runs it for the CUDA activity only:
 // the CPU side stays optrace's own recording (one set of RecordFunction callbacks, the same on
 // every libtorch), and the two are joined when the trace is written:
-// - a runtime call belongs to the innermost range that encloses it on its thread, whose
-//   "External id" it takes, as torch's correlation stack gives it;
-// - a kernel, copy or set takes its runtime call's External id through the correlation id, and
-//   an "ac2g" flow goes from the call to it, as torch writes them.
-// Kineto's device times are converted to the recording's steady clock (see to_steady).
+// a runtime call takes the "External id" of the range around it, a kernel, copy or set its
+// call's through the correlation id, and an "ac2g" flow goes from the call to it, as torch
+// writes them (join_device_events below says how the range is found).
+// Kineto's device times are converted to the recording's steady clock (see to_steady_offset).
 //
 // Where libtorch is older than 2.0, or built without Kineto (Debian's 1.13), or no CUDA device is
 // present, nothing here runs and the Profiler says so in notes().

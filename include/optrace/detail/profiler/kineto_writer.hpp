@@ -108,6 +108,15 @@ class KinetoWriter {
   }
 
  private:
+  // The text written per thread (and for the device events) is handed to the sink in pieces of
+  // about this size.
+  static constexpr size_t kChunk = 1 << 20;
+
+  static void append_int(std::string& s, int64_t v) {
+    char buf[24];
+    s.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+  }
+
   // Nanoseconds as microseconds with up to three decimals ("12139.893", "5.2"), as Kineto
   // writes them; exact, and without a double's formatting.
   static void append_micros(std::string& s, int64_t ns) {
@@ -148,20 +157,22 @@ class KinetoWriter {
     return it->second;
   }
 
+  // One "M" event: a process's or thread's name, label or sort index, at the window's start.
+  template <class Value>
+  void meta(json::Writer& w, const char* name, int64_t pid, int64_t tid, const char* key, const Value& value) {
+    w.begin_object().key("name").value(name).key("ph").value("M").key("ts").raw(ts_text(window_.start_ns));
+    w.key("pid").value(pid).key("tid").value(tid);
+    w.key("args").begin_object().key(key).value(value).end_object().end_object();
+  }
+
   void write_metadata(json::Writer& w) {
-    const std::string ts = ts_text(window_.start_ns);
-    auto meta = [&](const char* name, int64_t tid, const char* key, auto value) {
-      w.begin_object().key("name").value(name).key("ph").value("M").key("ts").raw(ts);
-      w.key("pid").value(info_.pid).key("tid").value(tid);
-      w.key("args").begin_object().key(key).value(value).end_object().end_object();
-    };
-    meta("process_name", 0, "name", info_.process_name);
-    meta("process_labels", 0, "labels", "CPU");
-    meta("process_sort_index", 0, "sort_index", info_.pid);
+    meta(w, "process_name", info_.pid, 0, "name", info_.process_name);
+    meta(w, "process_labels", info_.pid, 0, "labels", "CPU");
+    meta(w, "process_sort_index", info_.pid, 0, "sort_index", info_.pid);
     for (const auto& b : window_.buffers) {
       const std::string thread = "thread " + std::to_string(b->os_tid) + " (" + info_.process_name + ")";
-      meta("thread_name", b->os_tid, "name", thread);
-      meta("thread_sort_index", b->os_tid, "sort_index", b->os_tid);
+      meta(w, "thread_name", info_.pid, b->os_tid, "name", thread);
+      meta(w, "thread_sort_index", info_.pid, b->os_tid, "sort_index", b->os_tid);
     }
   }
 
@@ -171,12 +182,8 @@ class KinetoWriter {
   // ", ": the metadata events come first.
   template <class Sink>
   void write_thread(std::string& o, const ThreadBuffer& b, const std::vector<int64_t>& ids, Sink& sink) {
-    constexpr size_t kChunk = 1 << 20;
     o.reserve(kChunk + 64 * 1024);
-    auto put_int = [&o](int64_t v) {
-      char buf[24];
-      o.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-    };
+    auto put_int = [&o](int64_t v) { append_int(o, v); };
     std::string head;  // `"pid": P, "tid": T, "ts": ` of this thread
     head = ", \"pid\": " + std::to_string(info_.pid) + ", \"tid\": " + std::to_string(b.os_tid) + ", \"ts\": ";
     for (size_t index = 0; index < b.events.size(); ++index) {
@@ -255,13 +262,10 @@ class KinetoWriter {
   void write_device(std::string& o, Sink& sink) {
     const std::vector<DeviceEvent>& events = window_.device_events;
     if (events.empty()) return;
-    auto put_int = [&o](int64_t v) {
-      char buf[24];
-      o.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-    };
+    auto put_int = [&o](int64_t v) { append_int(o, v); };
     std::vector<std::pair<size_t, const DeviceEvent*>> flows;  // the call's index, what it launched
     for (size_t i = 0; i < events.size(); ++i) {
-      if (o.size() > (1 << 20)) {
+      if (o.size() > kChunk) {
         sink(o);
         o.clear();
       }
@@ -315,19 +319,13 @@ class KinetoWriter {
 
   // The devices' and streams' names of the CUDA activity's events.
   void write_device_metadata(json::Writer& w) {
-    const std::string ts = ts_text(window_.start_ns);
-    auto meta = [&](const char* name, int64_t pid, int64_t tid, const char* key, auto value) {
-      w.begin_object().key("name").value(name).key("ph").value("M").key("ts").raw(ts);
-      w.key("pid").value(pid).key("tid").value(tid);
-      w.key("args").begin_object().key(key).value(value).end_object().end_object();
-    };
     for (const auto& [device, ids] : streams_) {
-      meta("process_name", device, 0, "name", info_.process_name);
-      meta("process_labels", device, 0, "labels", "GPU " + std::to_string(device));
-      meta("process_sort_index", device, 0, "sort_index", 5000000 + device);
+      meta(w, "process_name", device, 0, "name", info_.process_name);
+      meta(w, "process_labels", device, 0, "labels", "GPU " + std::to_string(device));
+      meta(w, "process_sort_index", device, 0, "sort_index", 5000000 + device);
       for (int64_t stream : ids) {
-        meta("thread_name", device, stream, "name", "stream " + std::to_string(stream) + " ");
-        meta("thread_sort_index", device, stream, "sort_index", stream);
+        meta(w, "thread_name", device, stream, "name", "stream " + std::to_string(stream) + " ");
+        meta(w, "thread_sort_index", device, stream, "sort_index", stream);
       }
     }
   }
