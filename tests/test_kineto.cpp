@@ -493,6 +493,13 @@ TEST_CASE("kineto: malformed input", "[kineto]") {
         "optrace: JsonError at /traceEvents/0/args/Input Dims: expected a list, got string \"x\"");
   check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [["a"]], "Input type": ["float"])")}),
         "optrace: JsonError at /traceEvents/0/args/Input Dims/0/0: expected an integer, got string \"a\"");
+  // Sizes and strides no tensor has (the hf reader would refuse the converted trace).
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3, -2]], "Input type": ["float"])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input Dims/0/1: negative size -2");
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3, 2]], "Input type": ["float"], "Input Strides": [[-1, 3]])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input Strides/0/0: negative stride -1");
+  check(trace_of({op("aten::cat", 0, 1, R"("Input Dims": [[[2], [-4]], []], "Input type": ["TensorList", "Int"])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input Dims/0/1/0: negative size -4");
   check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": [7])")}),
         "optrace: JsonError at /traceEvents/0/args/Input type/0: expected a string, got integer 7");
   check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": ["float"], "count": 0)")}),
@@ -762,7 +769,7 @@ TEST_CASE("kineto: the fast field reader reads what the path-naming reader reads
   CHECK(events > 4000);
   CHECK(fast == events);  // the profiler's own fields all take the fast path
   // Fields the fast reader leaves to the other (escapes, floats, null, deeper lists, bad text),
-  // and ones it reads (spaces, negative numbers, lists of shapes, odd strides, mismatches).
+  // and ones it reads (spaces, negative scalars, lists of shapes, odd strides, mismatches).
   auto fields = [](const char* dims, const char* types, const char* concrete = "", const char* strides = "") {
     RawFields r;
     r.dims = dims;
@@ -780,7 +787,11 @@ TEST_CASE("kineto: the fast field reader reads what the path-naming reader reads
   CHECK_FALSE(same_read(fields("[[12345678901234567890]]", R"(["float"])")));
   CHECK_FALSE(same_read(fields("[[2]]", R"(["float"])", "", "[[[1]]]")));  // strides not integers: DOM says where
   CHECK_FALSE(same_read(fields("[[2]]", R"(["float"])", "[3]")));          // a concrete input not a string
-  CHECK(same_read(fields(" [ [ 2 , -3 ] , [ ] ] ", R"( [ "float" , "Scalar" ] )", R"(["", "-1.5"])")));
+  CHECK_FALSE(same_read(fields("[[2, -3]]", R"(["float"])")));                     // a negative size: DOM says where
+  CHECK_FALSE(same_read(fields("[[[2], [-3]]]", R"(["TensorList"])")));
+  CHECK_FALSE(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[-1, 2]]")));     // a negative stride
+  CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[-1]]")));             // of another rank: not read by either
+  CHECK(same_read(fields(" [ [ 2 , 3 ] , [ ] ] ", R"( [ "float" , "Scalar" ] )", R"(["", "-1.5"])")));
   CHECK(same_read(fields("[[[2, 3], [4]], []]", R"(["TensorList", "ScalarList"])", R"(["", "[1, 2]"])")));
   CHECK(same_read(fields("[[2, 3]]", R"(["float"])", "", "[[1, 2]]")));
   {  // strides that are the contiguous ones say nothing: kept by neither reader

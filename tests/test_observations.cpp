@@ -214,6 +214,18 @@ TEST_CASE("observations: every error names the path and the value", "[observatio
                     "optrace: JsonError at /history/0/count: expected a count >= 1, got integer 0");
   CHECK_THROWS_WITH(load(edited(R"({"as_expr": {"expr_str": "s0", "hint": {"as_int": 4}}})", R"({"as_expr": {"expr_str": "s0"}})")),
                     "optrace: JsonError at /inputs/0/meta/sizes/0/as_expr: a symbolic size needs a hint (its example value) to be rebuilt");
+  CHECK_THROWS_WITH(load(edited(R"("strides": [{"as_int": 16}, {"as_int": 1}])", R"("strides": [{"as_int": 16}, {"as_int": -1}])")),
+                    "optrace: JsonError at /history/0/call/dict/input_ids/tensor/strides/1: expected a stride >= 0 (negative strides are "
+                    "not supported), got -1");
+  // Counts that do not add up.
+  CHECK_THROWS_WITH(load(edited(R"("total": 4)", R"("total": 3)")),
+                    "optrace: JsonError at /calls/total: total 3 is less than the 4 calls the history counts");
+  CHECK_THROWS_WITH(load(edited(R"("distinct": 3)", R"("distinct": 2)")),
+                    "optrace: JsonError at /calls/distinct: expected 3 (the signatures in history), got integer 2");
+  CHECK_THROWS_WITH(load(edited(R"("stored": 3)", R"("stored": 5)")),
+                    "optrace: JsonError at /calls/stored: expected 3 (the calls in stored), got integer 5");
+  CHECK_THROWS_WITH(load(edited(R"("dropped_signatures": 0)", R"("dropped_signatures": -1)")),
+                    "optrace: JsonError at /calls/dropped_signatures: expected a count >= 0, got integer -1");
   std::string text = observed().to_json(0);
   CHECK_THROWS_WITH(load(text.substr(0, text.size() / 2)), OPTRACE_CONTAINS("optrace: JsonError at /:"));
   CHECK_THROWS_AS(optrace::load_observations(optrace_test::temp_path("no/such/file.json")), optrace::IoError);

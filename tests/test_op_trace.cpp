@@ -262,6 +262,89 @@ TEST_CASE("op trace: errors name the JSON path and the bad value", "[op_trace]")
                     "optrace: ArgumentError: OpTrace::add('x.default'): input_shapes, input_dtypes and non_tensor_inputs must have one entry per argument, got 1, 0 and 1");
 }
 
+TEST_CASE("op trace: readers refuse what cannot be true, the fast and the DOM one alike", "[op_trace]") {
+  const std::string good =
+      R"({"op_name": "cat.default", "input_shapes": [null, [2, 3]], "input_dtypes": ["<class 'list'>", "torch.float32"], )"
+      R"("non_tensor_inputs": [{"tensor_list_ref": 0}, null], "tensor_lists": {"0": {"length": 2, "shapes": [[2, 5], null], )"
+      R"("dtypes": ["torch.float32", "<class 'NoneType'>"]}}, "count": 2, "kwargs": {"out": {"shape": [4], "dtype": "torch.float32", "value": null}}, )"
+      R"("input_strides": [null, [1, 2]]})";
+  auto trace = [](const std::string& input, const std::string& counts = R"("total_calls": 2, "unique_input_count": 1)") {
+    return R"({"cat.default": {)" + counts + R"(, "unique_inputs": [)" + input + "]}}";
+  };
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = good;
+    REQUIRE(s.find(from) != std::string::npos);
+    s.replace(s.find(from), from.size(), to);
+    return trace(s);
+  };
+  REQUIRE(fast_read(trace(good)).has_value());
+  CHECK(OpTrace::from_json(trace(good)).total_calls() == 2);
+  const std::string at = "optrace: JsonError at /cat.default/unique_inputs/0";
+  const std::pair<std::string, std::string> damaged[] = {
+      {with("[2, 3]]", "[-3, 2]]"), at + "/input_shapes/1/0: negative size -3"},
+      {with("[[2, 5]", "[[2, -5]"), at + "/tensor_lists/0/shapes/0/1: negative size -5"},
+      {with("\"shape\": [4]", "\"shape\": [-4]"), at + "/kwargs/out/shape/0: negative size -4"},
+      {with("[null, [1, 2]]", "[null, [1, -2]]"), at + "/input_strides/1/1: negative stride -2"},
+      {with("[null, [1, 2]]", "[[1], null]"), at + "/input_strides/0: strides for an argument that is not a tensor"},
+      {with("[null, [1, 2]]", "[null, [1]]"), at + "/input_strides/1: expected 2 strides (one per dimension of the shape), got 1"},
+      {with("\"<class 'NoneType'>\"]", "\"<class 'NoneType'>\"], \"strides\": [[1, -1], null]"),
+       at + "/tensor_lists/0/strides/0/1: negative stride -1"},
+      {with("{\"tensor_list_ref\": 0}", "{\"tensor_list_ref\": 7}"),
+       at + "/non_tensor_inputs/0/tensor_list_ref: no tensor list \"7\" in tensor_lists (it has \"0\")"},
+      {with("null], \"tensor_lists\"", "[1, {\"tensor_list_ref\": 1}]], \"tensor_lists\""),
+       at + "/non_tensor_inputs/1/1/tensor_list_ref: no tensor list \"1\" in tensor_lists (it has \"0\")"},
+      {with("\"value\": null", "\"value\": {\"tensor_list_ref\": 3}"),
+       at + "/kwargs/out/value/tensor_list_ref: no tensor list \"3\" in tensor_lists (it has \"0\")"},
+      {trace(good, R"("total_calls": 2, "unique_input_count": 0)"),
+       "optrace: JsonError at /cat.default/unique_input_count: unique_input_count 0 is less than the 1 unique inputs listed"},
+      {trace(good, R"("total_calls": 3, "unique_input_count": 3)"),
+       "optrace: JsonError at /cat.default/unique_input_count: unique_input_count 3 leaves 2 unique inputs unlisted, but total_calls "
+       "leaves 1 calls for them (each had one at least)"},
+  };
+  for (const auto& [text, message] : damaged) {
+    INFO(text);
+    CHECK_FALSE(fast_read(text).has_value());  // the fast reader leaves it to the DOM reader, which names it
+    CHECK_THROWS_WITH(OpTrace::from_json(text), message);
+  }
+  // Unlisted unique inputs with calls enough for them (a tracer's bound) are dropped calls.
+  const std::string bounded = trace(good, R"("total_calls": 4, "unique_input_count": 3)");
+  REQUIRE(fast_read(bounded).has_value());
+  CHECK(OpTrace::from_json(bounded).dropped_calls() == 2);
+}
+
+TEST_CASE("op trace: dtype strings no torch names are read and named as unknown", "[op_trace]") {
+  OpTrace trace;
+  OpInput a = tensor_input({2});
+  a.input_dtypes[0] = "torch.float99";
+  OpInput b = tensor_input({3});
+  b.input_dtypes[0] = "torch.half";  // an alias torch has
+  b.count = 4;
+  b.input_shapes.push_back(std::nullopt);
+  b.input_dtypes.push_back("<class 'torch.dtype'>");
+  b.non_tensor_inputs.push_back(OpValue::string("torch.float99"));  // a dtype argument
+  optrace::TensorListInfo list;
+  list.shapes = {std::vector<int64_t>{1}, std::nullopt};
+  list.dtypes = {"torch.bits8", "<class 'NoneType'>"};
+  OpInput c = tensor_input({1});
+  c.input_dtypes[0] = "torch.float8_e4m3fn";
+  c.input_shapes.push_back(std::nullopt);
+  c.input_dtypes.push_back("<class 'list'>");
+  c.non_tensor_inputs.push_back(c.add_tensor_list(list));
+  c.kwargs.push_back({"dtype", std::nullopt, "<class 'torch.dtype'>", OpValue::string("torch.int128"), std::nullopt});
+  trace.add("add.Tensor", a).add("add.Tensor", b).add("cat.default", c);
+  const OpTrace back = OpTrace::from_json(trace.to_json());  // read as written
+  CHECK(back.to_json() == trace.to_json());  // the JSON lists inputs by count: compared as written
+  const std::vector<optrace::UnknownDtype> unknown = back.unknown_dtypes();
+  REQUIRE(unknown.size() == 2);
+  CHECK(unknown[0].dtype == "torch.float99");
+  CHECK(unknown[0].unique_inputs == 2);
+  CHECK(unknown[0].calls == 5);
+  CHECK(unknown[0].ops == std::vector<std::string>{"add.Tensor"});
+  CHECK(unknown[0].to_string() == "torch.float99 (2 unique inputs, 5 calls: add.Tensor)");
+  CHECK(unknown[1].to_string() == "torch.int128 (1 unique input, 1 call: cat.default)");
+  CHECK(OpTrace::load(optrace_test::data_path("peer/mlp.hf_op_trace.json")).unknown_dtypes().empty());
+}
+
 TEST_CASE("json reader: float tokens inside strings stay strings", "[json]") {
   // Patterns that look like bare tokens force the exact (string-tracking) rewrite.
   auto doc = optrace::json::Document::parse(R"(["x, NaN, y", "[Infinity]", "a\", -Infinity", NaN, "k: -Infinity}"])");

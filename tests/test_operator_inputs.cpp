@@ -213,6 +213,22 @@ TEST_CASE("operator inputs: malformed logs name file, line, column and what was 
         "optrace: TextError at t.txt:2:26: expected the keyword arguments: a dict, such as {} or {'dtype': f16}, got '[])'");
   CHECK(error_of(op + "cnt: 1, ((T(['a'], f16),), {})\n") ==
         "optrace: TextError at t.txt:2:14: expected a tensor size: a list of integers, got ''a'], f16),), {})'");
+  // What no tensor can have.
+  CHECK(error_of(op + "cnt: 1, ((T([-3, 2], f16),), {})\n") == "optrace: TextError at t.txt:2:14: negative size -3");
+  CHECK(error_of(op + "cnt: 1, ((T([3, 2], f16, stride=(2, -1)),), {})\n") == "optrace: TextError at t.txt:2:37: negative stride -1");
+  CHECK(error_of(op + "cnt: 1, ((T([3, 2], f16, (-2, 1)),), {})\n") == "optrace: TextError at t.txt:2:27: negative stride -2");
+  // torch.<name> torch lacks: a tensor's dtype may be a newer torch's, nothing else may.
+  CHECK(error_of(op + "cnt: 1, ((T([2], f16), torch.float17), {})\n") ==
+        "optrace: TextError at t.txt:2:30: expected a dtype, layout or memory format after torch., got 'float17), {})'");
+}
+
+TEST_CASE("operator inputs: a tensor's dtype torch lacks is read as written, and named unknown", "[operator_inputs]") {
+  const std::string log = "Operator: aten.add.Tensor\ncnt: 3, ((T([2], torch.float99), T([2], f32)), {})\n";
+  const optrace::OpTrace trace = optrace::operator_inputs::parse(log, "t.txt").trace;
+  REQUIRE(trace.find("add.Tensor") != nullptr);
+  CHECK(trace.find("add.Tensor")->unique_inputs[0].input_dtypes[0] == "torch.float99");
+  REQUIRE(trace.unknown_dtypes().size() == 1);
+  CHECK(trace.unknown_dtypes()[0].to_string() == "torch.float99 (1 unique input, 3 calls: add.Tensor)");
 }
 
 TEST_CASE("operator inputs: floats and strings are written as Python's repr writes them", "[operator_inputs]") {

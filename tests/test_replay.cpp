@@ -254,14 +254,16 @@ TEST_CASE("replay: a failing op is reported and the replay goes on", "[replay]")
     CHECK(type.status == ReplayStatus::error);
     CHECK_THAT(type.message, OPTRACE_CONTAINS("argument 1 'dim'"));
     CHECK_THAT(type.message, OPTRACE_CONTAINS("but the trace has a string \"oops\""));
-    CHECK_THAT(result_of(report, "to.dtype").message, OPTRACE_CONTAINS("expects a dtype (\"torch.float16\"), but the trace has a string \"torch.float128\""));
+    const ReplayResult dtype = result_of(report, "to.dtype");  // a newer torch's dtype, or a damaged trace: not a failure
+    CHECK(dtype.status == ReplayStatus::skipped);
+    CHECK(dtype.message == "not replayable: argument 1 'dtype' (ScalarType) is dtype \"torch.float128\", which this libtorch does not know");
     const ReplayResult quantized = result_of(report, "neg.default");
     CHECK(quantized.status == ReplayStatus::error);
     CHECK_THAT(quantized.message, OPTRACE_CONTAINS("MaterializeError"));
     CHECK(result_of(report, "add.Tensor").status == ReplayStatus::ok);
     CHECK_FALSE(report.all_ok());
-    CHECK(report.num(ReplayStatus::error) == 5);
-    CHECK(report.num(ReplayStatus::skipped) == 1);  // the unknown op
+    CHECK(report.num(ReplayStatus::error) == 4);
+    CHECK(report.num(ReplayStatus::skipped) == 2);  // the unknown op and dtype
   }
 }
 

@@ -227,6 +227,7 @@ std::string summary_of(const Invocation& inv, const std::string& path) {
                    [](const optrace::OpEntry* a, const optrace::OpEntry* b) { return a->total_calls() > b->total_calls(); });
   const double all_calls = static_cast<double>(trace.total_calls());
   const size_t shown = inv.top > 0 ? std::min(ops.size(), static_cast<size_t>(inv.top)) : ops.size();
+  const std::vector<optrace::UnknownDtype> unknown = trace.unknown_dtypes();
   if (inv.json) {
     optrace::json::Writer w(1);
     w.begin_object();
@@ -248,6 +249,18 @@ std::string summary_of(const Invocation& inv, const std::string& path) {
     w.key("calls").value(trace.total_calls());
     w.key("dropped_calls").value(trace.dropped_calls());
     w.end_object();
+    w.key("unknown_dtypes").begin_array();
+    for (const optrace::UnknownDtype& u : unknown) {
+      w.begin_object();
+      w.key("dtype").value(u.dtype);
+      w.key("unique_inputs").value(u.unique_inputs);
+      w.key("calls").value(u.calls);
+      w.key("ops").begin_array();
+      for (const std::string& op : u.ops) w.value(op);
+      w.end_array();
+      w.end_object();
+    }
+    w.end_array();
     w.end_object();
     return w.take();
   }
@@ -261,6 +274,10 @@ std::string summary_of(const Invocation& inv, const std::string& path) {
       << trace.total_calls() << " calls";
   if (trace.dropped_calls() > 0) out << " (" << trace.dropped_calls() << " not kept as unique inputs)";
   out << "\n";
+  if (!unknown.empty()) {
+    out << "unknown dtypes (a newer torch's, or a damaged file; replay skips these inputs):\n";
+    for (const optrace::UnknownDtype& u : unknown) out << "  " << u.to_string() << "\n";
+  }
   if (imported.report.format == "kineto" || !imported.report.issues.empty()) out << "\n" << imported.report.to_string();
   return out.str();
 }
@@ -394,18 +411,24 @@ std::vector<std::string> not_carried(const optrace::OpTrace& trace, const std::s
   return out;
 }
 
-// Writes `trace` to `path` as `to` ("hf", "kineto", "text"); returns what the format could not hold.
+// Writes `trace` to `path` as `to` ("hf", "kineto", "text"); returns what the format could not
+// hold, and the dtypes no torch names (written as read).
 std::vector<std::string> write_trace(const optrace::OpTrace& trace, const std::string& path, const std::string& to,
                                      bool keep_non_compute) {
+  std::vector<std::string> notes;
   if (to == "text") {
     optrace::operator_inputs::WriteReport report;
     const auto options = optrace::operator_inputs::WriteOptions().skip_non_compute(!keep_non_compute);
     optrace::detail::save_operator_inputs(trace, path, op_catalog(), options, &report);
-    return report.lines();
+    notes = report.lines();
+  } else {
+    if (to == "kineto") optrace::detail::kineto::save_trace(trace, path, {});
+    else trace.save(path);
+    notes = not_carried(trace, to);
   }
-  if (to == "kineto") optrace::detail::kineto::save_trace(trace, path, {});
-  else trace.save(path);
-  return not_carried(trace, to);
+  for (const optrace::UnknownDtype& u : trace.unknown_dtypes())
+    notes.push_back("unknown dtype " + u.to_string() + " written as read (a newer torch's, or a damaged file)");
+  return notes;
 }
 
 int merge(const Invocation& inv) {

@@ -4,17 +4,20 @@
 // (replay, the Kineto importer, the CLI): the trace, its JSON writer and reader, merge and
 // queries. It includes no libtorch header, so translation units that only read traces compile fast.
 
+#include <optrace/detail/common/dtype_names.hpp>
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/op_trace/fast_reader.hpp>
 #include <optrace/detail/op_trace/hf_json.hpp>
+#include <optrace/detail/op_trace/input_checks.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/op_trace_types.hpp>
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -73,6 +76,31 @@ class OpTrace {
     int64_t n = 0;
     for (const OpEntry& e : ops_) n += e.dropped_calls;
     return n;
+  }
+  /// The dtype strings of tensors and dtype arguments that no torch names (`"torch.float99"`:
+  /// a newer torch's dtype, or a damaged file), in first-seen order, each with the unique
+  /// inputs, calls and ops that have it. Readers keep such strings as read; the `optrace` tool
+  /// names them wherever it shows or writes a trace, and replay skips those inputs.
+  std::vector<UnknownDtype> unknown_dtypes() const {
+    std::vector<UnknownDtype> out;
+    std::vector<size_t> in_input;  // the entries of `out` the current input names
+    for (const OpEntry& e : ops_)
+      for (const OpInput& in : e.unique_inputs) {
+        in_input.clear();
+        detail::op_trace::for_each_dtype(in, [&](std::string_view dtype) {
+          if (detail::is_torch_dtype(dtype)) return;
+          size_t k = 0;
+          while (k < out.size() && out[k].dtype != dtype) ++k;
+          if (k == out.size()) out.push_back(UnknownDtype{std::string(dtype), 0, 0, {}});
+          if (std::find(in_input.begin(), in_input.end(), k) != in_input.end()) return;
+          in_input.push_back(k);
+          UnknownDtype& u = out[k];
+          u.unique_inputs += 1;
+          u.calls += in.count;
+          if (u.ops.empty() || u.ops.back() != e.name) u.ops.push_back(e.name);
+        });
+      }
+    return out;
   }
 
   /// Adds `input.count` calls of op `name` with `input`: its count grows if the op already has

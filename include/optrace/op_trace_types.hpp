@@ -288,6 +288,23 @@ struct OpInput {
   friend bool operator!=(const OpInput& a, const OpInput& b) { return !(a == b); }
 };
 
+/// A dtype string that no torch names, as `OpTrace::unknown_dtypes` finds it.
+struct UnknownDtype {
+  std::string dtype;             ///< as read: "torch.float99"
+  int64_t unique_inputs = 0;     ///< unique inputs that name it
+  int64_t calls = 0;             ///< their calls
+  std::vector<std::string> ops;  ///< the ops that have them, in the trace's order
+
+  /// "torch.float99 (2 unique inputs, 5 calls: add.Tensor, mul.Tensor)", at most five ops named.
+  std::string to_string() const {
+    std::string out = dtype + " (" + std::to_string(unique_inputs) + (unique_inputs == 1 ? " unique input, " : " unique inputs, ") +
+                      std::to_string(calls) + (calls == 1 ? " call: " : " calls: ");
+    for (size_t k = 0; k < ops.size() && k < 5; ++k) out += (k ? ", " : "") + ops[k];
+    if (ops.size() > 5) out += ", and " + std::to_string(ops.size() - 5) + " more ops";
+    return out + ")";
+  }
+};
+
 /// Everything recorded for one op (`"addmm.default"`).
 struct OpEntry {
   std::string name;

@@ -3,6 +3,7 @@
 // Kineto importer and the readers (replay), so that what one writes the others read.
 #pragma once
 
+#include <optrace/detail/common/dtype_names.hpp>
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/json/writer.hpp>
 
@@ -71,14 +72,8 @@ namespace detail {
 inline std::optional<c10::ScalarType> dtype_from_python(std::string_view s) {
   if (auto t = scalar_type_from_python(s)) return t;
   if (s.substr(0, 6) != "torch.") return std::nullopt;
-  s.remove_prefix(6);
-  using T = c10::ScalarType;
-  static const std::pair<std::string_view, T> aliases[] = {
-      {"float", T::Float},         {"double", T::Double},          {"half", T::Half},   {"chalf", T::ComplexHalf},
-      {"cfloat", T::ComplexFloat}, {"cdouble", T::ComplexDouble}, {"short", T::Short}, {"int", T::Int},
-      {"long", T::Long}};
-  for (const auto& [name, type] : aliases)
-    if (name == s) return type;
+  for (const auto& [alias, name] : kTorchDtypeAliases)
+    if (s.substr(6) == alias) return scalar_type_from_python("torch." + std::string(name));
   return std::nullopt;
 }
 

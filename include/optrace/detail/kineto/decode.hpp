@@ -345,6 +345,20 @@ inline void set_concrete(RecArg& r, std::string_view text, bool has_concrete) {
   }
 }
 
+// The integers of `list` (Input Dims' or Input Strides' element), refused with a JsonError at the
+// first negative one (`what`: "size", "stride"): no tensor has one, and the hf reader refuses a
+// trace that holds one, so a converted trace could not be read back.
+inline std::vector<int64_t> nonnegative_ints(const json::Node& list, const char* what) {
+  std::vector<int64_t> values = list.as_int_list();
+  for (size_t j = 0; j < values.size(); ++j)
+    if (values[j] < 0) {
+      size_t k = 0;
+      for (json::Node v : list.array())
+        if (k++ == j) v.fail_plain(std::string("negative ") + what + " " + std::to_string(values[j]));
+    }
+  return values;
+}
+
 // The recorded arguments of one event, from its fields' DOM. Throws JsonError (paths relative to
 // the args object); returns a non-empty reason when the fields do not line up.
 inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
@@ -383,7 +397,7 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
     set_concrete(r, text, has_concrete);
     if (r.kind == RecArg::Kind::TensorList) {
       std::vector<OptionalShape> shapes;
-      for (json::Node sv : d[i].array()) shapes.push_back(sv.as_int_list());
+      for (json::Node sv : d[i].array()) shapes.push_back(nonnegative_ints(sv, "size"));
       if (has_list_dtypes && !l[i].is_null()) {
         std::vector<std::string> dtypes;
         size_t k = 0;
@@ -410,9 +424,9 @@ inline std::string read_args(const json::Node& root, std::vector<RecArg>& out) {
       // a scalar, a list of them, a generic list or nothing: its concrete value, set above
     } else if (const std::string* py = python_dtype_of_type_name(type)) {
       r.dtype = *py;
-      r.shape = d[i].as_int_list();
+      r.shape = nonnegative_ints(d[i], "size");
       if (has_strides && s[i].is_array() && s[i].size() == r.shape.size()) {
-        std::vector<int64_t> st = s[i].as_int_list();
+        std::vector<int64_t> st = nonnegative_ints(s[i], "stride");
         if (!is_contiguous(r.shape, st)) r.strides = std::move(st);
       }
     } else {
@@ -632,6 +646,8 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
   else if (has_concrete && concrete.size() != n) problem = "Concrete Inputs and Input type differ in length";
   if (!problem.empty()) return true;
   if (has_strides && strides.size() != n) has_strides = false;
+  for (int64_t v : dim_values)
+    if (v < 0) return false;  // read_args names it
   out.clear();
   out.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -646,6 +662,8 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
       std::vector<int64_t> shape;
       if (!list(c, [&](Cursor& c) {
             if (!int_list(c, shape)) return false;
+            for (int64_t v : shape)
+              if (v < 0) return false;  // read_args names it
             shapes.emplace_back(shape);
             return true;
           }))
@@ -661,7 +679,11 @@ inline bool read_args_fast(const RawFields& raw, std::vector<RecArg>& out, std::
         if (strides[i].nested) return false;  // a list, but not of integers: read_args says what is wrong where
         const int64_t* st = stride_values.data() + strides[i].begin;
         const size_t rank = strides[i].end - strides[i].begin;
-        if (rank == r.shape.size() && !is_contiguous(r.shape, st, rank)) r.strides.emplace(st, st + rank);  // most are not kept
+        if (rank == r.shape.size()) {
+          for (size_t k = 0; k < rank; ++k)
+            if (st[k] < 0) return false;  // read_args names it
+          if (!is_contiguous(r.shape, st, rank)) r.strides.emplace(st, st + rank);  // most are not kept
+        }
       }
     } else {
       problem = "unknown Input type \"" + std::string(type) + "\"";

@@ -20,6 +20,7 @@
 #include <torch/version.h>
 
 #include <cctype>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -447,7 +448,21 @@ inline CallSet read_observations(std::string_view text) {
     out.overflow_min = read_call(overflow["min"]);
     out.overflow_max = read_call(overflow["max"]);
   }
-  out.dropped_signatures = calls["dropped_signatures"].as_int();
+  json::Node dropped = calls["dropped_signatures"];
+  out.dropped_signatures = dropped.as_int();
+  if (out.dropped_signatures < 0) dropped.fail("expected a count >= 0");
+  // The calls' counts must add up: each signature listed once, and no more calls in the history
+  // than in all (calls past the signature bound are counted in the total only).
+  json::Node distinct = calls["distinct"], stored = calls["stored"], total = calls["total"];
+  if (distinct.as_int() != static_cast<int64_t>(out.signatures.size()))
+    distinct.fail(concat("expected ", out.signatures.size(), " (the signatures in history)"));
+  if (stored.as_int() != static_cast<int64_t>(out.stored.size()))
+    stored.fail(concat("expected ", out.stored.size(), " (the calls in stored)"));
+  int64_t listed = 0;
+  for (int64_t n : out.counts)
+    if (__builtin_add_overflow(listed, n, &listed)) listed = INT64_MAX;
+  if (out.total_calls < listed)
+    total.fail_plain(concat("total ", out.total_calls, " is less than the ", listed, " calls the history counts"));
   return out;
 }
 

@@ -71,7 +71,7 @@ class FastReader {
 
   void read_entry(od::value v, OpEntry& entry) {
     bool have_total = false, have_count = false, have_inputs = false;
-    int64_t total_calls = 0, sum = 0;
+    int64_t total_calls = 0, sum = 0, counted = 0;
     for (auto field : get<od::object>(v.get_object())) {
       od::raw_json_string key = get<od::raw_json_string>(field.key());
       od::value value = get<od::value>(field.value());
@@ -89,14 +89,17 @@ class FastReader {
       } else if (key == "unique_input_count") {
         if (have_count) throw Fail{};
         have_count = true;
-        // The writer puts it before the inputs: a hint for their vector (capped: nothing checks it).
-        int64_t n = get<int64_t>(value.get_int64());
-        if (!have_inputs && n > 0) entry.unique_inputs.reserve(static_cast<size_t>(std::min<int64_t>(n, 1 << 20)));
+        // The writer puts it before the inputs: a hint for their vector too (capped: checked after).
+        counted = get<int64_t>(value.get_int64());
+        if (!have_inputs && counted > 0) entry.unique_inputs.reserve(static_cast<size_t>(std::min<int64_t>(counted, 1 << 20)));
       } else {
         skip(value);
       }
     }
-    if (!have_total || !have_count || !have_inputs || total_calls < sum) throw Fail{};
+    const int64_t listed = static_cast<int64_t>(entry.unique_inputs.size());
+    if (!have_total || !have_count || !have_inputs || total_calls < sum || counted < listed ||
+        total_calls - sum < counted - listed)
+      throw Fail{};
     entry.dropped_calls = total_calls - sum;
   }
 
@@ -175,6 +178,7 @@ class FastReader {
         ((seen & (1u << kInputDevices)) && in.input_devices.size() != n) ||
         ((seen & (1u << kInputValueRanges)) && in.input_value_ranges.size() != n))
       throw Fail{};
+    if (first_problem(in)) throw Fail{};  // the DOM reader names it
     return in;
   }
 

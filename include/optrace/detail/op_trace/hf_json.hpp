@@ -5,6 +5,7 @@
 // this one, so both must accept exactly the same files.
 
 #include <optrace/detail/common/json_text.hpp>
+#include <optrace/detail/op_trace/input_checks.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/json/writer.hpp>
 #include <optrace/op_trace_types.hpp>
@@ -242,11 +243,13 @@ inline OpInput read_input(const json::Node& v, std::string_view name) {
     }
     check_length(*extra, in.input_value_ranges.size());
   }
+  if (auto problem = first_problem(in)) throw JsonError(v.path() + problem->where, problem->message);
   return in;
 }
 
 /// The ops of a parsed trace, in file order. Throws JsonError naming the path and the bad value:
-/// wrong types, missing keys, duplicate ops, counts that do not add up or overflow int64.
+/// wrong types, missing keys, duplicate ops, counts that do not add up or overflow int64, and
+/// what no input can be (input_checks.hpp: negative sizes or strides, dangling tensor_list_refs).
 inline std::vector<OpEntry> read_trace(const json::Document& doc) {
   std::vector<OpEntry> ops;
   std::unordered_set<std::string_view> names;  // views into the document, which outlives this
@@ -258,7 +261,11 @@ inline std::vector<OpEntry> read_trace(const json::Document& doc) {
     json::Node inputs = entry_value["unique_inputs"];
     json::Node total = entry_value["total_calls"];
     const int64_t total_calls = total.as_int();
-    entry_value["unique_input_count"].as_int();
+    json::Node unique_count = entry_value["unique_input_count"];
+    const int64_t counted = unique_count.as_int(), listed = static_cast<int64_t>(inputs.size());
+    if (counted < listed)
+      unique_count.fail_plain("unique_input_count " + std::to_string(counted) + " is less than the " + std::to_string(listed) +
+                              " unique inputs listed");
     entry.unique_inputs.reserve(inputs.size());
     int64_t sum = 0;
     for (json::Node in : inputs.array()) {
@@ -269,6 +276,11 @@ inline std::vector<OpEntry> read_trace(const json::Document& doc) {
     }
     if (total_calls < sum)
       total.fail_plain("total_calls " + std::to_string(total_calls) + " is less than the counts' sum " + std::to_string(sum));
+    // Unique inputs counted but not listed (a tracer's bound) each had a call at least.
+    if (total_calls - sum < counted - listed)
+      unique_count.fail_plain("unique_input_count " + std::to_string(counted) + " leaves " + std::to_string(counted - listed) +
+                              " unique inputs unlisted, but total_calls leaves " + std::to_string(total_calls - sum) +
+                              " calls for them (each had one at least)");
     if (__builtin_add_overflow(calls, total_calls, &calls))
       total.fail_plain("the trace's calls add up to more than " + std::to_string(INT64_MAX));
     entry.dropped_calls = total_calls - sum;

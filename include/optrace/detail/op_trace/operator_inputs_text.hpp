@@ -13,6 +13,7 @@
 // and calls the logger keeps depends on their schemas: the writer asks `OpFacts` (given by
 // operator_inputs.hpp from libtorch's dispatcher), so that this file needs no libtorch.
 
+#include <optrace/detail/common/dtype_names.hpp>
 #include <optrace/error.hpp>
 #include <optrace/op_trace_types.hpp>
 
@@ -42,6 +43,9 @@ inline constexpr std::string_view kIntType = "<class 'int'>", kFloatType = "<cla
                                   kDtypeType = "<class 'torch.dtype'>", kLayoutType = "<class 'torch.layout'>",
                                   kMemoryFormatType = "<class 'torch.memory_format'>",
                                   kDeviceType = "<class 'torch.device'>";
+// The type of `torch.<attr>` where torch has no such attribute: a newer torch's dtype when it is
+// a tensor's (T's dtype, kept as read and named unknown where shown), an error anywhere else.
+inline constexpr std::string_view kUnknownTorchAttr = "<unknown torch attribute>";
 
 // operator_inp_utils.dtype_abbrs, in its order.
 struct DtypeAbbr {
@@ -73,23 +77,11 @@ struct TorchAttr {
   std::string name;       // "torch.float16"
 };
 inline std::optional<TorchAttr> torch_attr(std::string_view attr) {
-  static const std::pair<std::string_view, std::string_view> aliases[] = {
-      {"half", "float16"},  {"float", "float32"},  {"double", "float64"}, {"cfloat", "complex64"},
-      {"cdouble", "complex128"}, {"chalf", "complex32"}, {"short", "int16"},   {"int", "int32"},
-      {"long", "int64"}};
-  static const std::string_view dtypes[] = {
-      "float32", "float64", "float16", "bfloat16", "complex32", "complex64", "complex128", "int8", "int16", "int32",
-      "int64", "uint8", "uint16", "uint32", "uint64", "bool", "qint8", "quint8", "qint32", "quint4x2", "quint2x4",
-      "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e8m0fnu", "float4_e2m1fn_x2",
-      "bits1x8", "bits2x4", "bits4x2", "bits8", "bits16"};
   static const std::string_view layouts[] = {"strided", "sparse_coo", "sparse_csr", "sparse_csc",
                                              "sparse_bsr", "sparse_bsc", "_mkldnn", "jagged"};
   static const std::string_view formats[] = {"contiguous_format", "preserve_format", "channels_last",
                                              "channels_last_3d"};
-  for (const auto& [alias, name] : aliases)
-    if (attr == alias) return TorchAttr{kDtypeType, "torch." + std::string(name)};
-  for (std::string_view d : dtypes)
-    if (attr == d) return TorchAttr{kDtypeType, "torch." + std::string(d)};
+  if (std::string_view d = canonical_dtype(attr); !d.empty()) return TorchAttr{kDtypeType, "torch." + std::string(d)};
   for (std::string_view l : layouts)
     if (attr == l) return TorchAttr{kLayoutType, "torch." + std::string(l)};
   for (std::string_view f : formats)
@@ -166,6 +158,10 @@ class LineParser {
       got = "'" + std::string(rest) + (column + 24 < s_.size() ? "...'" : "'");
     }
     throw TextError(source_, line_no_, static_cast<int64_t>(column) + 1, "expected " + expected + ", got " + got);
+  }
+  // A value read as it is written but that cannot be true ("negative size -3").
+  [[noreturn]] void fail_plain(size_t column, const std::string& message) const {
+    throw TextError(source_, line_no_, static_cast<int64_t>(column) + 1, message);
   }
 
   void skip_space() {
@@ -362,7 +358,11 @@ class LineParser {
       const size_t attr_at = p_;
       std::string_view attr = name();
       auto t = torch_attr(attr);
-      if (!t) fail(attr_at, "a dtype, layout or memory format after torch.");
+      if (!t) {  // judged by where it stands (kUnknownTorchAttr)
+        if (attr.empty()) fail(attr_at, "a dtype, layout or memory format after torch.");
+        t = TorchAttr{kUnknownTorchAttr, "torch." + std::string(attr)};
+        e.column = attr_at;
+      }
       e.kind = Expr::Kind::torch;
       e.torch_type = t->type;
       e.s = std::move(t->name);
@@ -424,11 +424,12 @@ class LineParser {
     if (size == nullptr) fail(p_, "T's size");
     if (dtype == nullptr) fail(p_, "T's dtype");
     e.kind = Expr::Kind::tensor;
-    e.shape = ints(*size, "a tensor size: a list of integers");
-    if (dtype->kind != Expr::Kind::torch || dtype->torch_type != kDtypeType) fail(dtype->column, "a dtype (f16, torch.float16, ...)");
-    e.s = dtype->s;
+    e.shape = ints(*size, "a tensor size: a list of integers", "size");
+    if (dtype->kind != Expr::Kind::torch || (dtype->torch_type != kDtypeType && dtype->torch_type != kUnknownTorchAttr))
+      fail(dtype->column, "a dtype (f16, torch.float16, ...)");
+    e.s = dtype->s;  // an unknown torch.<name> too: a newer torch's dtype is possible
     if (stride != nullptr && stride->kind != Expr::Kind::none) {
-      e.stride = ints(*stride, "strides: a tuple or list of integers");
+      e.stride = ints(*stride, "strides: a tuple or list of integers", "stride");
       if (e.stride->size() != e.shape.size())
         fail(stride->column, std::to_string(e.shape.size()) + " strides (one per dimension)");
     }
@@ -503,12 +504,14 @@ class LineParser {
     return true;
   }
 
-  std::vector<int64_t> ints(const Expr& v, const char* what) const {
+  // A tensor's sizes or strides (`dim`: "size", "stride"): integers, none negative.
+  std::vector<int64_t> ints(const Expr& v, const char* what, const char* dim) const {
     if (v.kind != Expr::Kind::list && v.kind != Expr::Kind::tuple) fail(v.column, what);
     std::vector<int64_t> out;
     out.reserve(v.items.size());
     for (const Expr& x : v.items) {
       if (x.kind != Expr::Kind::integer) fail(x.column, what);
+      if (x.i < 0) fail_plain(x.column, std::string("negative ") + dim + " " + std::to_string(x.i));
       out.push_back(x.i);
     }
     return out;
@@ -581,7 +584,10 @@ class InputBuilder {
       case Expr::Kind::integer: type = kIntType; return OpValue::integer(e.i);
       case Expr::Kind::floating: type = kFloatType; return OpValue::floating(e.d);
       case Expr::Kind::string: type = kStrType; return OpValue::string(e.s);
-      case Expr::Kind::torch: type = std::string(e.torch_type); return OpValue::string(e.s);
+      case Expr::Kind::torch:
+        if (e.torch_type == kUnknownTorchAttr) parser_.fail(e.column, "a dtype, layout or memory format after torch.");
+        type = std::string(e.torch_type);
+        return OpValue::string(e.s);
       case Expr::Kind::list:
       case Expr::Kind::tuple: {
         type = e.kind == Expr::Kind::list ? kListType : kTupleType;

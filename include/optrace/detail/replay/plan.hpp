@@ -165,6 +165,13 @@ class UnknownOp : public ArgumentError {
   explicit UnknownOp(const std::string& what) : ArgumentError(what) {}
 };
 
+// A dtype this libtorch does not have (a newer torch's, or a damaged trace's: the readers keep
+// it as read): replay skips the input; no kernel failed.
+class UnsupportedDtype : public ArgumentError {
+ public:
+  explicit UnsupportedDtype(const std::string& what) : ArgumentError(what) {}
+};
+
 struct TensorSlot {
   TensorSpec spec;
   std::optional<std::pair<int64_t, int64_t>> range;  // [low, high) for integer tensors
@@ -261,10 +268,10 @@ class PlanBuilder {
   }
 
  private:
-  template <class... Parts>
+  template <class E = ArgumentError, class... Parts>
   [[noreturn]] void fail(const Parts&... parts) const {
     const c10::Argument& a = plan_->op.schema().arguments()[where_];
-    raise<ArgumentError>("argument ", where_, " '", a.name(), "' (", a.real_type()->str(), ") ", parts...);
+    raise<E>("argument ", where_, " '", a.name(), "' (", a.real_type()->str(), ") ", parts...);
   }
 
   static ArgPlan value(c10::IValue v) {
@@ -277,7 +284,7 @@ class PlanBuilder {
   int64_t add_tensor(const std::vector<int64_t>& shape, const std::vector<int64_t>* strides, std::string_view dtype,
                      std::optional<std::pair<int64_t, int64_t>> range, bool cpu) {
     auto type = dtype_from_python(dtype);
-    if (!type) fail("has dtype \"", dtype, "\", which this libtorch does not know");
+    if (!type) fail<UnsupportedDtype>("has dtype \"", dtype, "\", which this libtorch does not know");
     if (float_dtype_ && c10::isFloatingType(*type)) type = float_dtype_;
     TensorSlot slot;
     slot.spec.sizes = shape;
@@ -357,9 +364,12 @@ class PlanBuilder {
         fail("expects a string, but the trace has ", describe(v));
       case K::ScalarTypeType:
         if (kind == OpValue::Kind::Int) return value(v.as_int());
-        if (kind == OpValue::Kind::String)
+        if (kind == OpValue::Kind::String) {
           if (auto d = dtype_from_python(v.as_string()))
             return value(static_cast<int64_t>(float_dtype_ && c10::isFloatingType(*d) ? *float_dtype_ : *d));
+          if (v.as_string().rfind("torch.", 0) == 0)
+            fail<UnsupportedDtype>("is dtype \"", v.as_string(), "\", which this libtorch does not know");
+        }
         fail("expects a dtype (\"torch.float16\"), but the trace has ", describe(v));
       case K::LayoutType:
         if (kind == OpValue::Kind::Int) return value(v.as_int());

@@ -399,6 +399,9 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
   } catch (const NotRecorded& e) {  // a gap in the trace, not a failure
     r.status = ReplayStatus::skipped;
     r.message = "not replayable: " + e.message();
+  } catch (const UnsupportedDtype& e) {
+    r.status = ReplayStatus::skipped;
+    r.message = "not replayable: " + e.message();
   } catch (const UnknownOp& e) {
     r.status = ReplayStatus::skipped;
     r.message = "not replayable: " + e.message();
