@@ -473,6 +473,40 @@ TEST_CASE("kineto: the usual time form reads as the general reader reads it", "[
   CHECK((parse_time_ns("7181293421083.613", ns) && ns == 7181293421083613));
 }
 
+TEST_CASE("kineto: a trace known by its first bytes is one detect_text calls Kineto", "[kineto]") {
+  using optrace::detail::kineto::detect_text;
+  using optrace::detail::kineto::surely_kineto;
+  auto kineto = [](std::string text) {
+    const bool sure = surely_kineto(text);
+    INFO(text.substr(0, 100));
+    if (sure) CHECK(detect_text(text) == optrace::kineto::TraceFormat::Kineto);  // never a wrong guess
+    return sure;
+  };
+  for (const char* name : {"mtia_inference.pt.trace.json.gz", "rocm_minitoy_train.pt.trace.json.gz", "small_base.pt.trace.json.gz",
+                           "torch26_scripted.pt.trace.json.gz", "torch211_cuda_train.pt.trace.json.gz"}) {
+    INFO(name);
+    CHECK(kineto(optrace::detail::read_file_maybe_gzip(std::string(OPTRACE_TEST_DATA) + "/kineto/" + name)));
+  }
+  CHECK(kineto(R"( [{"ph": "X"}] )"));
+  CHECK(kineto(R"({"schemaVersion": 1, "deviceProperties": [{"name": "H100", "x": "a]}\"b"}], "s": "}", "n": -1.5e3,
+                  "o": {"k": [1, {"z": null}]}, "traceEvents": []})"));
+  CHECK_FALSE(kineto(optrace::detail::read_file(optrace_test::data_path("peer/mlp.hf_op_trace.json"))));
+  CHECK_FALSE(kineto(optrace::detail::read_file(optrace_test::data_path("observations/masked.json"))));
+  CHECK_FALSE(kineto("{}"));
+  CHECK_FALSE(kineto(R"({"a.default": {"total_calls": 1}, "traceEvents": []})"));  // detect_text: an hf op trace
+  CHECK_FALSE(kineto(R"({"a": {"x": 1, "unique_inputs": []}, "traceEvents": []})"));
+  CHECK_FALSE(kineto(R"({"trace\u0045vents": []})"));  // an escaped key: detect_text decides
+  CHECK_FALSE(kineto(R"({"a": [1, 2)"));
+  // Malformed past the first bytes: taken for a trace, whose import names what is wrong.
+  CHECK(surely_kineto(R"({"traceEvents": [{"ph": "X"}, {"ph": )"));
+  const std::string cut = optrace_test::temp_path("kineto_cut.pt.trace.json");
+  std::ofstream(cut) << R"({"traceEvents": [{"ph": "X", "cat": "cpu_op"}, {"ph": )";
+  CHECK_THROWS_WITH(kineto::load_any(cut), OPTRACE_STARTS_WITH("optrace: " + cut + ": JsonError at /: malformed JSON: "));
+  CHECK_FALSE(kineto(""));
+  CHECK_FALSE(kineto("Operator: aten.add.Tensor\n"));
+  CHECK_FALSE(surely_kineto(R"({"x": ")" + std::string(2 << 20, 'a') + R"(", "traceEvents": []})"));  // past its limit
+}
+
 TEST_CASE("kineto: malformed input", "[kineto]") {
   auto check = [](const std::string& text, const std::string& message) {
     CHECK_THROWS_WITH(kineto::parse(text), message);

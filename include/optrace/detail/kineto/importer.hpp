@@ -726,6 +726,91 @@ inline ImportResult import_text(std::string& data, const ImportOptions& options,
   return import_in_pieces(data.data(), data.size(), data.capacity(), options, catalog, pieces_for(data.size(), options.threads()));
 }
 
+// Whether the JSON text `s` is surely a Kineto trace by its first bytes: a list, or an object
+// with "traceEvents" among its keys before any member detect_text would take for an op of an hf op
+// trace. Reads at most `limit` bytes and validates nothing (the import that follows does); false
+// whenever unsure (escaped keys, anything unusual, the limit reached), and detect_text decides.
+// What it saves a large trace: detect_text's own pass over the whole text, and its index.
+inline bool surely_kineto(std::string_view s, size_t limit = size_t(1) << 20) {
+  const char* p = s.data();
+  const char* end = s.data() + std::min(s.size(), limit);
+  auto space = [&] {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) ++p;
+  };
+  auto skip_string = [&]() -> bool {  // at '"'
+    for (++p; p < end; ++p) {
+      if (*p == '\\') ++p;
+      else if (*p == '"') return ++p, true;
+    }
+    return false;
+  };
+  auto key = [&](std::string_view& out) -> bool {  // a key without escapes, then ':'
+    space();
+    if (p >= end || *p != '"') return false;
+    const char* start = ++p;
+    while (p < end && *p != '"' && *p != '\\') ++p;
+    if (p >= end || *p != '"') return false;
+    out = std::string_view(start, static_cast<size_t>(p - start));
+    ++p;
+    space();
+    return p < end && *p++ == ':';
+  };
+  auto skip_value = [&]() -> bool {
+    space();
+    if (p >= end) return false;
+    if (*p == '"') return skip_string();
+    if (*p != '{' && *p != '[') {
+      while (p < end && *p != ',' && *p != '}' && *p != ']') ++p;
+      return p < end;
+    }
+    for (int depth = 0; p < end;) {
+      const char c = *p;
+      if (c == '"') {
+        if (!skip_string()) return false;
+        continue;
+      }
+      ++p;
+      if (c == '{' || c == '[') ++depth;
+      else if ((c == '}' || c == ']') && --depth == 0) return true;
+    }
+    return false;
+  };
+  auto after_member = [&](char close) -> int {  // 1: another member, 0: the object's end, -1: unsure
+    space();
+    if (p >= end) return -1;
+    const char c = *p++;
+    return c == ',' ? 1 : c == close ? 0 : -1;
+  };
+  space();
+  if (p >= end) return false;
+  if (*p == '[') return true;
+  if (*p++ != '{') return false;
+  space();
+  if (p < end && *p == '}') return false;  // {}: an empty hf op trace
+  for (std::string_view name;;) {
+    if (!key(name)) return false;
+    if (name == "traceEvents") return true;
+    space();
+    if (p < end && *p == '{') {  // an object: an op of an hf op trace if it has one of these keys
+      ++p;
+      space();
+      if (p < end && *p == '}') {
+        ++p;
+      } else {
+        for (std::string_view inner;;) {
+          if (!key(inner) || inner == "unique_inputs" || inner == "total_calls" || !skip_value()) return false;
+          const int more = after_member('}');
+          if (more < 0) return false;
+          if (more == 0) break;
+        }
+      }
+    } else if (!skip_value()) {
+      return false;
+    }
+    if (after_member('}') != 1) return false;
+  }
+}
+
 inline optrace::kineto::TraceFormat detect_text(std::string& data) {
   using optrace::kineto::TraceFormat;
   if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);

@@ -60,6 +60,15 @@ inline TraceFormat detect_format(const std::string& path) {
 
 inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
+    {
+      // A plain Kineto trace, known by its first bytes, is read as `load` reads it: from its
+      // mapping, in pieces, without a copy of the text or a first pass over it to tell its format.
+      optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
+      const std::string_view text(file.data() ? file.data() : "", file.data() ? file.size() : 0);
+      if (file.data() && !optrace::detail::is_gzip(text) && !operator_inputs::looks_like(text) && surely_kineto(text))
+        return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog,
+                                pieces_for(file.size(), options.threads()));
+    }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     if (operator_inputs::looks_like(data)) {
       operator_inputs::ReadResult read = operator_inputs::parse(data, path);
