@@ -39,13 +39,18 @@ inline ImportResult parse(const std::string& text, const ImportOptions& options,
   return importer.run(text.data(), text.size(), text.capacity());
 }
 
+// The plain trace in `file` read from its bytes (a mapping, for a large file), in pieces on
+// options.threads() threads: how load and load_any read a trace that is not compressed.
+inline ImportResult import_file(optrace::detail::FileBytes& file, const ImportOptions& options, const OpCatalog& catalog) {
+  return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog, pieces_for(file.size(), options.threads()));
+}
+
 inline ImportResult load(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     {
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size())))
-        return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog,
-                                pieces_for(file.size(), options.threads()));
+        return import_file(file, options, catalog);
     }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     return import_text(data, options, catalog);
@@ -66,8 +71,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       const std::string_view text(file.data() ? file.data() : "", file.data() ? file.size() : 0);
       if (file.data() && !optrace::detail::is_gzip(text) && !operator_inputs::looks_like(text) && surely_kineto(text))
-        return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog,
-                                pieces_for(file.size(), options.threads()));
+        return import_file(file, options, catalog);
     }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     if (operator_inputs::looks_like(data)) {

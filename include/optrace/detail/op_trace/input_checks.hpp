@@ -9,6 +9,7 @@
 // An unknown dtype string is not a problem here: a newer torch's dtype is possible, so it is read
 // and kept; for_each_dtype lets OpTrace::unknown_dtypes name it where the commands show a trace.
 
+#include <optrace/detail/common/json_text.hpp>
 #include <optrace/op_trace_types.hpp>
 
 #include <cstdint>
@@ -26,21 +27,17 @@ struct InputProblem {
   std::string message;
 };
 
-// `key` as one token of a JSON pointer (RFC 6901: '~' is "~0", '/' is "~1").
-inline std::string pointer_token(std::string_view key) {
-  std::string out;
-  out.reserve(key.size());
-  for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
-  }
-  return out;
-}
-
 namespace input_checks {
 
 using Where = std::string;
+
+// `member`'s path below the member `key` of the object at `object` ("/kwargs", "out", "/shape":
+// "/kwargs/out/shape"), the key escaped as the JSON reader's paths escape it.
+inline Where under(const char* object, std::string_view key, const std::string& member) {
+  Where path = object;
+  json::detail::append_pointer_segment(path, key);
+  return path + member;
+}
 
 // A negative entry of `dims` (sizes or strides, `what`), as a problem at `where`/index.
 inline std::optional<InputProblem> negative(const OptionalShape& dims, const char* what, const Where& where) {
@@ -110,19 +107,19 @@ inline std::optional<InputProblem> first_problem(const OpInput& in) {
   for (const auto& [id, list] : in.tensor_lists)
     for (size_t k = 0; k < list.shapes.size(); ++k) {
       if (!fine(list.shapes[k]))
-        return negative(list.shapes[k], "size", "/tensor_lists/" + pointer_token(id) + "/shapes/" + std::to_string(k));
+        return negative(list.shapes[k], "size", under("/tensor_lists", id, "/shapes/" + std::to_string(k)));
       if (k < list.strides.size() && !strides_fit(list.shapes[k], list.strides[k]))
-        return bad_strides(list.shapes[k], list.strides[k], "/tensor_lists/" + pointer_token(id) + "/strides/" + std::to_string(k));
+        return bad_strides(list.shapes[k], list.strides[k], under("/tensor_lists", id, "/strides/" + std::to_string(k)));
     }
   for (const OpKwarg& kw : in.kwargs) {
-    if (!fine(kw.shape)) return negative(kw.shape, "size", "/kwargs/" + pointer_token(kw.name) + "/shape");
-    if (!strides_fit(kw.shape, kw.strides)) return bad_strides(kw.shape, kw.strides, "/kwargs/" + pointer_token(kw.name) + "/strides");
+    if (!fine(kw.shape)) return negative(kw.shape, "size", under("/kwargs", kw.name, "/shape"));
+    if (!strides_fit(kw.shape, kw.strides)) return bad_strides(kw.shape, kw.strides, under("/kwargs", kw.name, "/strides"));
   }
   for (size_t i = 0; i < in.non_tensor_inputs.size(); ++i)
     if (!refs_resolve(in, in.non_tensor_inputs[i]))
       return dangling_ref(in, in.non_tensor_inputs[i], "/non_tensor_inputs/" + std::to_string(i));
   for (const OpKwarg& kw : in.kwargs)
-    if (!refs_resolve(in, kw.value)) return dangling_ref(in, kw.value, "/kwargs/" + pointer_token(kw.name) + "/value");
+    if (!refs_resolve(in, kw.value)) return dangling_ref(in, kw.value, under("/kwargs", kw.name, "/value"));
   return std::nullopt;
 }
 
