@@ -33,7 +33,7 @@ build=${OPTRACE_BUILD_DIR:-build-trixie}
 # import; protobuf-compiler makes Chakra's protobuf module).
 packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2 python3-torch python3-torchvision
           python3-pandas python3-numpy python3-plotly python3-networkx python3-psutil python3-pydot
-          python3-protobuf protobuf-compiler python3-yaml)
+          python3-protobuf protobuf-compiler python3-yaml python3-setuptools)
 
 unavailable() { echo "trixie: $*" >&2; exit 75; }
 

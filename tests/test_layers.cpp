@@ -44,6 +44,7 @@ const std::vector<Layer> kLayers = {
     {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp"}},
     {"observation files", {"detail/observer/", "observations.hpp"}},
     {"InputObserver", {"observer.hpp"}},
+    {"AOTInductor packages", {"detail/aoti/", "aoti.hpp"}},
     {"umbrella", {"optrace.hpp"}},
 };
 

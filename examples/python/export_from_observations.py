@@ -18,6 +18,7 @@ part to reuse:
 """
 import json
 import sys
+from typing import Optional
 
 import torch
 
@@ -122,7 +123,7 @@ class Model(torch.nn.Module):
         self.embed = torch.nn.Embedding(vocab, dim)
         self.head = torch.nn.Linear(dim, vocab)
 
-    def forward(self, input_ids, attention_mask=None):
+    def forward(self, input_ids, attention_mask: Optional[torch.Tensor] = None):
         x = self.embed(input_ids)
         if attention_mask is not None:
             x = x * attention_mask.unsqueeze(-1).to(x.dtype)

@@ -99,6 +99,30 @@ class Observations {
     for (size_t k = 0; k < calls_.signatures.size(); ++k) out.emplace_back(calls_.signatures[k], calls_.counts[k]);
     return out;
   }
+  /// The arguments of history signature `index` (`history()[index]`), with tensors of its
+  /// recorded specs allocated and filled on `options.device()` from `options.seed()` (a stream
+  /// per signature: the same index gives the same values). Arguments the call did not pass are
+  /// left out, as the call had them. Throws ArgumentError for an index out of range, and
+  /// MaterializeError as `materialize`.
+  Arguments materialize_signature(size_t index, const MaterializeOptions& options = {}) const {
+    OPTRACE_CHECK(index < calls_.signatures.size(), ArgumentError, "no history signature ", index, " (there are ",
+                  calls_.signatures.size(), ")");
+    Value call = calls_.signatures[index];
+    std::vector<Value*> tensors;
+    std::function<void(Value&)> collect = [&](Value& v) {
+      if (v.is_tensor()) tensors.push_back(&v);
+      for (Value& item : v.items) collect(item);
+    };
+    collect(call);
+    std::vector<TensorSpec> specs;
+    for (Value* v : tensors) specs.push_back(v->spec);
+    Materializer materializer(options);
+    materializer.check_budget(specs);
+    uint64_t stream = static_cast<uint64_t>(index) << 16;
+    for (Value* v : tensors) v->data = materializer.tensor(v->spec, stream++);
+    return detail::to_arguments(calls_, call);
+  }
+
   /// The same file again (a round trip gives the same text).
   std::string to_json(int indent = 1) const { return detail::observations_json(calls_, indent); }
   /// Writes `to_json()` to `path` atomically. Throws IoError.

@@ -85,7 +85,7 @@ class ObserverOptions {
 ///
 /// `Module` is a TORCH_MODULE holder or `std::shared_ptr` to an `nn::Module` subclass
 /// (`forward` is called), a `torch::jit::Module` (its schema names the arguments and gives
-/// their defaults), or any callable.
+/// their defaults), an `optrace::aoti::Package` (it names its arguments), or any callable.
 ///
 /// Thread-safe: calls from several threads are all recorded. A call that cannot be recorded
 /// (an unsupported IValue type) still runs the model; the error is raised by the infer_*
@@ -114,6 +114,9 @@ class InputObserver {
         setup.names.push_back(args[k].name());
         if (args[k].default_value()) setup.defaults.emplace_back(args[k].name(), *args[k].default_value());
       }
+    }
+    if constexpr (detail::has_argument_names<Module>::value) {
+      if (setup.names.empty()) setup.names = model_.argument_names();
     }
     setup.missing = options.missing_by_name();
     setup.missing_by_position = options.missing_by_position();

@@ -29,3 +29,9 @@
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
+
+// AOTInductor packages: libtorch >= 2.6 only (aoti.hpp stops older builds with an #error).
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#include <optrace/aoti.hpp>
+#endif

@@ -301,4 +301,10 @@ struct has_arrow_forward : std::false_type {};
 template <class T>
 struct has_arrow_forward<T, std::void_t<decltype(&std::decay_t<decltype(*std::declval<T&>())>::forward)>> : std::true_type {};
 
+// A model that names its own arguments (optrace::aoti::Package: argument_names()).
+template <class T, class = void>
+struct has_argument_names : std::false_type {};
+template <class T>
+struct has_argument_names<T, std::void_t<decltype(std::declval<const T&>().argument_names())>> : std::true_type {};
+
 }  // namespace optrace::detail

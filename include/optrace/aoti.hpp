@@ -1,0 +1,433 @@
+// optrace/aoti.hpp: AOTInductor packages (.pt2) loaded, guarded and verified against observed calls
+#pragma once
+// Needs libtorch >= 2.6 (torch::inductor::AOTIModelPackageLoader). How a call is flattened by the
+// package's treespecs is detail/aoti/call_spec.hpp; the input guard, from the metadata that
+// examples/python/compile_package.py stores, is detail/aoti/guard.hpp. docs/aoti.md walks the
+// loop: observe, compile, load, verify, serve.
+
+#include <torch/version.h>
+#if !defined(TORCH_VERSION_MAJOR) || TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6)
+#error "optrace/aoti.hpp needs libtorch >= 2.6 (torch::inductor::AOTIModelPackageLoader)"
+#endif
+
+#include <optrace/detail/aoti/call_spec.hpp>
+#include <optrace/detail/aoti/guard.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/replay/compare.hpp>
+#include <optrace/dynamic_shapes.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/writer.hpp>
+#include <optrace/materialize.hpp>
+#include <optrace/observations.hpp>
+#include <optrace/value.hpp>
+
+#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+namespace optrace::aoti {
+
+/// An AOTInductor package loaded for C++ calls: arguments flattened by the package's in_spec
+/// (positional, keyword, nested tuples, lists and dicts, as the observer records them), every
+/// input checked before it runs, outputs rebuilt by the out_spec. Copies share the loaded model.
+///
+/// The check (detail/aoti/guard.hpp) follows torch's own rules for an exported program's inputs
+/// and adds dtype and device; it needs the metadata that compile_package.py stores. A package
+/// compiled without it still loads and runs: its arity and structure are checked, and
+/// `unchecked()` says what is not.
+///
+/// Example:
+///   optrace::aoti::Package pkg("model.pt2");
+///   c10::IValue out = pkg(ids, mask);                         // as module.forward(ids, mask)
+///   c10::IValue out2 = pkg.call({ids}, {{"attention_mask", mask}});
+///   std::cout << pkg.dynamic_shapes().to_python();            // what it was compiled for
+class Package {
+ public:
+  /// Loads the package at `path` (the model `model_name` in it). Throws IoError naming the file
+  /// when it is missing, unreadable or not a package AOTInductor can load (compiled for another
+  /// libtorch or machine: AOTInductor's own message follows), JsonError when its optrace
+  /// metadata is malformed.
+  explicit Package(const std::string& path, const std::string& model_name = "model") : state_(std::make_shared<State>()) {
+    state_->path = path;
+    {
+      std::ifstream probe(path, std::ios::binary);
+      if (!probe) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
+    }
+    try {
+      state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, model_name);
+    } catch (const std::exception& e) {
+      detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", first_line(e.what()));
+    }
+    try {
+      std::vector<std::string> spec = state_->loader->get_call_spec();
+      if (spec.size() != 2) detail::raise<ArgumentError>("the package's call spec has ", spec.size(), " parts, not 2");
+      state_->metadata = state_->loader->get_metadata();
+      auto found = state_->metadata.find(std::string(detail::aoti::kGuardKey));
+      detail::aoti::Guard guard;
+      std::vector<std::string> names;
+      if (found != state_->metadata.end()) {
+        guard = detail::aoti::Guard::parse(found->second);
+        state_->guarded = true;
+        names = arg_names(found->second);
+      } else {
+        guard.unchecked.push_back("the package has no optrace.guard metadata (not compiled with compile_package.py): "
+                                  "only the number and structure of its inputs are checked");
+      }
+      state_->out_spec = detail::aoti::parse_tree_spec(spec[1]);
+      state_->shape = detail::aoti::CallShape::of(detail::aoti::parse_tree_spec(spec[0]), std::move(names));
+      if (state_->guarded) state_->dynamic_shapes = guard.dynamic_shapes(state_->shape);
+      auto device = state_->metadata.find("AOTI_DEVICE_KEY");
+      state_->device = device != state_->metadata.end() ? device->second : "cpu";
+      state_->guard = std::move(guard);
+    } catch (Error& e) {
+      e.name_file(path);
+      throw;
+    }
+  }
+
+  /// Calls the package with positional arguments, as `module.forward(args...)`.
+  template <class... Args>
+  c10::IValue operator()(Args&&... args) {
+    return call(std::vector<c10::IValue>{c10::IValue(std::forward<Args>(args))...}, {});
+  }
+
+  /// `call(args, kwargs)`: what InputObserver<Package>::call invokes.
+  c10::IValue operator()(std::vector<c10::IValue> args, const std::unordered_map<std::string, c10::IValue>& kwargs) {
+    return call(std::move(args), kwargs);
+  }
+
+  /// Calls the package with positional and keyword arguments (the observer's call shape).
+  /// Throws ArgumentError for a call of another arity or structure, ShapeError for an input the
+  /// package was not compiled for (argument, dim, value and the compiled range).
+  c10::IValue call(std::vector<c10::IValue> args, const std::unordered_map<std::string, c10::IValue>& kwargs = {}) {
+    std::vector<at::Tensor> inputs = prepare(args, kwargs);
+    return outputs(state_->loader->run(inputs));
+  }
+
+  /// The tensors `run` takes for this call, after the checks `call` makes (for timing the raw
+  /// run, or running it elsewhere).
+  std::vector<at::Tensor> prepare(const std::vector<c10::IValue>& args,
+                                  const std::unordered_map<std::string, c10::IValue>& kwargs = {}) const {
+    std::vector<detail::aoti::FlatInput> flat = state_->shape.flatten(args, kwargs);
+    if (state_->guarded) state_->guard.check(flat);
+    return detail::aoti::Guard::tensors(flat);
+  }
+  /// The flat outputs of `loader().run` rebuilt by the out_spec.
+  c10::IValue outputs(const std::vector<at::Tensor>& flat) const { return detail::aoti::unflatten(state_->out_spec, flat); }
+
+  /// What the package was compiled for: per argument its dims, dynamic ones by symbol with the
+  /// exported ranges (`to_python()` prints them). Empty without optrace's metadata.
+  const DynamicShapes& dynamic_shapes() const { return state_->dynamic_shapes; }
+  /// The arguments in forward's order, as the observation file named them (`(x, *, mask)`).
+  std::string signature() const { return state_->shape.describe(); }
+  /// The argument names, positional ones first (InputObserver<Package> records by them).
+  std::vector<std::string> argument_names() const {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < state_->shape.args.children.size(); ++i) out.push_back(state_->shape.positional_name(i));
+    out.insert(out.end(), state_->shape.kwargs.keys.begin(), state_->shape.kwargs.keys.end());
+    return out;
+  }
+  /// True when the package has optrace's guard metadata (dtype, sizes and ranges are checked).
+  bool guarded() const { return state_->guarded; }
+  /// What the guard cannot check, one sentence each (empty when it checks everything).
+  const std::vector<std::string>& unchecked() const { return state_->guard.unchecked; }
+  /// The package's metadata (AOTInductor's own keys and what compile_package stored).
+  const std::unordered_map<std::string, std::string>& metadata() const { return state_->metadata; }
+  /// The device it was compiled for: "cpu" or "cuda".
+  const std::string& device() const { return state_->device; }
+  const std::string& path() const { return state_->path; }
+  torch::inductor::AOTIModelPackageLoader& loader() { return *state_->loader; }
+
+ private:
+  struct State {
+    std::string path, device;
+    std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
+    std::unordered_map<std::string, std::string> metadata;
+    detail::aoti::CallShape shape;
+    detail::aoti::TreeSpec out_spec;
+    detail::aoti::Guard guard;
+    bool guarded = false;
+    DynamicShapes dynamic_shapes;
+  };
+
+  static std::string first_line(const std::string& s) {
+    std::string line = s.substr(0, s.find('\n'));
+    return line.empty() ? "unknown error" : line;
+  }
+
+  // The names of the arguments in forward's order, from the guard's "arg_names".
+  static std::vector<std::string> arg_names(const std::string& guard_text) {
+    auto doc = json::Document::parse(guard_text);
+    std::vector<std::string> names;
+    json::Node n = doc->root();
+    if (doc->root().find("arg_names", n))
+      for (json::Node name : n.array()) names.emplace_back(name.as_string());
+    return names;
+  }
+
+  std::shared_ptr<State> state_;
+};
+
+// ---- verify ---------------------------------------------------------------------------------
+
+/// How `verify` runs each observed signature.
+struct VerifyOptions {
+  /// Where the inputs are built and both models run. Default: the package's device.
+  VerifyOptions& device(c10::Device d) {
+    device_ = d;
+    return *this;
+  }
+  /// How the inputs are built from the recorded specs: seed, float fill, integer range
+  /// (materialize.hpp; its device is replaced by `device()`). Integers are in [0, 8) by
+  /// default: a model that indexes with an input (embedding ids, class labels) needs
+  /// `int_range` within its table.
+  VerifyOptions& inputs(MaterializeOptions m) {
+    inputs_ = std::move(m);
+    return *this;
+  }
+  /// Timed runs per signature and model after one warm-up; the median is reported. 0: no timing.
+  /// Default 5.
+  VerifyOptions& timed_runs(int n) {
+    OPTRACE_CHECK(n >= 0, ArgumentError, "VerifyOptions::timed_runs: need >= 0, got ", n);
+    runs_ = n;
+    return *this;
+  }
+  /// Tolerances as replay's check mode (ReplayOptions::atol/rtol); default by dtype.
+  VerifyOptions& atol(double a) {
+    OPTRACE_CHECK(a >= 0, ArgumentError, "VerifyOptions::atol: need >= 0, got ", a);
+    atol_ = a;
+    return *this;
+  }
+  VerifyOptions& rtol(double r) {
+    OPTRACE_CHECK(r >= 0, ArgumentError, "VerifyOptions::rtol: need >= 0, got ", r);
+    rtol_ = r;
+    return *this;
+  }
+  std::optional<c10::Device> device() const { return device_; }
+  const MaterializeOptions& inputs() const { return inputs_; }
+  int timed_runs() const { return runs_; }
+  std::optional<double> atol() const { return atol_; }
+  std::optional<double> rtol() const { return rtol_; }
+
+ private:
+  std::optional<c10::Device> device_;
+  MaterializeOptions inputs_;
+  int runs_ = 5;
+  std::optional<double> atol_, rtol_;
+};
+
+enum class VerifyStatus {
+  ok,        ///< ran; outputs agree with the reference (or, without one, it ran)
+  mismatch,  ///< ran; outputs differ beyond the tolerance
+  refused,   ///< the guard refused the inputs: the package was not compiled for them
+  error,     ///< the package or the reference failed
+};
+
+inline const char* to_string(VerifyStatus s) {
+  switch (s) {
+    case VerifyStatus::ok: return "ok";
+    case VerifyStatus::mismatch: return "mismatch";
+    case VerifyStatus::refused: return "refused";
+    case VerifyStatus::error: return "error";
+  }
+  return "?";
+}
+
+/// One observed signature verified.
+struct VerifyResult {
+  int64_t index = 0;      ///< in the observation file's history
+  std::string arguments;  ///< `dict(x: float32[4, 8], mask: float32[4, 8])`
+  int64_t calls = 0;      ///< calls the observer recorded with it
+  VerifyStatus status = VerifyStatus::ok;
+  std::string message;    ///< why, for anything but ok
+  double max_abs = 0, max_rel = 0;
+  std::optional<double> package_ms, reference_ms;  ///< median per call
+};
+
+/// What `verify` found.
+struct VerifyReport {
+  std::vector<VerifyResult> results;
+  std::string device;
+  bool with_reference = false;
+
+  int64_t num(VerifyStatus s) const {
+    return std::count_if(results.begin(), results.end(), [s](const VerifyResult& r) { return r.status == s; });
+  }
+  bool all_ok() const { return num(VerifyStatus::ok) == static_cast<int64_t>(results.size()); }
+  /// "5 ok, 0 mismatch, 1 refused, 0 error (6 signatures, 42 calls, on cpu, against the reference)"
+  std::string summary() const {
+    int64_t calls = 0;
+    for (const VerifyResult& r : results) calls += r.calls;
+    return detail::concat(num(VerifyStatus::ok), " ok, ", num(VerifyStatus::mismatch), " mismatch, ",
+                          num(VerifyStatus::refused), " refused, ", num(VerifyStatus::error), " error (",
+                          results.size(), " signatures, ", calls, " calls, on ", device,
+                          with_reference ? ", against the reference)" : ", no reference: each signature runs)");
+  }
+  /// One line per signature: status, calls, times, arguments, and the reason.
+  std::string table() const {
+    std::ostringstream out;
+    for (const VerifyResult& r : results) {
+      out << "  #" << r.index << " " << to_string(r.status) << "  " << r.calls << " calls  " << r.arguments;
+      if (r.package_ms) out << "  package " << detail::number_string(*r.package_ms) << " ms";
+      if (r.reference_ms) out << ", reference " << detail::number_string(*r.reference_ms) << " ms";
+      if (r.status == VerifyStatus::ok && with_reference)
+        out << "  max abs " << detail::number_string(r.max_abs) << ", max rel " << detail::number_string(r.max_rel);
+      if (!r.message.empty()) out << "\n      " << r.message;
+      out << "\n";
+    }
+    return out.str();
+  }
+  std::string to_json(int indent = 1) const {
+    json::Writer w(indent);
+    w.begin_object().key("device").value(device).key("with_reference").value(with_reference);
+    w.key("ok").value(num(VerifyStatus::ok)).key("mismatch").value(num(VerifyStatus::mismatch));
+    w.key("refused").value(num(VerifyStatus::refused)).key("error").value(num(VerifyStatus::error));
+    w.key("signatures").begin_array();
+    for (const VerifyResult& r : results) {
+      w.begin_object().key("index").value(r.index).key("arguments").value(r.arguments).key("calls").value(r.calls);
+      w.key("status").value(to_string(r.status)).key("message").value(r.message);
+      w.key("max_abs").value(r.max_abs).key("max_rel").value(r.max_rel);
+      w.key("package_ms");
+      r.package_ms ? w.value(*r.package_ms) : w.null();
+      w.key("reference_ms");
+      r.reference_ms ? w.value(*r.reference_ms) : w.null();
+      w.end_object();
+    }
+    w.end_array().end_object();
+    return w.take();
+  }
+};
+
+}  // namespace optrace::aoti
+
+namespace optrace::detail::aoti {
+
+using Kwargs = std::unordered_map<std::string, c10::IValue>;
+
+inline std::pair<std::vector<c10::IValue>, Kwargs> split(const Arguments& a) {
+  Kwargs kwargs;
+  for (const auto& item : a.kwargs) kwargs.emplace(item.key(), item.value());
+  return {a.args, std::move(kwargs)};
+}
+
+template <class F>
+double median_ms(int runs, F&& f) {
+  std::vector<double> ms;
+  for (int i = 0; i < runs; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+template <class Reference>
+optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Observations& obs, Reference* reference,
+                                         const optrace::aoti::VerifyOptions& options) {
+  using namespace optrace::aoti;
+  VerifyReport report;
+  c10::Device device = options.device().value_or(c10::Device(pkg.device()));
+  report.device = device.str();
+  report.with_reference = reference != nullptr;
+  auto history = obs.history();
+  c10::InferenceMode inference;
+  for (size_t k = 0; k < history.size(); ++k) {
+    VerifyResult r;
+    r.index = static_cast<int64_t>(k);
+    r.calls = history[k].second;
+    Arguments arguments;
+    try {
+      arguments = obs.materialize_signature(k, MaterializeOptions(options.inputs()).device(device));
+      r.arguments = arguments.describe();
+    } catch (const std::exception& e) {
+      r.status = VerifyStatus::error;
+      r.message = std::string("cannot build its inputs: ") + e.what();
+      report.results.push_back(std::move(r));
+      continue;
+    }
+    auto [args, kwargs] = split(arguments);
+    std::vector<at::Tensor> flat;
+    try {
+      flat = pkg.prepare(args, kwargs);
+    } catch (const ArgumentError& e) {
+      r.status = VerifyStatus::refused;
+      r.message = e.what_without_prefix();
+    } catch (const ShapeError& e) {
+      r.status = VerifyStatus::refused;
+      r.message = e.what_without_prefix();
+    }
+    if (r.status == VerifyStatus::refused) {
+      report.results.push_back(std::move(r));
+      continue;
+    }
+    c10::IValue got, want;
+    const char* stage = "the package";
+    try {
+      got = pkg.outputs(pkg.loader().run(flat));
+      if (options.timed_runs() > 0) r.package_ms = median_ms(options.timed_runs(), [&] { pkg.loader().run(flat); });
+      if (reference) {
+        stage = "the reference";
+        auto run_reference = [&] {
+          if constexpr (std::is_same_v<Reference, torch::jit::Module>) return reference->forward(args, kwargs);
+          else return c10::IValue((*reference)(args, kwargs));
+        };
+        want = run_reference();
+        if (options.timed_runs() > 0) r.reference_ms = median_ms(options.timed_runs(), run_reference);
+      }
+    } catch (const std::exception& e) {
+      r.status = VerifyStatus::error;
+      r.message = std::string(stage) + " failed: " + e.what();
+      report.results.push_back(std::move(r));
+      continue;
+    }
+    if (reference) {
+      Comparison c;
+      c.atol = options.atol();
+      c.rtol = options.rtol();
+      c.exact_dtypes = true;
+      compare_values(got, want, "output", c);
+      r.max_abs = c.max_abs;
+      r.max_rel = c.max_rel;
+      if (!c.ok) {
+        r.status = VerifyStatus::mismatch;
+        r.message = c.message;
+      }
+    }
+    report.results.push_back(std::move(r));
+  }
+  return report;
+}
+
+}  // namespace optrace::detail::aoti
+
+namespace optrace::aoti {
+
+/// Runs every signature in the observation file's history through the package and through
+/// `reference` (a torch::jit::Module, or any callable taking (std::vector<c10::IValue>,
+/// std::unordered_map<std::string, c10::IValue>) and returning what forward does), on inputs
+/// materialized from the recorded specs, and compares the outputs with replay's check-mode
+/// tolerance. A signature the guard refuses is `refused`: the package must be exported with
+/// wider ranges (or the argument) to serve it.
+template <class Reference, class = std::enable_if_t<!std::is_same_v<std::decay_t<Reference>, VerifyOptions>>>
+VerifyReport verify(Package& pkg, const Observations& observations, Reference& reference, const VerifyOptions& options = {}) {
+  return detail::aoti::verify_impl(pkg, observations, &reference, options);
+}
+
+/// `verify` without a reference: checks that every observed signature passes the guard and runs.
+inline VerifyReport verify(Package& pkg, const Observations& observations, const VerifyOptions& options = {}) {
+  return detail::aoti::verify_impl<torch::jit::Module>(pkg, observations, nullptr, options);
+}
+
+}  // namespace optrace::aoti

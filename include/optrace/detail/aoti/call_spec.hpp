@@ -1,0 +1,234 @@
+// detail/aoti/call_spec.hpp: an AOTInductor package's call spec (torch's pytree treespecs, as
+// AOTIModelPackageLoader::get_call_spec returns them), and flattening a call's IValues by it
+#pragma once
+// A package's run() takes the flat list of input tensors and returns the flat list of outputs;
+// the caller flattens and rebuilds by the in/out treespecs, as torch's Python loader does
+// (torch/_inductor/package/package.py, AOTICompiledModel.__call__: tree_flatten((args,
+// reorder_kwargs(kwargs, in_spec))), keep the tensors, run, tree_unflatten(outputs, out_spec)).
+// Needs no AOTInductor: the tests run it on every libtorch.
+
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+
+#include <ATen/core/Dict.h>
+#include <ATen/core/List.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace optrace::detail::aoti {
+
+/// One node of a pytree treespec (torch.utils._pytree.treespec_dumps, protocol 1).
+struct TreeSpec {
+  enum class Type { Leaf, Tuple, List, Dict, None };
+  Type type = Type::Leaf;
+  std::string type_name;          ///< torch's: builtins.tuple, collections.OrderedDict, ...
+  std::vector<std::string> keys;  ///< Dict: the keys, in order
+  std::vector<TreeSpec> children;
+
+  int64_t num_leaves() const {
+    if (type == Type::Leaf) return 1;
+    int64_t n = 0;
+    for (const TreeSpec& c : children) n += c.num_leaves();
+    return n;
+  }
+};
+
+inline TreeSpec read_tree_spec(const json::Node& node) {
+  TreeSpec spec;
+  json::Node type = node["type"];
+  if (type.is_null()) return spec;
+  spec.type_name = std::string(type.as_string());
+  const std::string& t = spec.type_name;
+  if (t == "builtins.tuple" || t == "collections.namedtuple") spec.type = TreeSpec::Type::Tuple;
+  else if (t == "builtins.list") spec.type = TreeSpec::Type::List;
+  else if (t == "builtins.dict" || t == "collections.OrderedDict") spec.type = TreeSpec::Type::Dict;
+  else if (t == "builtins.NoneType") spec.type = TreeSpec::Type::None;
+  else throw JsonError(type.path(), "a pytree node of type " + t + ", which optrace cannot build from C++ values");
+  if (spec.type == TreeSpec::Type::Dict) {
+    // The context is itself JSON text: the list of keys.
+    json::Node context = node["context"];
+    auto keys = json::Document::parse(context.as_string());
+    for (json::Node k : keys->root().array()) {
+      if (!k.is_string()) throw JsonError(context.path(), "dict keys other than strings are not supported");
+      spec.keys.emplace_back(k.as_string());
+    }
+  }
+  for (json::Node child : node["children_spec"].array()) spec.children.push_back(read_tree_spec(child));
+  if (spec.type == TreeSpec::Type::Dict && spec.keys.size() != spec.children.size())
+    throw JsonError(node.path(), "a dict node with " + std::to_string(spec.keys.size()) + " keys and " +
+                                     std::to_string(spec.children.size()) + " children");
+  return spec;
+}
+
+/// Parses one treespec string (`[1, {"type": ..., "context": ..., "children_spec": [...]}]`).
+inline TreeSpec parse_tree_spec(std::string_view text) {
+  auto doc = json::Document::parse(text);
+  json::Node root = doc->root();
+  auto items = root.array();
+  if (items.size() != 2 || !(*items.begin()).is_int() || (*items.begin()).as_int() != 1)
+    throw JsonError("", "a pytree treespec of protocol 1 ([1, {...}]) was expected");
+  auto it = items.begin();
+  ++it;
+  return read_tree_spec(*it);
+}
+
+/// One leaf of a flattened call: its path for messages (`x`, `pair[1]`, `cfg['k']`) and value.
+struct FlatInput {
+  std::string path;
+  c10::IValue value;
+};
+
+/// How a call's arguments meet the in_spec: the root is `((args...), {kwargs...})`.
+struct CallShape {
+  TreeSpec args;    ///< Tuple of the positional arguments
+  TreeSpec kwargs;  ///< Dict of the keyword arguments
+  /// The names of the arguments in forward's order, as the observation file has them; a call
+  /// with more positional values than `args` has gives the rest to these names.
+  std::vector<std::string> names;
+
+  static CallShape of(const TreeSpec& in_spec, std::vector<std::string> names) {
+    if (in_spec.type != TreeSpec::Type::Tuple || in_spec.children.size() != 2 ||
+        in_spec.children[0].type != TreeSpec::Type::Tuple || in_spec.children[1].type != TreeSpec::Type::Dict)
+      raise<ArgumentError>("the package's in_spec is not ((args...), {kwargs...})");
+    return CallShape{in_spec.children[0], in_spec.children[1], std::move(names)};
+  }
+
+  /// The name of positional argument `i` (observed names first, `#i` otherwise).
+  std::string positional_name(size_t i) const { return i < names.size() ? names[i] : "#" + std::to_string(i); }
+
+  /// The call flattened in the in_spec's leaf order. Throws ArgumentError for a call of another
+  /// arity or structure (naming the argument and what the package takes).
+  std::vector<FlatInput> flatten(const std::vector<c10::IValue>& args,
+                                 const std::unordered_map<std::string, c10::IValue>& kwargs) const {
+    std::vector<FlatInput> out;
+    size_t positional = this->args.children.size();
+    // Positional values beyond the package's positional arguments fill keyword ones, by name.
+    std::unordered_map<std::string, const c10::IValue*> by_name;
+    for (size_t i = positional; i < args.size(); ++i) {
+      if (i >= names.size() || !has_key(names[i]))
+        raise<ArgumentError>("the package takes ", describe(), "; the call gives ", args.size(), " positional arguments");
+      by_name[names[i]] = &args[i];
+    }
+    for (const auto& [name, value] : kwargs) {
+      if (!has_key(name)) {
+        bool is_positional = false;
+        for (size_t i = 0; i < positional; ++i) is_positional |= positional_name(i) == name;
+        if (!is_positional) raise<ArgumentError>("the package has no argument '", name, "'; it takes ", describe());
+      }
+      if (by_name.count(name)) raise<ArgumentError>("argument '", name, "' is given twice");
+      by_name[name] = &value;
+    }
+    for (size_t i = 0; i < positional; ++i) {
+      std::string name = positional_name(i);
+      const c10::IValue* v = i < args.size() ? &args[i] : nullptr;
+      auto found = by_name.find(name);
+      if (found != by_name.end()) {
+        if (v) raise<ArgumentError>("argument '", name, "' is given twice");
+        v = found->second;
+      }
+      if (!v) raise<ArgumentError>("missing argument '", name, "'; the package takes ", describe());
+      flatten_into(this->args.children[i], *v, name, out);
+    }
+    static const c10::IValue none;
+    for (size_t k = 0; k < this->kwargs.keys.size(); ++k) {
+      const std::string& name = this->kwargs.keys[k];
+      auto found = by_name.find(name);
+      const TreeSpec& spec = this->kwargs.children[k];
+      if (found == by_name.end() && spec.type != TreeSpec::Type::None)
+        raise<ArgumentError>("missing argument '", name, "'; the package takes ", describe());
+      flatten_into(spec, found == by_name.end() ? none : *found->second, name, out);
+    }
+    return out;
+  }
+
+  /// `(x, mask)` or `(x, *, labels)`: what the package takes, for messages.
+  std::string describe() const {
+    std::string s = "(";
+    for (size_t i = 0; i < args.children.size(); ++i) s += (i ? ", " : "") + positional_name(i);
+    for (size_t k = 0; k < kwargs.keys.size(); ++k)
+      s += (s.size() > 1 ? ", " : "") + std::string(k == 0 && !args.children.empty() ? "*, " : "") + kwargs.keys[k];
+    return s + ")";
+  }
+
+ private:
+  bool has_key(const std::string& name) const {
+    for (const std::string& k : kwargs.keys)
+      if (k == name) return true;
+    return false;
+  }
+
+  static void flatten_into(const TreeSpec& spec, const c10::IValue& v, const std::string& path, std::vector<FlatInput>& out) {
+    switch (spec.type) {
+      case TreeSpec::Type::Leaf:
+        out.push_back({path, v});
+        return;
+      case TreeSpec::Type::None:
+        if (!v.isNone()) raise<ArgumentError>("argument ", path, " must be None: the package was compiled without it, got ", v.tagKind());
+        return;
+      case TreeSpec::Type::Tuple:
+      case TreeSpec::Type::List: {
+        c10::ArrayRef<c10::IValue> items;
+        if (v.isTuple()) items = v.toTupleRef().elements();
+        else if (v.isList()) items = v.toListRef();
+        else raise<ArgumentError>("argument ", path, " must be a ", spec.type == TreeSpec::Type::Tuple ? "tuple" : "list",
+                                  " of ", spec.children.size(), ", got ", v.tagKind());
+        if (items.size() != spec.children.size())
+          raise<ArgumentError>("argument ", path, " has ", items.size(), " items; the package was compiled for ", spec.children.size());
+        for (size_t i = 0; i < items.size(); ++i) flatten_into(spec.children[i], items[i], path + "[" + std::to_string(i) + "]", out);
+        return;
+      }
+      case TreeSpec::Type::Dict: {
+        if (!v.isGenericDict()) raise<ArgumentError>("argument ", path, " must be a dict, got ", v.tagKind());
+        const c10::impl::GenericDict dict = v.toGenericDict();
+        if (dict.size() != spec.keys.size())
+          raise<ArgumentError>("argument ", path, " has ", dict.size(), " keys; the package was compiled for ", spec.keys.size());
+        for (size_t i = 0; i < spec.keys.size(); ++i) {
+          auto found = dict.find(c10::IValue(spec.keys[i]));
+          if (found == dict.end()) raise<ArgumentError>("argument ", path, " lacks the key '", spec.keys[i], "'");
+          flatten_into(spec.children[i], found->value(), path + "['" + spec.keys[i] + "']", out);
+        }
+        return;
+      }
+    }
+  }
+};
+
+/// The outputs rebuilt by the out_spec: a tensor, or tuples, lists and dicts of them (None where
+/// the spec has None). Throws ArgumentError when the counts disagree.
+inline c10::IValue unflatten(const TreeSpec& spec, const std::vector<at::Tensor>& flat) {
+  size_t next = 0;
+  std::function<c10::IValue(const TreeSpec&)> build = [&](const TreeSpec& s) -> c10::IValue {
+    switch (s.type) {
+      case TreeSpec::Type::Leaf:
+        if (next >= flat.size()) raise<ArgumentError>("the package returned ", flat.size(), " outputs; its out_spec has more");
+        return flat[next++];
+      case TreeSpec::Type::None:
+        return c10::IValue();
+      case TreeSpec::Type::Tuple: {
+        std::vector<c10::IValue> items;
+        for (const TreeSpec& c : s.children) items.push_back(build(c));
+        return c10::ivalue::Tuple::create(std::move(items));
+      }
+      case TreeSpec::Type::List: {
+        c10::impl::GenericList list(c10::AnyType::get());
+        for (const TreeSpec& c : s.children) list.push_back(build(c));
+        return list;
+      }
+      case TreeSpec::Type::Dict: {
+        c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+        for (size_t i = 0; i < s.children.size(); ++i) dict.insert(s.keys[i], build(s.children[i]));
+        return dict;
+      }
+    }
+    return c10::IValue();
+  };
+  c10::IValue out = build(spec);
+  if (next != flat.size()) raise<ArgumentError>("the package returned ", flat.size(), " outputs; its out_spec has ", next);
+  return out;
+}
+
+}  // namespace optrace::detail::aoti

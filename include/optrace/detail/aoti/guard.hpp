@@ -1,0 +1,286 @@
+// detail/aoti/guard.hpp: the input guard of an AOTInductor package, from the metadata that
+// compile_package.py stores ("optrace.guard"), and the DynamicShapes it was compiled for
+#pragma once
+// The rules are torch's own for an exported program's inputs (torch/_export/utils.py,
+// _check_input_constraints_for_graph, which ExportedProgram.module() runs on every call): a
+// tensor where the program has one, the same rank, static dims equal, the dims of one symbol
+// consistent (a derived dim `coeff*s + offset` solved for s), each dim's range with torch's
+// allowance for 0 and 1 (a lower bound of 2 or less is not enforced); and a non-tensor input
+// equal to the value the program was exported with. To these optrace adds what AOTInductor's run
+// would not say clearly: the dtype and the device type. Needs no AOTInductor.
+
+#include <optrace/detail/aoti/call_spec.hpp>
+#include <optrace/dynamic_shapes.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/python_names.hpp>
+
+#include <ATen/core/ivalue.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace optrace::detail::aoti {
+
+inline constexpr std::string_view kGuardKey = "optrace.guard";
+inline constexpr int64_t kGuardVersion = 1;
+
+/// One dim of a tensor input as exported.
+struct GuardDim {
+  bool is_static = true;
+  int64_t size = 0;       ///< static
+  std::string expr;       ///< dynamic: torch's expression (`s0`, `2*s0`)
+  std::string symbol;     ///< its one free symbol; empty when it has several
+  bool solvable = false;  ///< value = coeff * symbol + offset
+  int64_t coeff = 1, offset = 0;
+  std::optional<int64_t> min, max;  ///< the expression's range as exported (max: none when unbounded)
+};
+
+/// One flat input as exported.
+struct GuardInput {
+  std::string path;
+  std::string kind;  ///< tensor, int, float, bool, str, NoneType, unknown
+  std::string dtype, device;
+  std::vector<GuardDim> dims;
+  c10::IValue value;  ///< non-tensor: the exported value
+};
+
+struct Guard {
+  std::vector<GuardInput> inputs;
+  std::map<std::string, std::pair<int64_t, std::optional<int64_t>>> symbols;
+  std::vector<std::string> unchecked;  ///< what this guard cannot check, for the user
+
+  static Guard parse(std::string_view text) {
+    auto doc = json::Document::parse(text);
+    json::Node root = doc->root();
+    int64_t version = root["version"].as_int();
+    if (version != kGuardVersion)
+      throw JsonError("/version", "guard metadata version " + std::to_string(version) + "; this optrace reads version " +
+                                      std::to_string(kGuardVersion));
+    Guard g;
+    for (json::Node in : root["inputs"].array()) {
+      GuardInput input;
+      input.path = std::string(in["path"].as_string());
+      input.kind = std::string(in["kind"].as_string());
+      if (input.kind == "tensor") {
+        input.dtype = std::string(in["dtype"].as_string());
+        input.device = std::string(in["device"].as_string());
+        for (json::Node d : in["sizes"].array()) {
+          GuardDim dim;
+          if (d.is_int()) {
+            dim.size = d.as_int();
+          } else {
+            dim.is_static = false;
+            dim.expr = std::string(d["expr"].as_string());
+            json::Node n = d;
+            if (d.find("symbol", n)) dim.symbol = std::string(n.as_string());
+            if (d.find("coeff", n) && !n.is_null()) {
+              dim.solvable = true;
+              dim.coeff = n.as_int();
+              dim.offset = d["offset"].as_int();
+              if (dim.coeff == 0) throw JsonError(n.path(), "a dim of coefficient 0 is static");
+            }
+            if (d.find("min", n) && !n.is_null()) dim.min = n.as_int();
+            if (d.find("max", n) && !n.is_null()) dim.max = n.as_int();
+            if (!dim.solvable)
+              g.unchecked.push_back(input.path + ": a dim of expression " + dim.expr +
+                                    (dim.min ? ", checked by its range only" : ", not checked"));
+          }
+          input.dims.push_back(dim);
+        }
+      } else if (input.kind == "int") {
+        input.value = in["value"].as_int();
+      } else if (input.kind == "float") {
+        input.value = in["value"].as_double();
+      } else if (input.kind == "bool") {
+        input.value = in["value"].as_bool();
+      } else if (input.kind == "str") {
+        input.value = std::string(in["value"].as_string());
+      } else if (input.kind != "NoneType") {
+        g.unchecked.push_back(input.path + ": an input of kind " + input.kind + ", not checked");
+      }
+      g.inputs.push_back(std::move(input));
+    }
+    for (auto [name, range] : root["symbols"].object()) {
+      auto bounds = range.array();
+      if (bounds.size() != 2) throw JsonError(range.path(), "a range is [min, max]");
+      auto it = bounds.begin();
+      int64_t lo = (*it).as_int();
+      ++it;
+      std::optional<int64_t> hi;
+      if (!(*it).is_null()) hi = (*it).as_int();
+      g.symbols[std::string(name)] = {lo, hi};
+    }
+    return g;
+  }
+
+  /// Checks the flat inputs. Throws ShapeError naming the argument, the dim, the value and what
+  /// the package was compiled for, ArgumentError for a count that differs.
+  void check(const std::vector<FlatInput>& flat) const {
+    if (flat.size() != inputs.size())
+      raise<ArgumentError>("the call has ", flat.size(), " inputs; the package was compiled for ", inputs.size());
+    std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> value, where from
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const GuardInput& in = inputs[i];
+      const c10::IValue& v = flat[i].value;
+      if (in.kind == "tensor") {
+        if (!v.isTensor()) raise<ShapeError>("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind());
+        check_tensor(in, v.toTensor(), bound);
+      } else if (in.kind == "NoneType") {
+        if (!v.isNone()) raise<ShapeError>("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind());
+      } else if (!in.value.isNone()) {
+        bool same = (in.value.isInt() && v.isInt() && in.value.toInt() == v.toInt()) ||
+                    (in.value.isDouble() && v.isDouble() && in.value.toDouble() == v.toDouble()) ||
+                    (in.value.isBool() && v.isBool() && in.value.toBool() == v.toBool()) ||
+                    (in.value.isString() && v.isString() && in.value.toStringRef() == v.toStringRef());
+        if (!same)
+          raise<ShapeError>("argument ", in.path, " is ", show(v), "; the package was compiled with ", show(in.value),
+                            " (a non-tensor input is baked into the package)");
+      }
+    }
+  }
+
+  /// The tensor inputs in the order run() takes them.
+  static std::vector<at::Tensor> tensors(const std::vector<FlatInput>& flat) {
+    std::vector<at::Tensor> out;
+    for (const FlatInput& f : flat)
+      if (f.value.isTensor()) out.push_back(f.value.toTensor());
+    return out;
+  }
+
+  /// What the package was compiled for, as the observer's DynamicShapes: one ShapeNode per
+  /// argument of the call shape, the symbols with their exported ranges.
+  DynamicShapes dynamic_shapes(const CallShape& shape) const {
+    std::vector<std::string> names;
+    std::vector<ShapeNode> arguments;
+    size_t next = 0;
+    for (size_t i = 0; i < shape.args.children.size(); ++i) {
+      names.push_back(shape.positional_name(i));
+      arguments.push_back(node(shape.args.children[i], next));
+    }
+    for (size_t k = 0; k < shape.kwargs.keys.size(); ++k) {
+      names.push_back(shape.kwargs.keys[k]);
+      arguments.push_back(node(shape.kwargs.children[k], next));
+    }
+    std::vector<SymbolRange> ranges;
+    for (const auto& [name, range] : symbols) {
+      SymbolRange r;
+      r.name = name;
+      r.min = range.first;
+      r.max = range.second.value_or(kUnboundedDim);
+      for (const GuardInput& in : inputs)
+        for (const GuardDim& d : in.dims)
+          if (!d.is_static && d.symbol == name && d.expr != name &&
+              std::find(r.derived.begin(), r.derived.end(), d.expr) == r.derived.end())
+            r.derived.push_back(d.expr);
+      ranges.push_back(std::move(r));
+    }
+    return DynamicShapes(!shape.kwargs.keys.empty(), std::move(names), std::move(arguments), std::move(ranges), unchecked,
+                         DimStyle::named);
+  }
+
+ private:
+  static std::string show(const c10::IValue& v) {
+    std::ostringstream out;
+    out << v;
+    return out.str();
+  }
+
+  void check_tensor(const GuardInput& in, const at::Tensor& t, std::map<std::string, std::pair<int64_t, std::string>>& bound) const {
+    std::string dtype = python_dtype_name(t.scalar_type());
+    if (dtype != in.dtype)
+      raise<ShapeError>("argument ", in.path, " has dtype ", dtype, "; the package was compiled for ", in.dtype);
+    std::string type = c10::DeviceTypeName(t.device().type(), /*lower_case=*/true);
+    std::string want = in.device.substr(0, in.device.find(':'));
+    if (type != want) raise<ShapeError>("argument ", in.path, " is on ", t.device(), "; the package runs on ", in.device);
+    if (t.dim() != static_cast<int64_t>(in.dims.size()))
+      raise<ShapeError>("argument ", in.path, " has ", t.dim(), " dims ", t.sizes(), "; the package was compiled for ",
+                        in.dims.size(), " (", describe_sizes(in), ")");
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      const GuardDim& g = in.dims[d];
+      int64_t n = t.size(static_cast<int64_t>(d));
+      if (g.is_static) {
+        if (n != g.size)
+          raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.size,
+                            " there (a static dim): sizes ", t.sizes(), ", compiled for ", describe_sizes(in));
+        continue;
+      }
+      std::string where = in.path + " dim " + std::to_string(d);
+      if (g.solvable && !g.symbol.empty()) {
+        if ((n - g.offset) % g.coeff != 0)
+          raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.expr,
+                            " there, which ", n, " is not for any integer ", g.symbol);
+        int64_t s = (n - g.offset) / g.coeff;
+        auto [it, fresh] = bound.emplace(g.symbol, std::make_pair(s, where));
+        if (!fresh && it->second.first != s)
+          raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, ", which makes ", g.symbol, " = ", s, "; but ",
+                            it->second.second, " made it ", it->second.first, " (both are ", g.symbol,
+                            " in the package: they must agree)");
+      }
+      // torch's rule: a lower bound of 2 or less is not enforced (sizes 0 and 1 run).
+      if (g.min && *g.min > 2 && n < *g.min)
+        raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
+                          " the package was compiled for (export with a wider range)");
+      if (g.max && n > *g.max)
+        raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
+                          " the package was compiled for (export with a wider range)");
+    }
+  }
+
+  static std::string range(const GuardDim& g) {
+    return "[" + (g.min ? std::to_string(*g.min) : std::string("0")) + ", " + (g.max ? std::to_string(*g.max) : "inf") + "]";
+  }
+
+  static std::string describe_sizes(const GuardInput& in) {
+    std::string s = "[";
+    for (size_t d = 0; d < in.dims.size(); ++d)
+      s += (d ? ", " : "") + (in.dims[d].is_static ? std::to_string(in.dims[d].size) : in.dims[d].expr);
+    return s + "]";
+  }
+
+  ShapeNode node(const TreeSpec& spec, size_t& next) const {
+    ShapeNode n;
+    switch (spec.type) {
+      case TreeSpec::Type::None:
+        return n;
+      case TreeSpec::Type::Leaf: {
+        if (next >= inputs.size()) return n;
+        const GuardInput& in = inputs[next++];
+        if (in.kind != "tensor") return n;
+        n.kind = Value::Kind::Tensor;
+        for (const GuardDim& g : in.dims) {
+          DimSpec d;
+          d.dynamic = !g.is_static;
+          if (g.is_static) {
+            d.example = d.min = d.max = g.size;
+          } else {
+            d.symbol = g.symbol.empty() ? g.expr : g.symbol;
+            d.named = true;
+            d.coeff = g.solvable ? g.coeff : 1;
+            d.offset = g.solvable ? g.offset : 0;
+            d.min = g.min.value_or(0);
+            d.max = g.max.value_or(kUnboundedDim);
+          }
+          n.dims.push_back(d);
+        }
+        return n;
+      }
+      case TreeSpec::Type::Tuple:
+      case TreeSpec::Type::List:
+      case TreeSpec::Type::Dict:
+        n.kind = spec.type == TreeSpec::Type::Dict ? Value::Kind::Dict
+                 : spec.type == TreeSpec::Type::List ? Value::Kind::List
+                                                     : Value::Kind::Tuple;
+        n.keys = spec.keys;
+        for (const TreeSpec& c : spec.children) n.items.push_back(node(c, next));
+        return n;
+    }
+    return n;
+  }
+};
+
+}  // namespace optrace::detail::aoti

@@ -1,0 +1,195 @@
+"""Observe in C++, compile an AOTInductor package in Python, serve and verify it in C++.
+
+    python3 aoti_e2e.py SCENARIO OBSERVE_SCRIPTED AOTI_SERVE WORK_DIR
+
+For one scenario: script the eager model and save its calls; observe_scripted observes the
+TorchScript module on them (observations.json, dynamic_shapes.named.json); compile_package
+(examples/python/compile_package.py) exports with the named spec and compiles the package with
+optrace's guard metadata; aoti_serve (C++, optrace::aoti::Package) verifies it on every observed
+signature against the TorchScript module, serves the calls through an InputObserver<Package> and
+calls it with inputs it must refuse. Then, with the real consumers: torch's own loader
+(torch._inductor.aoti_load_package) gives the outputs the C++ package gave, on the same inputs;
+verify's verdicts are the expected ones; each bad call is refused with the expected one-line
+message, and where the exported program's own input check (ExportedProgram.module()) is the rule
+(ranges, shared dims, ranks, static dims), torch refuses it too. Prints one summary line. Exit 77
+(skipped) where torch < 2.6 or AOTInductor cannot compile here (no C++ compiler, no setuptools).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from typing import Optional
+
+try:
+    import torch
+except ImportError:
+    print("SKIPPED: python3-torch is not installed")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+sys.path.insert(0, HERE)
+
+SKIP = 77
+
+
+def fail(message):
+    print("FAIL: " + message)
+    sys.exit(1)
+
+
+def scenarios():
+    """name -> (model factory, calls [(args, kwargs)], bad calls [(args, kwargs, message regex,
+    torch's exported program refuses it too)], verdicts expected from verify, by status, and the
+    bound of the integers verify builds, or None for its default)."""
+    import export_e2e as e2e
+    import export_from_observations as efo
+
+    def ids(b, s):
+        return torch.randint(0, 100, (b, s))
+
+    def mask(b, s):
+        return torch.ones(b, s, dtype=torch.int64)
+
+    r = torch.randn
+    demo_calls = [((), dict(input_ids=ids(b, s), attention_mask=mask(b, s))) for b, s in ((2, 5), (1, 7), (3, 9), (4, 5))]
+    demo_calls.append(((), dict(input_ids=ids(2, 6))))  # no mask: the package cannot serve it
+    return {
+        "demo": (efo.Model, demo_calls, [
+            ((), dict(input_ids=ids(5, 5), attention_mask=mask(5, 5)),
+             r"argument input_ids dim 0 is 5, outside the range \[1, 4\] of \w+ the package was compiled for", True),
+            ((), dict(input_ids=ids(2, 5), attention_mask=mask(3, 5)),
+             r"argument attention_mask dim 0 is 3, which makes (\w+) = 3; but input_ids dim 0 made it 2 \(both are \1", True),
+            ((), dict(input_ids=r(2, 5), attention_mask=mask(2, 5)),
+             r"argument input_ids has dtype torch.float32; the package was compiled for torch.int64", False),
+            ((), dict(input_ids=ids(2, 5), attention_mask=mask(2, 5), labels=ids(2, 5)),
+             r"ArgumentError: the package has no argument 'labels'; it takes \(input_ids, attention_mask\)", False),
+            ((), dict(input_ids=ids(2, 6)), r"ArgumentError: missing argument 'attention_mask'", False),
+        ], {"ok": 4, "refused": 1}, None),
+        "positional": (e2e.AddModel, [((r(2, 6), r(2, 6)), {}), ((r(3, 7), r(3, 7)), {}), ((r(4, 8), r(4, 8)), {})], [
+            ((r(5, 8), r(5, 8)), {}, r"argument x dim 0 is 5, outside the range \[2, 4\]", True),
+            ((r(3, 7), r(3, 6)), {}, r"argument y dim 1 is 6, which makes (\w+) = 6; but x dim 1 made it 7", True),
+            ((r(3), r(3, 7)), {}, r"argument x has 1 dims \[3\]; the package was compiled for 2", True),
+            ((r(3, 7),), {}, r"ArgumentError: missing argument 'y'; the package takes \(x, y\)", False),
+        ], {"ok": 3}, None),
+        "keyword": (e2e.LinearModel, [((), dict(x=r(n, 8), labels=torch.randint(0, 4, (n,)))) for n in (2, 5, 7)], [
+            ((), dict(x=r(3, 9), labels=torch.randint(0, 4, (3,))),
+             r"argument x dim 1 is 9; the package was compiled for 8 there \(a static dim\)", True),
+            ((), dict(x=r(8, 8), labels=torch.randint(0, 4, (8,))), r"argument x dim 0 is 8, outside the range \[2, 7\]", True),
+        ], {"ok": 3}, 4),  # labels of 4 classes
+    }
+
+
+def same(a, b):
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def main(name, observe_tool, serve_tool, work):
+    if not hasattr(torch, "export") or not hasattr(torch._inductor, "aoti_compile_and_package"):
+        print("SKIPPED: torch %s has no torch.export / aoti_compile_and_package" % torch.__version__)
+        return SKIP
+    try:
+        import setuptools.command.build_ext  # noqa: F401  (AOTInductor's cpp_builder imports it)
+    except ImportError:
+        print("SKIPPED: AOTInductor needs setuptools (python3-setuptools) to compile")
+        return SKIP
+    import compile_package as cp
+    import export_from_observations as efo
+
+    torch.manual_seed(0)
+    factory, calls, bad, expected, int_high = scenarios()[name]
+    model = factory().eval()
+    os.makedirs(work, exist_ok=True)
+    scripted = os.path.join(work, "model.pt")
+    torch.jit.script(model).save(scripted)
+    calls_path, bad_path = os.path.join(work, "calls.pt"), os.path.join(work, "bad_calls.pt")
+    torch.save(([(list(a), k) for a, k in calls], {}), calls_path)
+    run = subprocess.run([observe_tool, scripted, calls_path, work], capture_output=True, text=True)
+    if run.returncode != 0:
+        fail("observe_scripted: " + run.stderr.strip())
+    doc = efo.read(os.path.join(work, "observations.json"))
+    spec = efo.read(os.path.join(work, "dynamic_shapes.named.json"))
+
+    package = os.path.join(work, "model.pt2")
+    started = time.time()
+    try:
+        _, program = cp.compile_package(model, doc, package, dynamic_shapes=spec)
+    except Exception as e:  # a machine without a working C++ toolchain for AOTInductor
+        if "setuptools" in str(e) or "compiler" in str(e).lower() and "not found" in str(e).lower():
+            print("SKIPPED: AOTInductor cannot compile here: %s" % str(e).splitlines()[0])
+            return SKIP
+        raise
+    compile_s = time.time() - started
+
+    # aoti_serve takes CALLS.pt as a plain list of (args, kwargs).
+    torch.save([(list(a), k) for a, k in calls], calls_path)
+    torch.save([(list(a), k) for a, k, _, _ in bad], bad_path)
+    command = [serve_tool, package, os.path.join(work, "observations.json"), scripted, calls_path, bad_path, work]
+    run = subprocess.run(command + ([str(int_high)] if int_high else []), capture_output=True, text=True)
+    sys.stdout.write(run.stdout)
+    if run.returncode != 0:
+        fail("aoti_serve: " + run.stderr.strip())
+
+    # verify: the expected verdicts, each signature's calls counted once.
+    report = efo.read(os.path.join(work, "verify.json"))
+    got = {s: report[s] for s in ("ok", "mismatch", "refused", "error") if report[s]}
+    if got != expected:
+        fail("verify: %s, expected %s: %s" % (got, expected, [r["message"] for r in report["signatures"] if r["message"]]))
+    if sum(r["calls"] for r in report["signatures"]) != doc["calls"]["total"]:
+        fail("verify counted %d calls, the file %d" % (sum(r["calls"] for r in report["signatures"]), doc["calls"]["total"]))
+
+    # torch's own loader, on the same inputs, gives what the C++ package gave; both match eager.
+    compiled = torch._inductor.aoti_load_package(package)
+    ours = torch.load(os.path.join(work, "outputs.pt"), weights_only=False)  # written by aoti_serve
+    served = 0
+    with torch.no_grad():
+        for (a, k), out in zip(calls, ours):
+            try:
+                theirs = compiled(*a, **k)
+            except Exception:
+                theirs = None  # a call the package cannot take (Python's loader asserts on kwargs)
+            if (out is None) != (theirs is None):
+                fail("C++ %s a call Python's loader %s" % ("refused" if out is None else "ran", "ran" if out is None else "refused"))
+            if out is None:
+                continue
+            if not same(out, theirs):
+                fail("optrace::aoti::Package and aoti_load_package differ on %s" % describe(a, k))
+            if not same(out, model(*a, **k)) and not same(tuple(out), tuple(model(*a, **k))):
+                fail("the package and the eager model differ on %s" % describe(a, k))
+            served += 1
+
+    # Every bad call refused with the expected message; torch's exported program refuses those
+    # its own input check covers.
+    refusals = efo.read(os.path.join(work, "refusals.json"))
+    module = program.module()
+    for (a, k, pattern, torch_refuses), message in zip(bad, refusals):
+        if message is None:
+            fail("the package ran a call it must refuse: %s" % describe(a, k))
+        if "\n" in message or not re.search(pattern, message):
+            fail("refusal of %s: %r does not match %r" % (describe(a, k), message, pattern))
+        if torch_refuses:
+            try:
+                module(*a, **k)
+            except Exception:
+                pass
+            else:
+                fail("optrace refuses %s, torch's exported program runs it" % describe(a, k))
+    print("PASS %s: torch %s, package compiled in %.1f s; verify %s; %d calls served as aoti_load_package "
+          "serves them; %d bad calls refused" % (name, torch.__version__, compile_s, got, served, len(bad)))
+    return 0
+
+
+def describe(a, k):
+    return [tuple(t.shape) for t in a] or {n: tuple(t.shape) for n, t in k.items()}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    sys.exit(main(*sys.argv[1:]))
