@@ -26,7 +26,7 @@ struct UsageError : optrace::Error {
   explicit UsageError(std::string message) : optrace::Error(std::move(message)) {}
 };
 
-enum class Command { none, summary, replay, merge, convert };
+enum class Command { none, summary, replay, merge, convert, verify };
 
 struct CommandInfo {
   Command command;
@@ -90,6 +90,19 @@ inline const CommandInfo kCommands[] = {
      "  there under its own name with the format's ending (.hf_op_trace.json, .pt.trace.json, .txt),\n"
      "  --jobs at a time.\n"
      "  Outputs: never an input; an existing file is replaced only with --force.\n"},
+    {Command::verify, "verify",
+     "optrace verify PACKAGE.pt2 OBSERVATIONS.json [--reference MODULE.pt] [--device cpu|cuda] [--json OUT]\n"
+     "               [--force] [--seed N] [--int-range LOW,HIGH] [--runs N] [--atol X] [--rtol X]",
+     "  Runs every call signature of an observation file (InputObserver::save) through an AOTInductor\n"
+     "  package (compiled by examples/python/compile_package.py, or any .pt2: then only its arity and\n"
+     "  structure are checked), on inputs built from the recorded shapes and dtypes, and with\n"
+     "  --reference through that TorchScript module too, comparing the outputs with replay's check-mode\n"
+     "  tolerance (or --atol/--rtol). Prints per signature: ok, mismatch, refused (outside what the\n"
+     "  package was compiled for: export it with wider ranges) or error, the calls observed with it\n"
+     "  and the median time per call of both (--runs timed runs, default 5; 0: none).\n"
+     "  --int-range   integers are drawn in [LOW, HIGH) (default 0,8): token ids, class labels\n"
+     "  --json        also write the report there (an existing file is replaced only with --force)\n"
+     "  Needs libtorch >= 2.6. Exit status 1 when a signature is not ok.\n"},
 };
 
 inline const CommandInfo& info(Command c) {
@@ -120,6 +133,12 @@ struct Invocation {
   std::string json_path, csv_path;
   bool all_rows = false;       // --all: every input's row
   bool failures_only = false;  // --failures-only
+  // verify (replay's --json, --seed, --atol/--rtol and --device are its too)
+  std::string reference, device;
+  uint64_t seed = 0;
+  int64_t int_low = 0, int_high = 8;
+  int64_t runs = 5;
+  double atol = -1, rtol = -1;  // < 0: by dtype
   // convert
   std::string to;  // "hf", "kineto" or "text" (merge: from -o's extension)
   bool quiet = false;
@@ -296,6 +315,32 @@ inline void parse_replay(const Args& args, Invocation& inv) {
 }
 #endif
 
+inline void parse_verify(const Args& args, Invocation& inv) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--reference") inv.reference = value_of(args, i);
+    else if (a == "--device") inv.device = value_of(args, i);
+    else if (a == "--json") inv.json_path = value_of(args, i);
+    else if (a == "--force") inv.force = true;
+    else if (a == "--seed") inv.seed = static_cast<uint64_t>(int_of(a, value_of(args, i), 0));
+    else if (a == "--runs") inv.runs = int_of(a, value_of(args, i), 0, 1000000);
+    else if (a == "--atol") inv.atol = double_of(a, value_of(args, i));
+    else if (a == "--rtol") inv.rtol = double_of(a, value_of(args, i));
+    else if (a == "--int-range") {
+      const std::string text = value_of(args, i);
+      const std::vector<std::string> bounds = split_commas(text);
+      if (bounds.size() != 2) throw UsageError("option --int-range needs LOW,HIGH, got '" + text + "'");
+      inv.int_low = int_of(a, bounds[0], INT64_MIN);
+      inv.int_high = int_of(a, bounds[1], INT64_MIN);
+      if (inv.int_low >= inv.int_high) throw UsageError("option --int-range needs LOW < HIGH, got '" + text + "'");
+    } else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for verify");
+    else inv.inputs.push_back(a);
+  }
+  if (inv.inputs.size() != 2) throw UsageError("verify needs PACKAGE.pt2 and OBSERVATIONS.json");
+  if (!inv.device.empty() && inv.device != "cpu" && inv.device.rfind("cuda", 0) != 0)
+    throw UsageError("--device needs cpu, cuda or cuda:N, got '" + inv.device + "'");
+}
+
 inline void parse_merge(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
@@ -363,6 +408,7 @@ inline Invocation parse_args(int argc, const char* const* argv) {
 #endif
       case Command::merge: detail::parse_merge(rest, inv); break;
       case Command::convert: detail::parse_convert(rest, inv); break;
+      case Command::verify: detail::parse_verify(rest, inv); break;
       case Command::none: break;
     }
     return inv;

@@ -5,13 +5,15 @@
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
+//   optrace verify PACKAGE.pt2 OBSERVATIONS.json [--reference MODULE.pt] [--json OUT] ...  (libtorch >= 2.6)
 //   optrace --help
 //
 // TRACE is an hf op trace (hf_op_trace.json), a Kineto trace (*.pt.trace.json, .json.gz) or
 // PyTorch's operator-inputs log (*.txt), told apart by content; --strides keeps a Kineto trace's
 // strides of non-contiguous tensors.
 //
-// Exit status: 0 success; 1 a replay found errors or mismatches, or ran nothing; 2 bad usage or
+// Exit status: 0 success; 1 a replay found errors or mismatches, or ran nothing, or verify found a
+// signature not ok; 2 bad usage or
 // bad input (one line on stderr naming the file and, for JSON, the path inside it); 130/143 a
 // replay stopped by SIGINT/SIGTERM (its partial report printed and written).
 //
@@ -27,7 +29,7 @@
 // Kineto traces by the operator facts captured from the same libtorch at build time
 // (op_catalog.inc, written by op_catalog.cpp), writes logs by the same facts, and shows
 // observation files from their specs (Observations::describe_arguments builds no tensor); it
-// hands replay to optrace-torch next to it, by exec, with the same arguments.
+// hands replay and verify to optrace-torch next to it, by exec, with the same arguments.
 #include "cli.hpp"
 #include "files.hpp"
 #include "parallel.hpp"
@@ -55,6 +57,11 @@
 #include <optrace/kineto.hpp>
 #include <optrace/operator_inputs.hpp>
 #include <optrace/replay.hpp>
+#include <torch/version.h>
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#define OPTRACE_CLI_AOTI 1
+#include <optrace/aoti.hpp>
+#endif
 #endif
 
 #include <algorithm>
@@ -378,6 +385,49 @@ int replay(const Invocation& inv) {
   return report.all_ok() ? 0 : 1;
 }
 
+std::string one_line(std::string s);
+
+// optrace verify: an AOTInductor package on every observed call signature (optrace/aoti.hpp).
+int verify(const Invocation& inv) {
+#ifdef OPTRACE_CLI_AOTI
+  std::vector<std::string> outputs;
+  if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
+  files::check_outputs(inv.inputs, outputs, inv.force);
+  optrace::aoti::Package pkg(inv.inputs[0]);
+  const optrace::Observations observations = optrace::load_observations(inv.inputs[1]);
+  for (const std::string& note : pkg.unchecked()) std::cerr << "optrace: note: " << note << "\n";
+  optrace::aoti::VerifyOptions options;
+  options.inputs(optrace::MaterializeOptions().seed(inv.seed).int_range(inv.int_low, inv.int_high));
+  options.timed_runs(static_cast<int>(inv.runs));
+  if (!inv.device.empty()) options.device(c10::Device(inv.device));
+  if (inv.atol >= 0) options.atol(inv.atol);
+  if (inv.rtol >= 0) options.rtol(inv.rtol);
+  optrace::aoti::VerifyReport report;
+  if (inv.reference.empty()) {
+    report = optrace::aoti::verify(pkg, observations, options);
+  } else {
+    torch::jit::Module module;
+    try {
+      module = torch::jit::load(inv.reference);
+    } catch (const c10::Error& e) {
+      optrace::detail::raise_about_file<optrace::IoError>(inv.reference, "cannot load it as a TorchScript module: ",
+                                                          one_line(e.what_without_backtrace()));
+    }
+    module.eval();
+    report = optrace::aoti::verify(pkg, observations, module, options);
+  }
+  std::cout << inv.inputs[0] << " " << pkg.signature() << " on " << pkg.device() << "\n" << report.table()
+            << report.summary() << "\n";
+  std::cout.flush();
+  if (!inv.json_path.empty()) optrace::detail::write_file_atomic(inv.json_path, report.to_json() + "\n");
+  return report.all_ok() ? 0 : 1;
+#else
+  (void)inv;
+  throw optrace::Error("optrace verify needs libtorch >= 2.6 (AOTInductor's package loader); this optrace-torch is built with "
+                       "libtorch " TORCH_VERSION);
+#endif
+}
+
 #endif
 
 // What writing `trace` as format `to` ("hf", "kineto") cannot carry, one line each: the extended
@@ -471,7 +521,7 @@ int convert(const Invocation& inv) {
 }
 
 void print_help(std::ostream& out) {
-  out << "optrace: read, replay, merge and convert op traces; show observation files\n\nusage:\n";
+  out << "optrace: read, replay, merge and convert op traces; show observation files; verify AOTInductor packages\n\nusage:\n";
   for (const CommandInfo& c : kCommands) out << "  " << c.usage << "\n";
   out << "  optrace --help | optrace COMMAND --help\n\n"
          "TRACE is an hf op trace (hf_op_trace.json), a Kineto trace (*.pt.trace.json, .json.gz) or an\n"
@@ -479,8 +529,8 @@ void print_help(std::ostream& out) {
          "--strides: keep the strides of a Kineto trace's non-contiguous tensors (input_strides);\n"
          "by default an import holds what OpTracer writes by default.\n\n";
   for (const CommandInfo& c : kCommands) out << c.name << ":\n" << c.help << "\n";
-  out << "exit status: 0 success; 1 replay found errors or mismatches, or ran nothing; 2 bad usage or bad\n"
-         "input; 130/143 replay stopped by SIGINT/SIGTERM (partial report kept)\n";
+  out << "exit status: 0 success; 1 replay found errors or mismatches, or ran nothing, or verify found a\n"
+         "signature not ok; 2 bad usage or bad input; 130/143 replay stopped by SIGINT/SIGTERM (partial report kept)\n";
 }
 
 // One line, whatever the message holds.
@@ -508,7 +558,7 @@ int hand_to_optrace_torch(char** argv) {
 
 int run(int argc, char** argv) {
 #ifdef OPTRACE_CLI_FRONT_END
-  if (argc > 1 && std::string(argv[1]) == "replay") return hand_to_optrace_torch(argv);
+  if (argc > 1 && (std::string(argv[1]) == "replay" || std::string(argv[1]) == "verify")) return hand_to_optrace_torch(argv);
 #endif
   Invocation inv = parse_args(argc, argv);
   // Files read at once share the cores: each import reads its trace on its share of them.
@@ -523,14 +573,16 @@ int run(int argc, char** argv) {
     return inv.help_error ? 2 : 0;
   }
 #ifdef OPTRACE_CLI_FRONT_END
-  if (inv.command == Command::replay) return hand_to_optrace_torch(argv);  // runs ops: needs libtorch
+  if (inv.command == Command::replay || inv.command == Command::verify) return hand_to_optrace_torch(argv);  // need libtorch
 #endif
   switch (inv.command) {
     case Command::summary: return summary(inv);
 #ifndef OPTRACE_CLI_FRONT_END
     case Command::replay: return replay(inv);
+    case Command::verify: return verify(inv);
 #else
-    case Command::replay: break;
+    case Command::replay:
+    case Command::verify: break;
 #endif
     case Command::merge: return merge(inv);
     case Command::convert: return convert(inv);

@@ -1,6 +1,6 @@
 """Observe in C++, compile an AOTInductor package in Python, serve and verify it in C++.
 
-    python3 aoti_e2e.py SCENARIO OBSERVE_SCRIPTED AOTI_SERVE WORK_DIR
+    python3 aoti_e2e.py SCENARIO OBSERVE_SCRIPTED AOTI_SERVE WORK_DIR [OPTRACE]
 
 For one scenario: script the eager model and save its calls; observe_scripted observes the
 TorchScript module on them (observations.json, dynamic_shapes.named.json); compile_package
@@ -11,7 +11,8 @@ calls it with inputs it must refuse. Then, with the real consumers: torch's own 
 (torch._inductor.aoti_load_package) gives the outputs the C++ package gave, on the same inputs;
 verify's verdicts are the expected ones; each bad call is refused with the expected one-line
 message, and where the exported program's own input check (ExportedProgram.module()) is the rule
-(ranges, shared dims, ranks, static dims), torch refuses it too. Prints one summary line. Exit 77
+(ranges, shared dims, ranks, static dims), torch refuses it too; with OPTRACE (the CLI), `optrace
+verify` on the same files gives the same verdicts and exit status. Prints one summary line. Exit 77
 (skipped) where torch < 2.6 or AOTInductor cannot compile here (no C++ compiler, no setuptools).
 """
 import json
@@ -79,7 +80,21 @@ def scenarios():
              r"argument x dim 1 is 9; the package was compiled for 8 there \(a static dim\)", True),
             ((), dict(x=r(8, 8), labels=torch.randint(0, 4, (8,))), r"argument x dim 0 is 8, outside the range \[2, 7\]", True),
         ], {"ok": 3}, 4),  # labels of 4 classes
+        # By hand (compile time), with the default style (the named one refuses resnet18):
+        # python3 tests/export/aoti_e2e.py resnet18 build-trixie/tests/observe_scripted \
+        #     build-trixie/tests/aoti_serve build-trixie/tests/aoti-e2e/resnet18
+        # verify finds every signature a mismatch: torch 2.6's Inductor on the CPU (Debian's build;
+        # torch.compile too) is off by 0.27 on outputs of magnitude 6 for a randomly initialised
+        # resnet18, where eager float32 is within 5e-6 of float64 (docs/aoti.md, "What is tested").
+        "resnet18": (e2e.resnet18, [((r(b, 3, 224, 224),), {}) for b in (1, 2, 4)], [
+            ((r(2, 4, 224, 224),), {}, r"argument x dim 1 is 4; the package was compiled for 3 there", True),
+        ], {"mismatch": 3}, None),
     }
+
+
+# The spec each scenario compiles with: the named style (ranges as observed, so that calls
+# beyond them are refused), or the default one where torch.export refuses the named style.
+SPEC = {"resnet18": "dynamic_shapes.json"}
 
 
 def same(a, b):
@@ -90,7 +105,7 @@ def same(a, b):
     return a == b
 
 
-def main(name, observe_tool, serve_tool, work):
+def main(name, observe_tool, serve_tool, work, cli=None):
     if not hasattr(torch, "export") or not hasattr(torch._inductor, "aoti_compile_and_package"):
         print("SKIPPED: torch %s has no torch.export / aoti_compile_and_package" % torch.__version__)
         return SKIP
@@ -114,7 +129,7 @@ def main(name, observe_tool, serve_tool, work):
     if run.returncode != 0:
         fail("observe_scripted: " + run.stderr.strip())
     doc = efo.read(os.path.join(work, "observations.json"))
-    spec = efo.read(os.path.join(work, "dynamic_shapes.named.json"))
+    spec = efo.read(os.path.join(work, SPEC.get(name, "dynamic_shapes.named.json")))
 
     package = os.path.join(work, "model.pt2")
     started = time.time()
@@ -144,6 +159,19 @@ def main(name, observe_tool, serve_tool, work):
     if sum(r["calls"] for r in report["signatures"]) != doc["calls"]["total"]:
         fail("verify counted %d calls, the file %d" % (sum(r["calls"] for r in report["signatures"]), doc["calls"]["total"]))
 
+    # The command line: the same verdicts, exit status 1 when one is not ok.
+    if cli:
+        cli_json = os.path.join(work, "cli_verify.json")
+        command = [cli, "verify", package, os.path.join(work, "observations.json"), "--reference", scripted,
+                   "--json", cli_json, "--force", "--runs", "1"]
+        run = subprocess.run(command + (["--int-range", "0,%d" % int_high] if int_high else []), capture_output=True, text=True)
+        want_rc = 0 if set(expected) == {"ok"} else 1
+        if run.returncode != want_rc:
+            fail("optrace verify exited %d, expected %d: %s" % (run.returncode, want_rc, run.stderr.strip() or run.stdout))
+        cli_report = efo.read(cli_json)
+        if [r["status"] for r in cli_report["signatures"]] != [r["status"] for r in report["signatures"]]:
+            fail("optrace verify and optrace::aoti::verify disagree: %s" % run.stdout)
+
     # torch's own loader, on the same inputs, gives what the C++ package gave; both match eager.
     compiled = torch._inductor.aoti_load_package(package)
     ours = torch.load(os.path.join(work, "outputs.pt"), weights_only=False)  # written by aoti_serve
@@ -160,7 +188,7 @@ def main(name, observe_tool, serve_tool, work):
                 continue
             if not same(out, theirs):
                 fail("optrace::aoti::Package and aoti_load_package differ on %s" % describe(a, k))
-            if not same(out, model(*a, **k)) and not same(tuple(out), tuple(model(*a, **k))):
+            if "mismatch" not in expected and not same(out, model(*a, **k)):
                 fail("the package and the eager model differ on %s" % describe(a, k))
             served += 1
 
@@ -190,6 +218,6 @@ def describe(a, k):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
     sys.exit(main(*sys.argv[1:]))
