@@ -2,10 +2,15 @@
 // libtorch (neither needs AOTInductor). The package itself, compiled by torch and loaded by
 // optrace::aoti::Package, is tests/export/aoti_e2e.py's (libtorch >= 2.6).
 #include <optrace/detail/aoti/guard.hpp>
+#include <optrace/detail/aoti/zip_names.hpp>
 
 #include <torch/torch.h>
 
 #include "optrace_catch.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
 
 namespace {
 
@@ -143,4 +148,21 @@ TEST_CASE("aoti: baked-in values and metadata the guard cannot read", "[aoti]") 
   CHECK_THROWS_WITH(Guard::parse(R"({"version": 2, "inputs": [], "symbols": {}})"),
                     OPTRACE_CONTAINS("guard metadata version 2; this optrace reads version 1"));
   CHECK_THROWS_AS(Guard::parse(R"({"version": 1, "inputs": [{"path": "x"}], "symbols": {}})"), optrace::JsonError);
+}
+
+TEST_CASE("aoti: a package is told by its zip directory, before AOTInductor extracts it", "[aoti]") {
+  // torch::save writes a zip archive as torch.save does (PyTorchStreamWriter), as a package is one.
+  const std::string saved = optrace_test::temp_path("aoti_zip_tensor.pt");
+  torch::save(torch::ones({3}), saved);
+  std::vector<std::string> names = optrace::detail::aoti::zip_names(saved);
+  CHECK(std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.size() > 8 && n.substr(n.size() - 8) == "data.pkl"; }));
+  const std::string json = optrace_test::temp_path("aoti_zip_not_a_zip.json");
+  std::ofstream(json) << "{\"traceEvents\": [], \"displayTimeUnit\": \"ms\"}";
+  CHECK_THROWS_WITH(optrace::detail::aoti::zip_names(json),
+                    "optrace: Error: not a zip archive (no end of central directory)");
+  std::ifstream in(saved, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = optrace_test::temp_path("aoti_zip_cut.pt");
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 30);  // the end of directory cut off
+  CHECK_THROWS_AS(optrace::detail::aoti::zip_names(cut), optrace::Error);
 }

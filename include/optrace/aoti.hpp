@@ -12,6 +12,7 @@
 
 #include <optrace/detail/aoti/call_spec.hpp>
 #include <optrace/detail/aoti/guard.hpp>
+#include <optrace/detail/aoti/zip_names.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/dynamic_shapes.hpp>
@@ -24,13 +25,16 @@
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/script.h>
 
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -64,9 +68,11 @@ class Package {
       std::ifstream probe(path, std::ios::binary);
       if (!probe) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
     }
+    check_archive(path, model_name);
     try {
       state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, model_name);
     } catch (const std::exception& e) {
+      remove_extraction_folder(e.what());
       detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", first_line(e.what()));
     }
     try {
@@ -160,6 +166,51 @@ class Package {
     bool guarded = false;
     DynamicShapes dynamic_shapes;
   };
+
+  // AOTIModelPackageLoader (torch 2.6) extracts the package into a fresh /tmp/XXXXXX folder and
+  // removes it in its destructor, which a constructor that throws never reaches. So what it can
+  // be told before is checked first (a zip archive holding the model: detail/aoti/zip_names.hpp),
+  // and when it fails later (a shared object this libtorch cannot open: its message names the
+  // file) the folder its message names is removed, if it holds only what the loader extracts.
+  static void remove_extraction_folder(const std::string& message) {
+    static const std::regex kFolder("(/tmp/[A-Za-z0-9]{6})/data/aotinductor/");
+    std::smatch m;
+    if (!std::regex_search(message, m, kFolder)) return;
+    const std::filesystem::path dir = m[1].str();
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
+         it.increment(ec)) {
+      const std::string rel = it->path().lexically_relative(dir).generic_string();
+      if (rel != "data" && rel != "data/aotinductor" && rel.rfind("data/aotinductor/", 0) != 0) return;
+    }
+    if (!ec) std::filesystem::remove_all(dir, ec);
+  }
+
+  // A package is a zip archive with the model's files under data/aotinductor/<model_name>/.
+  static void check_archive(const std::string& path, const std::string& model_name) {
+    std::vector<std::string> names;
+    try {
+      names = detail::aoti::zip_names(path);
+    } catch (const Error& e) {
+      detail::raise_about_file<IoError>(path, "not an AOTInductor package: ", e.message());
+    }
+    const std::string prefix = "data/aotinductor/" + model_name + "/";
+    bool has_model = false, has_library = false;
+    for (const std::string& n : names) {
+      if (n.rfind(prefix, 0) != 0) continue;
+      has_model = true;
+      has_library |= n.size() > 3 && n.compare(n.size() - 3, 3, ".so") == 0;
+    }
+    if (!has_model) {
+      std::string some;
+      for (size_t i = 0; i < names.size() && i < 4; ++i) some += (i ? ", " : "") + names[i];
+      detail::raise_about_file<IoError>(path, "not an AOTInductor package: a zip archive without ", prefix,
+                                        " (it holds ", names.size(), " files: ", some, names.size() > 4 ? ", ..." : "", ")");
+    }
+    if (!has_library)
+      detail::raise_about_file<IoError>(path, "not an AOTInductor package for this machine: no compiled model (.so) under ",
+                                        prefix);
+  }
 
   static std::string first_line(const std::string& s) {
     std::string line = s.substr(0, s.find('\n'));

@@ -208,9 +208,55 @@ def main(name, observe_tool, serve_tool, work, cli=None):
                 pass
             else:
                 fail("optrace refuses %s, torch's exported program runs it" % describe(a, k))
+    extra = ""
+    if cli and name == "positional":
+        extra = "; " + check_other_packages(cli, work, program, package, scripted)
     print("PASS %s: torch %s, package compiled in %.1f s; verify %s; %d calls served as aoti_load_package "
-          "serves them; %d bad calls refused" % (name, torch.__version__, compile_s, got, served, len(bad)))
+          "serves them; %d bad calls refused%s" % (name, torch.__version__, compile_s, got, served, len(bad), extra))
     return 0
+
+
+def check_other_packages(cli, work, program, package, scripted):
+    """Packages optrace did not compile, or cannot load: a package without optrace's metadata loads
+    and verifies (its guard says what it cannot check); a package whose compiled model needs a
+    symbol this libtorch lacks (as one compiled for a newer libtorch does) and a file that is no
+    package are one-line errors, and leave nothing in /tmp."""
+    import shutil
+    import zipfile
+
+    observations = os.path.join(work, "observations.json")
+    plain = os.path.join(work, "plain.pt2")
+    torch._inductor.aoti_compile_and_package(program, package_path=plain)
+    run = subprocess.run([cli, "verify", plain, observations, "--reference", scripted, "--runs", "0"],
+                         capture_output=True, text=True)
+    if run.returncode != 0 or "note: the package has no optrace.guard metadata" not in run.stderr:
+        fail("a package without optrace's metadata: exit %d, %s%s" % (run.returncode, run.stderr, run.stdout))
+
+    def refused(path, pattern):
+        run = subprocess.run([cli, "verify", path, observations], capture_output=True, text=True)
+        line = run.stderr
+        if run.returncode != 2 or line.count("\n") != 1 or not re.search(pattern, line):
+            fail("optrace verify %s: exit %d, %r does not match %r" % (path, run.returncode, line, pattern))
+        return line
+
+    # A compiled model that calls a function this libtorch does not have: what a package compiled
+    # for a newer libtorch is to an older one (AOTInductor's shim grows with each release).
+    source = os.path.join(work, "newer.c")
+    library = os.path.join(work, "newer.so")
+    with open(source, "w") as f:
+        f.write("void aoti_torch_from_a_newer_libtorch(void);\nvoid call_it(void) { aoti_torch_from_a_newer_libtorch(); }\n")
+    subprocess.run([shutil.which("gcc") or "cc", "-shared", "-fPIC", "-o", library, source], check=True)
+    newer = os.path.join(work, "newer.pt2")
+    with zipfile.ZipFile(package) as z, zipfile.ZipFile(newer, "w", zipfile.ZIP_STORED) as out:
+        for info in z.infolist():
+            out.writestr(info, open(library, "rb").read() if info.filename.endswith(".so") else z.read(info.filename))
+    line = refused(newer, r"newer.pt2: IoError: AOTInductor cannot load it as a package: .*undefined symbol: "
+                          r"aoti_torch_from_a_newer_libtorch$")
+    folder = re.search(r"(/tmp/[A-Za-z0-9]{6})/data/aotinductor/", line)
+    if folder and os.path.exists(folder.group(1)):
+        fail("the loader's extraction folder %s was left behind" % folder.group(1))
+    refused(scripted, r"model.pt: IoError: not an AOTInductor package: a zip archive without data/aotinductor/model/")
+    return "a package without metadata verified, a package for a newer libtorch and a TorchScript file refused"
 
 
 def describe(a, k):
