@@ -14,6 +14,7 @@
 #include <optrace/detail/aoti/guard.hpp>
 #include <optrace/detail/aoti/zip_names.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/observer/recorder.hpp>
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/dynamic_shapes.hpp>
 #include <optrace/error.hpp>
@@ -36,7 +37,9 @@
 #include <optional>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -372,6 +375,42 @@ inline std::pair<std::vector<c10::IValue>, Kwargs> split(const Arguments& a) {
   return {a.args, std::move(kwargs)};
 }
 
+// A C++ module's typed forward (a TORCH_MODULE holder or a shared_ptr to an nn::Module
+// subclass, as InputObserver takes): the call's IValues put in forward's order (positional ones
+// first, keyword ones by `names`, forward's argument names as the observation file has them),
+// each converted to its parameter's type (IValue::to).
+template <class T>
+struct forward_signature;
+template <class C, class R, class... A>
+struct forward_signature<R (C::*)(A...)> {
+  using args = std::tuple<std::decay_t<A>...>;
+};
+template <class C, class R, class... A>
+struct forward_signature<R (C::*)(A...) const> : forward_signature<R (C::*)(A...)> {};
+
+template <class Module, class Args, size_t... I>
+c10::IValue call_forward_with(Module& m, std::vector<c10::IValue>& ordered, std::index_sequence<I...>) {
+  return c10::IValue(m->forward(std::move(ordered[I]).template to<std::tuple_element_t<I, Args>>()...));
+}
+
+template <class Module>
+c10::IValue call_forward(Module& m, const std::vector<c10::IValue>& args, const Kwargs& kwargs,
+                         const std::vector<std::string>& names) {
+  using Impl = std::decay_t<decltype(*m)>;
+  using Args = typename forward_signature<decltype(&Impl::forward)>::args;
+  constexpr size_t n = std::tuple_size_v<Args>;
+  if (args.size() > n) raise<ArgumentError>("the reference's forward takes ", n, " arguments; the call gives ", args.size());
+  std::vector<c10::IValue> ordered(n);
+  for (size_t i = 0; i < args.size(); ++i) ordered[i] = args[i];
+  for (const auto& [name, value] : kwargs) {
+    auto at = std::find(names.begin(), names.end(), name);
+    if (at == names.end() || static_cast<size_t>(at - names.begin()) >= n)
+      raise<ArgumentError>("the reference's forward has no argument '", name, "' (the observed names: ", names.size(), ")");
+    ordered[static_cast<size_t>(at - names.begin())] = value;
+  }
+  return call_forward_with<Module, Args>(m, ordered, std::make_index_sequence<n>{});
+}
+
 template <class F>
 double median_ms(int runs, F&& f) {
   std::vector<double> ms;
@@ -393,6 +432,7 @@ optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Obser
   report.device = device.str();
   report.with_reference = reference != nullptr;
   auto history = obs.history();
+  const std::vector<std::string> names = pkg.argument_names();
   c10::InferenceMode inference;
   for (size_t k = 0; k < history.size(); ++k) {
     VerifyResult r;
@@ -430,8 +470,9 @@ optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Obser
       if (options.timed_runs() > 0) r.package_ms = median_ms(options.timed_runs(), [&] { pkg.loader().run(flat); });
       if (reference) {
         stage = "the reference";
-        auto run_reference = [&] {
+        auto run_reference = [&]() -> c10::IValue {
           if constexpr (std::is_same_v<Reference, torch::jit::Module>) return reference->forward(args, kwargs);
+          else if constexpr (has_arrow_forward<Reference>::value) return call_forward(*reference, args, kwargs, names);
           else return c10::IValue((*reference)(args, kwargs));
         };
         want = run_reference();
@@ -466,7 +507,9 @@ optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Obser
 namespace optrace::aoti {
 
 /// Runs every signature in the observation file's history through the package and through
-/// `reference` (a torch::jit::Module, or any callable taking (std::vector<c10::IValue>,
+/// `reference` (a torch::jit::Module; a TORCH_MODULE holder or shared_ptr to an nn::Module
+/// subclass, whose typed forward gets the arguments in its order, keyword ones placed by the
+/// package's argument names; or any callable taking (std::vector<c10::IValue>,
 /// std::unordered_map<std::string, c10::IValue>) and returning what forward does), on inputs
 /// materialized from the recorded specs, and compares the outputs with replay's check-mode
 /// tolerance. A signature the guard refuses is `refused`: the package must be exported with

@@ -159,6 +159,9 @@ def main(name, observe_tool, serve_tool, work, cli=None):
     if sum(r["calls"] for r in report["signatures"]) != doc["calls"]["total"]:
         fail("verify counted %d calls, the file %d" % (sum(r["calls"] for r in report["signatures"]), doc["calls"]["total"]))
 
+    if name == "positional" and "C++ module reference: 3 ok, 0 mismatch" not in run.stdout:
+        fail("verify against the C++ module (x + y) did not find every signature ok")
+
     # The command line: the same verdicts, exit status 1 when one is not ok.
     if cli:
         cli_json = os.path.join(work, "cli_verify.json")

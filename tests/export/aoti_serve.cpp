@@ -4,7 +4,7 @@
 //
 // As an application would: loads the package (optrace::aoti::Package) and the TorchScript module
 // it replaces, verifies the package on every observed signature against the module
-// (OUT_DIR/verify.json), serves the calls of CALLS.pt through an InputObserver<Package> and saves
+// (OUT_DIR/verify.json; for the positional scenario's package, against a C++ module too), serves the calls of CALLS.pt through an InputObserver<Package> and saves
 // their outputs (OUT_DIR/outputs.pt, torch::pickle_save; None for a call it refuses) and the served traffic
 // (OUT_DIR/served.json), which it then verifies without a reference; and calls the package with
 // each input of BAD_CALLS.pt, which the guard must refuse: the one-line messages go to
@@ -15,6 +15,7 @@
 
 #include <torch/script.h>
 #include <torch/serialize.h>
+#include <torch/torch.h>
 
 #include <fstream>
 #include <iostream>
@@ -23,6 +24,13 @@
 #include <vector>
 
 namespace {
+
+// The positional scenario's model (x + y) as a C++ module: verify takes any module the observer
+// takes as its reference, a typed forward too.
+struct AddImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x, torch::Tensor y) { return x + y; }
+};
+TORCH_MODULE(Add);
 
 using Call = std::pair<std::vector<c10::IValue>, std::unordered_map<std::string, c10::IValue>>;
 
@@ -65,6 +73,10 @@ int main(int argc, char** argv) {
     optrace::aoti::VerifyReport report = optrace::aoti::verify(pkg, observations, module, options);
     std::cout << "verify: " << report.summary() << "\n" << report.table();
     write(out + "/verify.json", report.to_json());
+    if (pkg.signature() == "(x, y)") {
+      Add add;
+      std::cout << "C++ module reference: " << optrace::aoti::verify(pkg, observations, add, options).summary() << "\n";
+    }
 
     optrace::InputObserver<optrace::aoti::Package> served(pkg);
     c10::impl::GenericList outputs(c10::AnyType::get());
