@@ -8,6 +8,7 @@
 #include <optrace/replay.hpp>
 #endif
 
+#include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cstdint>
@@ -315,6 +316,13 @@ inline void parse_replay(const Args& args, Invocation& inv) {
 }
 #endif
 
+// cpu, cuda or cuda:N: what verify's c10::Device takes (checked here, where the front end parses too).
+inline bool is_verify_device(const std::string& d) {
+  if (d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 7) return false;  // cuda:0 to cuda:99
+  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 inline void parse_verify(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -337,7 +345,7 @@ inline void parse_verify(const Args& args, Invocation& inv) {
     else inv.inputs.push_back(a);
   }
   if (inv.inputs.size() != 2) throw UsageError("verify needs PACKAGE.pt2 and OBSERVATIONS.json");
-  if (!inv.device.empty() && inv.device != "cpu" && inv.device.rfind("cuda", 0) != 0)
+  if (!inv.device.empty() && !is_verify_device(inv.device))
     throw UsageError("--device needs cpu, cuda or cuda:N, got '" + inv.device + "'");
 }
 

@@ -35,6 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case cli::Command::replay: ok = ok || (inv.inputs.size() == 1 && !(inv.all_rows && inv.failures_only)); break;
       case cli::Command::convert: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && known_format(inv.to)); break;
       case cli::Command::merge: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && known_format(inv.to)); break;
+      case cli::Command::verify:
+        ok = ok || (inv.inputs.size() == 2 && (inv.device.empty() || cli::detail::is_verify_device(inv.device)) &&
+                    inv.int_low < inv.int_high && inv.runs >= 0);
+        break;
       case cli::Command::none: break;
     }
     if (!ok) optrace_fuzz::property_failed("parse_args accepted a command line main cannot run");
