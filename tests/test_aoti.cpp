@@ -107,6 +107,7 @@ TEST_CASE("aoti: nested specs, None and outputs rebuilt", "[aoti]") {
 TEST_CASE("aoti: the guard refuses what the package was not compiled for, by torch's rules", "[aoti]") {
   Guard g = Guard::parse(kGuard);
   CHECK(g.unchecked.empty());
+  CHECK(g.arg_names == std::vector<std::string>{"x", "mask", "n"});
   at::Tensor x = torch::ones({3, 8}), m = torch::ones({6, 4});
   CHECK(refusal(g, {x, m}) == "");
   // torch allows 0 and 1 where the lower bound is 2 or less: so does the guard.

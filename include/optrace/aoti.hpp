@@ -88,7 +88,7 @@ class Package {
       if (found != state_->metadata.end()) {
         guard = detail::aoti::Guard::parse(found->second);
         state_->guarded = true;
-        names = arg_names(found->second);
+        names = guard.arg_names;
       } else {
         guard.unchecked.push_back("the package has no optrace.guard metadata (not compiled with compile_package.py): "
                                   "only the number and structure of its inputs are checked");
@@ -218,16 +218,6 @@ class Package {
   static std::string first_line(const std::string& s) {
     std::string line = s.substr(0, s.find('\n'));
     return line.empty() ? "unknown error" : line;
-  }
-
-  // The names of the arguments in forward's order, from the guard's "arg_names".
-  static std::vector<std::string> arg_names(const std::string& guard_text) {
-    auto doc = json::Document::parse(guard_text);
-    std::vector<std::string> names;
-    json::Node n = doc->root();
-    if (doc->root().find("arg_names", n))
-      for (json::Node name : n.array()) names.emplace_back(name.as_string());
-    return names;
   }
 
   std::shared_ptr<State> state_;

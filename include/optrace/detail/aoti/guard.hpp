@@ -53,6 +53,7 @@ struct Guard {
   std::vector<GuardInput> inputs;
   std::map<std::string, std::pair<int64_t, std::optional<int64_t>>> symbols;
   std::vector<std::string> unchecked;  ///< what this guard cannot check, for the user
+  std::vector<std::string> arg_names;  ///< the arguments in forward's order, as observed (may be empty)
 
   static Guard parse(std::string_view text) {
     auto doc = json::Document::parse(text);
@@ -62,6 +63,9 @@ struct Guard {
       throw JsonError("/version", "guard metadata version " + std::to_string(version) + "; this optrace reads version " +
                                       std::to_string(kGuardVersion));
     Guard g;
+    json::Node names = root;
+    if (root.find("arg_names", names))
+      for (json::Node name : names.array()) g.arg_names.emplace_back(name.as_string());
     for (json::Node in : root["inputs"].array()) {
       GuardInput input;
       input.path = std::string(in["path"].as_string());
