@@ -41,9 +41,7 @@ int main(int argc, char** argv) {
   optrace::aoti::Package pkg(argv[1]);
   optrace::Observations obs = optrace::load_observations(argv[2]);
   optrace::Arguments a = obs.materialize_signature(0, optrace::MaterializeOptions().int_range(0, 8));
-  std::vector<c10::IValue> args = a.args;
-  std::unordered_map<std::string, c10::IValue> kwargs;
-  for (const auto& item : a.kwargs) kwargs.emplace(item.key(), item.value());
+  auto [args, kwargs] = optrace::detail::aoti::split(a);  // as verify passes them
   c10::InferenceMode inference;
   const std::vector<at::Tensor> flat = pkg.prepare(args, kwargs);
   const std::vector<at::Tensor> out = pkg.loader().run(flat);
