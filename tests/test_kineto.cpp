@@ -6,6 +6,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <limits>
@@ -1020,4 +1022,172 @@ TEST_CASE("kineto: a trace read in pieces on several threads is the trace read w
     CHECK(one.report.to_string() == two.report.to_string());
     CHECK(kineto::parse(std::string_view(optrace::detail::read_file(path)), kineto::ImportOptions().threads(3)).trace == one.trace);
   }
+}
+
+namespace {
+
+// The bytes of `text` as a FileReader hands them: `step` at a time at most, counting rewinds.
+struct TextReader {
+  std::string text;
+  size_t step = 4096;
+  size_t at = 0;
+  int rewinds = 0;
+  size_t read(char* into, size_t n) {
+    const size_t k = std::min({n, step, text.size() - at});
+    std::memcpy(into, text.data() + at, k);
+    at += k;
+    return k;
+  }
+  void rewind() {
+    at = 0;
+    ++rewinds;
+  }
+};
+
+// What streaming `text` in pieces of `piece_bytes` gives, as read_in_pieces writes it; `whole`
+// is set when it fell back to reading the text whole, `rewinds` to the reads again.
+std::string stream(const std::string& text, size_t piece_bytes, int threads, bool* whole = nullptr, int* rewinds = nullptr) {
+  TextReader reader{text};
+  bool fell_back = false;
+  std::string out;
+  try {
+    const kineto::ImportOptions options = kineto::ImportOptions().threads(threads);
+    auto r = optrace::detail::kineto::import_stream(
+        reader, options, optrace::detail::live_catalog(),
+        [&] {
+          fell_back = true;
+          std::string data = text;
+          return optrace::detail::kineto::import_text(data, options, optrace::detail::live_catalog());
+        },
+        piece_bytes);
+    out = r.trace.to_json() + r.report.to_string();
+  } catch (const optrace::Error& e) {
+    out = std::string("error: ") + e.what();
+  }
+  if (whole != nullptr) *whole = fell_back;
+  if (rewinds != nullptr) *rewinds = reader.rewinds;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("kineto: a trace streamed in pieces of bounded size is the trace read whole", "[kineto]") {
+  SECTION("real traces and an object with keys after the events, a bare list; one thread or two") {
+    std::vector<std::string> texts;
+    for (const char* name : {"mtia_inference.pt.trace.json.gz", "rocm_minitoy_train.pt.trace.json.gz"})
+      texts.push_back(optrace::detail::read_file_maybe_gzip(optrace_test::data_path(std::string("kineto/") + name)));
+    const std::vector<std::string> events = many_events(400);
+    texts.push_back(profiler_layout(events));
+    std::string list = "[\n  ";
+    for (size_t k = 0; k < events.size(); ++k) list += (k ? ",\n  " : "") + events[k];
+    texts.push_back(list + "\n]\n");
+    for (const std::string& text : texts) {
+      const std::string whole = read_in_pieces(text, 1);
+      REQUIRE(whole.rfind("error", 0) != 0);
+      for (size_t piece : {size_t(700), size_t(4096), size_t(64 * 1024)}) {
+        for (int threads : {1, 2, 3}) {
+          INFO("piece " << piece << ", threads " << threads);
+          bool fell_back = true;
+          CHECK(stream(text, piece, threads, &fell_back) == whole);
+          CHECK(fell_back == false);
+        }
+      }
+    }
+  }
+  SECTION("a thread's ops out of start order: read again, keeping the records") {
+    // Two copies of the events, the second shifted back in time: its ops start before the
+    // first copy's on the same threads.
+    std::vector<std::string> events = many_events(200);
+    std::vector<std::string> earlier;
+    for (int k = 0; k < 200; ++k)
+      earlier.push_back(op("aten::mul", -10.0 * k - 10, 5, in("[[2, 4], [2, 4]]", R"(["float", "float"])"), 1 + k % 2));
+    events.insert(events.end(), earlier.begin(), earlier.end());
+    const std::string text = profiler_layout(events);
+    const std::string whole = read_in_pieces(text, 1);
+    CHECK(whole.find("mul.Tensor") != std::string::npos);
+    int rewinds = 0;
+    bool fell_back = true;
+    CHECK(stream(text, 2048, 2, &fell_back, &rewinds) == whole);
+    CHECK(rewinds == 1);
+    CHECK(fell_back == false);
+    // In order, nothing is read twice.
+    CHECK(stream(profiler_layout(many_events(200)), 2048, 2, &fell_back, &rewinds) == read_in_pieces(profiler_layout(many_events(200)), 1));
+    CHECK(rewinds == 0);
+  }
+  SECTION("what streaming cannot cut: one line, no boundary, a cut inside an event") {
+    std::string one_line = "{\"traceEvents\": [";
+    const std::vector<std::string> events = many_events(300);
+    for (size_t k = 0; k < events.size(); ++k) one_line += (k ? ", " : "") + events[k];
+    one_line += "]}";
+    // Without a boundary, what is read grows until one is found: here, to the end.
+    CHECK(stream(one_line, 1024, 2) == read_in_pieces(one_line, 1));
+    // Cuts that are no boundary between events (objects in a list inside an event).
+    std::string objects;
+    for (int k = 0; k < 300; ++k) objects += (k ? ",\n  " : "") + std::string("{\"id\": ") + std::to_string(k) + "}";
+    std::vector<std::string> inner = many_events(300);
+    inner[inner.size() / 2] = R"({"ph": "X", "cat": "user_annotation", "name": "a", "pid": 7, "tid": 1, "ts": 1, "dur": 1, "args": {"l": [)" + objects + "]}}";
+    const std::string nested = profiler_layout(inner);
+    CHECK(stream(nested, 1024, 2) == read_in_pieces(nested, 1));
+  }
+  SECTION("malformed traces give the whole read's error") {
+    std::vector<std::string> events = many_events(300);
+    std::vector<std::string> bad_ts = events;
+    bad_ts[bad_ts.size() * 3 / 4] = R"({"ph": "X", "cat": "cpu_op", "name": "aten::neg", "pid": 7, "tid": 1, "ts": "x", "dur": 1})";
+    std::vector<std::string> bad_dims = events;  // malformed where only decoding reads
+    bad_dims[bad_dims.size() * 3 / 4] = op("aten::exp", 1e9, 1, in("[[2, 4]", R"(["float"])"));
+    const std::string good = profiler_layout(events);
+    const std::string texts[] = {profiler_layout(bad_ts), profiler_layout(bad_dims), good.substr(0, good.rfind("\n  ]")) + "\n}\n",
+                                 good.substr(0, good.size() - 3) + "]\n", good.substr(0, good.size() / 2),
+                                 good.substr(0, good.size() / 2) + "\"" + good.substr(good.size() / 2)};
+    for (const std::string& text : texts) {
+      const std::string whole = read_in_pieces(text, 1);
+      INFO(whole);
+      CHECK(whole.rfind("error: ", 0) == 0);
+      for (int threads : {1, 2}) CHECK(stream(text, 2048, threads) == whole);
+    }
+  }
+}
+
+TEST_CASE("kineto: load streams large and compressed traces", "[kineto]") {
+  namespace dk = optrace::detail::kineto;
+  std::string text = profiler_layout(many_events(30000));
+  REQUIRE(text.size() > dk::kStreamPlainAbove);
+  const std::string plain = write_temp("kineto_stream.pt.trace.json", text);
+  const std::string gz = write_temp("kineto_stream.pt.trace.json.gz", text, true);
+  // Two gzip members, as `cat a.gz b.gz` makes them: one stream.
+  const size_t half = text.size() / 2;
+  const std::string two = write_temp("kineto_stream_two.pt.trace.json.gz",
+                                     optrace::detail::gzip(text.substr(0, half)) + optrace::detail::gzip(text.substr(half)));
+  const kineto::ImportResult expected = kineto::parse(text);
+  for (const std::string& path : {plain, gz, two}) {
+    INFO(path);
+    for (int threads : {1, 2}) {
+      const kineto::ImportResult r = kineto::load(path, kineto::ImportOptions().threads(threads));
+      CHECK(r.trace == expected.trace);
+      CHECK(r.report.to_string() == expected.report.to_string());
+    }
+    CHECK(kineto::load_any(path).trace == expected.trace);
+  }
+  // A truncated gzip file: the whole read's error.
+  std::string bytes = optrace::detail::read_file(gz);
+  const std::string cut = write_temp("kineto_stream_cut.pt.trace.json.gz", bytes.substr(0, bytes.size() * 2 / 3));
+  try {
+    (void)kineto::load(cut);
+    FAIL("a truncated gzip file was read");
+  } catch (const optrace::IoError& e) {
+    CHECK(std::string(e.what()).find("cannot inflate '" + cut + "': the gzip data is truncated") != std::string::npos);
+  }
+  // FileReader: the bytes, again after rewind.
+  optrace::detail::FileReader reader(two);
+  CHECK(reader.gzip());
+  std::string back(text.size() + 10, '\0');
+  size_t got = 0;
+  for (size_t n; (n = reader.read(&back[got], std::min<size_t>(back.size() - got, 70000))) > 0;) got += n;
+  CHECK(got == text.size());
+  back.resize(got);
+  CHECK(back == text);
+  reader.rewind();
+  char first[9] = {};
+  CHECK(reader.read(first, 8) == 8);
+  CHECK(std::string(first) == text.substr(0, 8));
 }

@@ -4,6 +4,9 @@
 
 #include <optrace/kineto.hpp>
 
+#include <algorithm>
+#include <cstring>
+
 namespace {
 
 // The trace and report read from `bytes` in up to `wanted` pieces (1: whole), or the error.
@@ -13,6 +16,29 @@ std::string read_in_pieces(std::string_view bytes, size_t wanted) {
   try {
     optrace::kineto::ImportResult r = optrace::detail::kineto::import_in_pieces(
         text.data(), text.size(), text.capacity(), {}, optrace::detail::live_catalog(), wanted);
+    return r.trace.to_json() + r.report.to_string();
+  } catch (const optrace::Error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// The same, streamed in pieces of `piece_bytes` (Kineto traces larger than a few MB are read so).
+std::string read_streamed(std::string_view bytes, size_t piece_bytes) {
+  struct Reader {
+    std::string_view text;
+    size_t at = 0;
+    size_t read(char* into, size_t n) {
+      const size_t k = std::min(n, text.size() - at);
+      std::memcpy(into, text.data() + at, k);
+      at += k;
+      return k;
+    }
+    void rewind() { at = 0; }
+  } reader{bytes};
+  try {
+    optrace::kineto::ImportResult r = optrace::detail::kineto::import_stream(
+        reader, optrace::kineto::ImportOptions().threads(2), optrace::detail::live_catalog(),
+        [&] { return optrace::kineto::parse(bytes); }, piece_bytes);
     return r.trace.to_json() + r.report.to_string();
   } catch (const optrace::Error& e) {
     return std::string("error: ") + e.what();
@@ -43,6 +69,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t wanted : {2, 3})
       if (read_in_pieces(optrace_fuzz::text_of(data, size), wanted) != whole)
         optrace_fuzz::property_failed("a trace read in pieces differs from the trace read whole");
+    for (size_t piece : {64, 512})
+      if (read_streamed(optrace_fuzz::text_of(data, size), piece) != whole)
+        optrace_fuzz::property_failed("a trace streamed in pieces differs from the trace read whole");
   });
   return 0;
 }

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,9 +65,41 @@ std::string_view raw_of(V& v, const PathFn& path) {
   return s;
 }
 
+// Copies of short texts that stay where they are: a streamed trace's keys, kept after the piece of
+// the trace they were read from is gone.
+class TextArena {
+ public:
+  std::string_view keep(std::string_view s) {
+    if (s.empty()) return s;
+    if (s.size() > kBlock / 4) {  // long: a block of its own
+      large_.emplace_back(new char[s.size()]);
+      std::memcpy(large_.back().get(), s.data(), s.size());
+      return std::string_view(large_.back().get(), s.size());
+    }
+    if (blocks_.empty() || kBlock - used_ < s.size()) {
+      blocks_.emplace_back(new char[kBlock]);
+      used_ = 0;
+    }
+    char* at = blocks_.back().get() + used_;
+    std::memcpy(at, s.data(), s.size());
+    used_ += s.size();
+    return std::string_view(at, s.size());
+  }
+
+ private:
+  static constexpr size_t kBlock = 64 * 1024;
+  std::vector<std::unique_ptr<char[]>> blocks_, large_;
+  size_t used_ = kBlock;  // in the last block
+};
+
 class Importer {
  public:
-  explicit Importer(const ImportOptions& options, const OpCatalog& catalog) : options_(options), catalog_(catalog) {}
+  // `parser`: one to read with, kept by the caller across reads (a streamed trace's pieces reuse
+  // their parsers' memory); the importer's own when null.
+  explicit Importer(const ImportOptions& options, const OpCatalog& catalog, od::parser* parser = nullptr)
+      : options_(options), catalog_(catalog), parser_(parser != nullptr ? parser : &own_parser_) {}
+  Importer(const Importer&) = delete;
+  Importer& operator=(const Importer&) = delete;
 
   // Reads a whole trace and finishes it.
   ImportResult run(const char* data, size_t size, size_t capacity) {
@@ -78,7 +111,7 @@ class Importer {
   // Returns where the document goes on after the events list: its next structural character,
   // or nullptr at the end of the document (what import_in_pieces checks a piece by).
   const char* read(const char* data, size_t size, size_t capacity) {
-    return walk_events(parser_, data, size, capacity,
+    return walk_events(*parser_, data, size, capacity,
                        [this](od::array& events, const std::string& base) { read_events(events, base); });
   }
 
@@ -419,20 +452,9 @@ class Importer {
 
  public:
   // What the events read make: outermost calls kept, decoded, counted. Called once, after read()
-  // (and absorb()).
+  // (and absorb()), or after take() has folded a streamed trace's pieces.
   ImportResult finish() {
-    infos_.reserve(sources_.size() + sources_.size() / 4 + 8);  // and the keys under context rules, unmoved
-    infos_.resize(sources_.size());
-    for (size_t key = 0; key < sources_.size(); ++key) {
-      const KeySource& source = sources_[key];
-      if (!source.dropped) continue;
-      KeyInfo& info = infos_[key];
-      info.status = Status::Dropped;
-      info.blocks = false;
-      std::string overload;
-      if (!source.raw.overload.empty()) overload = std::string(json::Document::parse(source.raw.overload)->root().as_string());
-      info.dropped_op = display_name(source.name, overload);
-    }
+    grow_infos();
     // Nesting, per thread: ops in start order, a parent before the children that share its start.
     std::vector<uint32_t> order(records_.size());
     for (uint32_t k = 0; k < order.size(); ++k) order[k] = k;
@@ -444,111 +466,256 @@ class Importer {
       if (x.end != y.end) return x.end > y.end;
       return x.index < y.index;
     };
-    // A one-thread trace usually comes in this order already: checked in one pass before sorting
-    // (here and for `kept` below).
+    // A one-thread trace usually comes in this order already: checked in one pass before sorting.
     if (!std::is_sorted(order.begin(), order.end(), by_start)) std::sort(order.begin(), order.end(), by_start);
-    std::vector<uint32_t> kept;
-    kept.reserve(records_.size());
-    uint32_t thread = UINT32_MAX;
-    int64_t open_start = 0, open_end = 0;
-    bool open = false;
-    // Decomposed ops open around the current event, outermost first: the context of the
-    // reference tracer's context rules (dispatcher.hpp), as OpTracer keeps it.
-    struct Open {
-      int64_t start, end;
-      const OpInfo* op;
-    };
-    std::vector<Open> composites;
-    std::vector<const OpInfo*> context;
-    std::map<std::pair<uint32_t, const void*>, uint32_t> within_keys;  // (key, rule) -> key
-    for (uint32_t k : order) {
-      EventRec& r = records_[k];
-      if (r.thread != thread) {
-        thread = r.thread;
-        open = false;
-        composites.clear();
-      }
-      if (infos_[r.key].status == Status::Dropped) {
-        kept.push_back(k);
-        continue;
-      }
-      if (open && r.ts >= open_start && r.end <= open_end) {
-        report_.nested += r.count;
-        continue;
-      }
-      while (!composites.empty() && !(r.ts >= composites.back().start && r.end <= composites.back().end))
-        composites.pop_back();
-      if (info_of(r.key).rebuild.best != nullptr) {
-        context.clear();
-        for (const Open& o : composites) context.push_back(o.op);
-        // The trace does not tell the engine's own calls from a backward formula's: engine rules
-        // are not applied.
-        if (const OpInfo::Rule* rule = infos_[r.key].rebuild.best->rule_within(context, [] { return false; })) {
-          auto [it, fresh] = within_keys.emplace(std::make_pair(r.key, static_cast<const void*>(rule)), 0);
-          if (fresh) {
-            it->second = static_cast<uint32_t>(infos_.size());
-            const KeySource& source = sources_[r.key];  // a plain key: only those have a rebuild
-            KeyInfo within = decode_within(infos_[r.key], *rule, source.name, source.raw, events_path_, source.index, options_);
-            infos_.push_back(std::move(within));
-          }
-          r.key = it->second;
-        }
-      }
-      const KeyInfo& info = infos_[r.key];
-      if (info.blocks) {
-        open = true;
-        open_start = r.ts;
-        open_end = r.end;
-      }
-      switch (info.status) {
-        case Status::Kept: kept.push_back(k); break;
-        case Status::Decomposed:
-          report_.decomposed += r.count;
-          composites.push_back(Open{r.ts, r.end, info.decomposed});
-          break;
-        case Status::LeftOut:
-          report_.left_out += r.count;
-          note(info.reasons.front(), false, r.count, info.example);
-          break;
-        default: break;
+    for (uint32_t k : order) visit(records_[k]);
+    return emit();
+  }
+
+  // Streaming: takes in the events `piece` read from the text after what was taken before, as
+  // absorb() does, copying what the keys need (the piece's text goes), and folds the calls into
+  // the result as they come when folding (fold()): then no record of them is kept, so memory does
+  // not grow with the trace. Folding needs each thread's ops in start order (parents first, as
+  // finish() sorts them; the profiler writes them so): false when `piece` breaks it, and the
+  // caller reads the trace again without folding (finish() then sorts what take() kept).
+  bool take(const Importer& piece) {
+    if (report_.events + piece.report_.events > UINT32_MAX)
+      throw JsonError(events_path_, "more than " + std::to_string(UINT32_MAX) + " events: beyond what one import reads");
+    if (report_.events == 0 && events_path_.empty()) events_path_ = piece.events_path_;
+    const uint32_t offset = static_cast<uint32_t>(report_.events);
+    std::vector<uint32_t> thread_of;
+    thread_of.reserve(piece.threads_.size());
+    piece.threads_.for_each([&](std::string_view name, uint32_t) {
+      const uint32_t* thread = threads_.find(name);
+      thread_of.push_back(thread != nullptr ? *thread : threads_.insert(name, static_cast<uint32_t>(threads_.size())));
+    });
+    std::vector<uint32_t> key_of(piece.sources_.size());
+    for (size_t k = 0; k < piece.sources_.size(); ++k) {
+      const KeySource& source = piece.sources_[k];
+      if (!find_key(source.hash, source.name, source.raw, source.dropped, key_of[k])) {
+        KeySource kept = source;
+        kept.name = text_.keep(source.name);
+        for (std::string_view* part : {&kept.raw.dims, &kept.raw.types, &kept.raw.concrete, &kept.raw.strides,
+                                       &kept.raw.overload, &kept.raw.list_dtypes})
+          *part = text_.keep(*part);
+        kept.index += offset;
+        sources_.push_back(kept);
       }
     }
-    // First-seen order: by start time over all threads, then file order.
-    auto by_first_seen = [this](uint32_t a, uint32_t b) {
-      const EventRec& x = records_[a];
-      const EventRec& y = records_[b];
-      return x.ts != y.ts ? x.ts < y.ts : x.index < y.index;
+    grow_infos();
+    if (walks_.size() < threads_.size()) walks_.resize(threads_.size());
+    for (EventRec rec : piece.records_) {
+      rec.thread = thread_of[rec.thread];
+      rec.key = key_of[rec.key];
+      rec.index += offset;
+      if (__builtin_add_overflow(calls_, rec.count, &calls_))
+        throw JsonError(event_path_of(events_path_, rec.index) + (sources_[rec.key].dropped ? "/args/Dropped calls" : "/args/count"),
+                        "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
+      if (!fold_) {
+        records_.push_back(rec);
+        continue;
+      }
+      if (!sources_[rec.key].dropped) {
+        ThreadWalk& w = walks_[rec.thread];
+        if (w.seen && (rec.ts < w.last_ts || (rec.ts == w.last_ts && rec.end > w.last_end))) return false;
+        w.seen = true;
+        w.last_ts = rec.ts;
+        w.last_end = rec.end;
+      }
+      visit(rec);
+    }
+    report_.events += piece.report_.events;
+    report_.op_events += piece.report_.op_events;
+    report_.transparent += piece.report_.transparent;
+    saw_concrete_ = saw_concrete_ || piece.saw_concrete_;
+    return true;
+  }
+  // take() folds the calls as they come (see there).
+  void fold(bool on) { fold_ = on; }
+
+ private:
+  // Keys of calls read under a context rule (decode_within) are numbered from here, apart from
+  // the events' keys: a streamed trace adds events' keys after them.
+  static constexpr uint32_t kWithin = 1u << 31;
+
+  KeyInfo& info_at(uint32_t key) { return key & kWithin ? within_infos_[key & ~kWithin] : infos_[key]; }
+
+  // What a key's calls add up to, as visit() meets them: the result is made from these (emit),
+  // so the order calls are visited in changes nothing but the walk's own (nesting is per thread).
+  struct Tally {
+    int64_t kept = 0;  // calls kept (or dropped calls)
+    int64_t first_ts = 0;  // the first kept call: first-seen order, over all threads
+    uint32_t first_index = 0;
+    bool seen = false;
+    int64_t left_out = 0;
+    uint32_t left_thread = 0;  // the first call left out, in walk order (its example first)
+    int64_t left_ts = 0, left_end = 0;
+    uint32_t left_index = 0;
+    bool left_seen = false;
+  };
+  Tally& tally_at(uint32_t key) { return key & kWithin ? within_tallies_[key & ~kWithin] : tallies_[key]; }
+
+  // One thread's walk: the kept op that hides what starts inside it, and the decomposed ops open
+  // around the current event, outermost first (the context of the reference tracer's context
+  // rules, dispatcher.hpp, as OpTracer keeps it).
+  struct Open {
+    int64_t start, end;
+    const OpInfo* op;
+  };
+  struct ThreadWalk {
+    bool open = false;
+    int64_t open_start = 0, open_end = 0;
+    std::vector<Open> composites;
+    bool seen = false;  // take(): the last op event folded, to check the order
+    int64_t last_ts = 0, last_end = 0;
+  };
+
+  // Infos and tallies for every key read so far (a dropped-calls key's info is made here).
+  void grow_infos() {
+    for (size_t key = infos_.size(); key < sources_.size(); ++key) {
+      infos_.emplace_back();
+      tallies_.emplace_back();
+      const KeySource& source = sources_[key];
+      if (!source.dropped) continue;
+      KeyInfo& info = infos_.back();
+      info.status = Status::Dropped;
+      info.blocks = false;
+      std::string overload;
+      if (!source.raw.overload.empty()) overload = std::string(json::Document::parse(source.raw.overload)->root().as_string());
+      info.dropped_op = display_name(source.name, overload);
+    }
+    if (walks_.size() < threads_.size()) walks_.resize(threads_.size());
+  }
+
+  // One op event, in its thread's start order (a parent before the children that share its start).
+  void visit(EventRec r) {
+    ThreadWalk& w = walks_[r.thread];
+    if (infos_[r.key].status == Status::Dropped) {
+      tally_kept(r);
+      return;
+    }
+    if (w.open && r.ts >= w.open_start && r.end <= w.open_end) {
+      report_.nested += r.count;
+      return;
+    }
+    while (!w.composites.empty() && !(r.ts >= w.composites.back().start && r.end <= w.composites.back().end))
+      w.composites.pop_back();
+    if (info_of(r.key).rebuild.best != nullptr) {
+      context_.clear();
+      for (const Open& o : w.composites) context_.push_back(o.op);
+      // The trace does not tell the engine's own calls from a backward formula's: engine rules
+      // are not applied.
+      if (const OpInfo::Rule* rule = infos_[r.key].rebuild.best->rule_within(context_, [] { return false; })) {
+        auto [it, fresh] = within_keys_.emplace(std::make_pair(r.key, static_cast<const void*>(rule)), 0);
+        if (fresh) {
+          it->second = kWithin | static_cast<uint32_t>(within_infos_.size());
+          const KeySource& source = sources_[r.key];  // a plain key: only those have a rebuild
+          within_infos_.push_back(decode_within(infos_[r.key], *rule, source.name, source.raw, events_path_, source.index, options_));
+          within_tallies_.emplace_back();
+        }
+        r.key = it->second;
+      }
+    }
+    const KeyInfo& info = info_at(r.key);
+    if (info.blocks) {
+      w.open = true;
+      w.open_start = r.ts;
+      w.open_end = r.end;
+    }
+    switch (info.status) {
+      case Status::Kept: tally_kept(r); break;
+      case Status::Decomposed:
+        report_.decomposed += r.count;
+        w.composites.push_back(Open{r.ts, r.end, info.decomposed});
+        break;
+      case Status::LeftOut: {
+        report_.left_out += r.count;
+        Tally& t = tally_at(r.key);
+        t.left_out += r.count;
+        auto walk_order = [&r](const Tally& u) {  // r before u's first, in finish()'s walk
+          if (r.thread != u.left_thread) return r.thread < u.left_thread;
+          if (r.ts != u.left_ts) return r.ts < u.left_ts;
+          if (r.end != u.left_end) return r.end > u.left_end;
+          return r.index < u.left_index;
+        };
+        if (!t.left_seen || walk_order(t)) {
+          t.left_seen = true;
+          t.left_thread = r.thread;
+          t.left_ts = r.ts;
+          t.left_end = r.end;
+          t.left_index = r.index;
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+
+  void tally_kept(const EventRec& r) {
+    Tally& t = tally_at(r.key);
+    t.kept += r.count;
+    if (!t.seen || r.ts < t.first_ts || (r.ts == t.first_ts && r.index < t.first_index)) {
+      t.seen = true;
+      t.first_ts = r.ts;
+      t.first_index = r.index;
+    }
+  }
+
+  // The result, from the tallies.
+  ImportResult emit() {
+    std::vector<uint32_t> keys;
+    auto all_keys = [&](auto&& wanted) {
+      keys.clear();
+      for (uint32_t k = 0; k < tallies_.size(); ++k)
+        if (wanted(tallies_[k])) keys.push_back(k);
+      for (uint32_t k = 0; k < within_tallies_.size(); ++k)
+        if (wanted(within_tallies_[k])) keys.push_back(kWithin | k);
     };
-    if (!std::is_sorted(kept.begin(), kept.end(), by_first_seen)) std::sort(kept.begin(), kept.end(), by_first_seen);
-    std::vector<int64_t> totals(infos_.size(), 0);
-    std::vector<uint32_t> first_seen;
-    first_seen.reserve(infos_.size());
-    for (uint32_t k : kept) {
-      const EventRec& r = records_[k];
-      if (totals[r.key] == 0) first_seen.push_back(r.key);
-      totals[r.key] += r.count;
-      const KeyInfo& info = infos_[r.key];
+    // Calls left out, noted in the walk's order of each key's first.
+    all_keys([](const Tally& t) { return t.left_seen; });
+    std::sort(keys.begin(), keys.end(), [this](uint32_t a, uint32_t b) {
+      const Tally& x = tally_at(a);
+      const Tally& y = tally_at(b);
+      if (x.left_thread != y.left_thread) return x.left_thread < y.left_thread;
+      if (x.left_ts != y.left_ts) return x.left_ts < y.left_ts;
+      if (x.left_end != y.left_end) return x.left_end > y.left_end;
+      return x.left_index < y.left_index;
+    });
+    for (uint32_t key : keys) {
+      const KeyInfo& info = info_at(key);
+      note(info.reasons.front(), false, tally_at(key).left_out, info.example);
+    }
+    // Calls kept, in first-seen order: by start time over all threads, then file order.
+    all_keys([](const Tally& t) { return t.seen; });
+    std::sort(keys.begin(), keys.end(), [this](uint32_t a, uint32_t b) {
+      const Tally& x = tally_at(a);
+      const Tally& y = tally_at(b);
+      return x.first_ts != y.first_ts ? x.first_ts < y.first_ts : x.first_index < y.first_index;
+    });
+    for (uint32_t key : keys) {
+      const KeyInfo& info = info_at(key);
       if (info.status != Status::Kept) continue;
-      report_.kept += r.count;
-      if (!info.reasons.empty()) report_.incomplete += r.count;
-      for (const std::string& reason : info.reasons) note(reason, true, r.count, info.example);
+      const int64_t count = tally_at(key).kept;
+      report_.kept += count;
+      if (!info.reasons.empty()) report_.incomplete += count;
+      for (const std::string& reason : info.reasons) note(reason, true, count, info.example);
     }
     ImportResult result;
     {  // the trace's ops, counted by their names' storage (an op's name is its OpInfo's)
       std::vector<const char*> names;
-      names.reserve(first_seen.size());
-      for (uint32_t key : first_seen) names.push_back(infos_[key].status == Status::Dropped ? infos_[key].dropped_op.data() : infos_[key].op.data());
+      names.reserve(keys.size());
+      for (uint32_t key : keys) names.push_back(info_at(key).status == Status::Dropped ? info_at(key).dropped_op.data() : info_at(key).op.data());
       std::sort(names.begin(), names.end());
       result.trace.reserve(static_cast<size_t>(std::unique(names.begin(), names.end()) - names.begin()));
     }
-    for (uint32_t key : first_seen) {
-      KeyInfo& info = infos_[key];
+    for (uint32_t key : keys) {
+      KeyInfo& info = info_at(key);
       if (info.status == Status::Dropped) {
-        result.trace.add_dropped(info.dropped_op, totals[key]);
+        result.trace.add_dropped(info.dropped_op, tally_at(key).kept);
         continue;
       }
-      info.input.count = totals[key];
-      result.trace.add(info.op, std::move(info.input));  // each key once; infos_ is done with
+      info.input.count = tally_at(key).kept;
+      result.trace.add(info.op, std::move(info.input));  // each key once; the infos are done with
     }
     report_.format = "kineto";
     report_.concrete_inputs = saw_concrete_ || report_.op_events == report_.transparent;
@@ -560,7 +727,8 @@ class Importer {
   ImportOptions options_;
   const OpCatalog& catalog_;
   ImportReport report_;
-  od::parser parser_;  // the document's: names with escapes are unescaped into it (finish reads them)
+  od::parser own_parser_;
+  od::parser* parser_;  // the document's: names with escapes are unescaped into it (finish reads them)
   od::parser sub_parser_;
   std::string scratch_;
   std::string_view last_pid_, last_tid_;  // the previous op event's thread (its tokens in the document)
@@ -569,7 +737,15 @@ class Importer {
   // work, finish() included)
   StringMap<const std::vector<const OpInfo*>*, std::string_view> op_names_;
   StringMap<uint32_t> threads_;
-  std::vector<KeyInfo> infos_;  // by key; then the keys of calls under a context rule (finish)
+  // By key (deques: a reference stays valid as keys are added). Then the keys of calls read
+  // under a context rule, from kWithin.
+  std::deque<KeyInfo> infos_, within_infos_;
+  std::deque<Tally> tallies_, within_tallies_;
+  std::vector<ThreadWalk> walks_;  // by thread
+  std::vector<const OpInfo*> context_;
+  std::map<std::pair<uint32_t, const void*>, uint32_t> within_keys_;  // (key, rule) -> key
+  TextArena text_;  // take(): the keys' text, copied out of the pieces
+  bool fold_ = false;
   std::vector<KeySource> sources_;
   HashIndex key_index_;  // find_key's: hashes of the keys' parts -> key
   std::string events_path_;  // "/traceEvents" or "" (a bare list)
@@ -634,29 +810,29 @@ inline bool find_cut(const char* data, size_t size, size_t from, size_t window, 
   return false;
 }
 
-// Reads `data` (`size` bytes, `capacity` readable, writable) in up to `wanted` pieces at once.
-// `pieces_read`, when given, is set to the pieces the trace was read in (1: whole).
-inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, const ImportOptions& options,
-                                     const OpCatalog& catalog, size_t wanted, size_t* pieces_read = nullptr) {
-  if (pieces_read != nullptr) *pieces_read = 1;
-  auto whole = [&] {
-    Importer importer(options, catalog);
-    return importer.run(data, size, capacity);
-  };
+// Reads `data` (`size` bytes, `capacity` readable, writable) in up to `wanted` pieces at once,
+// each by its own importer in `importers` (made, or a fresh one on the parser of the one there;
+// the first `n` hold the pieces, in file order). `data` is a trace (an object with "traceEvents",
+// or a list of events) or, with `tail`, a list of events followed by the rest of a root object
+// ("[{...}, {...}], "key": ... }": the last piece of a streamed trace). Returns the pieces read
+// (1 where no cut was found), or 0 when a check failed or a piece threw: the caller reads the
+// text whole to name the error. The bytes are put back either way.
+inline size_t read_pieces(char* data, size_t size, size_t capacity, bool tail, size_t wanted, const ImportOptions& options,
+                          const OpCatalog& catalog, std::vector<std::unique_ptr<Importer>>& importers,
+                          std::vector<std::unique_ptr<od::parser>>& parsers) {
   size_t first = 0;
   while (first < size && is_json_space(data[first])) ++first;
   size_t last = size;
   while (last > first && is_json_space(data[last - 1])) --last;
-  if (wanted < 2 || first >= size || !(data[first] == '{' || data[first] == '[')) return whole();
+  if (first >= size || !(data[first] == '{' || (data[first] == '[' && (!tail || data[last - 1] == '}')))) return 0;
   const bool object = data[first] == '{';
-  if (object && data[last - 1] != '}') return whole();
+  if (object && data[last - 1] != '}') return 0;
   std::vector<Cut> cuts;
   for (size_t k = 1; k < wanted; ++k) {
     const size_t from = std::max(size / wanted * k, cuts.empty() ? first : cuts.back().open);
     Cut cut;
     // The first piece of an object ends "]}" and the next begins "[": two spaces at least.
     if (find_cut(data, last, from, 1 << 20, object && cuts.empty() ? 2 : 1, cut)) cuts.push_back(cut);
-    else if (cuts.empty()) return whole();
   }
   // The bytes written, to put back: brackets in the space of each cut, and over the final '}'.
   std::vector<std::pair<size_t, char>> saved;
@@ -666,7 +842,6 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
   };
   struct Piece {
     size_t begin, end;
-    std::unique_ptr<Importer> importer;
     const char* next = nullptr;
     bool read = false;
   };
@@ -681,11 +856,16 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
   }
   pieces.front().begin = 0;
   pieces.back().end = size;
-  if (object) write(last - 1, ']');
-  auto read_piece = [&](Piece& piece) {
+  // One piece of a whole trace is read as it is (what Importer::run reads).
+  const bool whole = cuts.empty() && !tail;
+  if (!whole && (object || tail)) write(last - 1, ']');
+  while (parsers.size() < pieces.size()) parsers.push_back(std::make_unique<od::parser>());
+  importers.resize(std::max(importers.size(), pieces.size()));
+  for (size_t k = 0; k < pieces.size(); ++k) importers[k] = std::make_unique<Importer>(options, catalog, parsers[k].get());
+  auto read_piece = [&](size_t k) {
+    Piece& piece = pieces[k];
     try {
-      piece.importer = std::make_unique<Importer>(options, catalog);
-      piece.next = piece.importer->read(data + piece.begin, piece.end - piece.begin, capacity - piece.begin);
+      piece.next = importers[k]->read(data + piece.begin, piece.end - piece.begin, capacity - piece.begin);
       piece.read = true;
     } catch (...) {  // the whole read names it
     }
@@ -695,27 +875,158 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
     threads.reserve(pieces.size() - 1);
     for (size_t k = 1; k < pieces.size(); ++k) {
       try {
-        threads.emplace_back(read_piece, std::ref(pieces[k]));
+        threads.emplace_back(read_piece, k);
       } catch (const std::system_error&) {  // no thread to be had: read here
-        read_piece(pieces[k]);
+        read_piece(k);
       }
     }
-    read_piece(pieces[0]);
+    read_piece(0);
     for (std::thread& t : threads) t.join();
   }
   bool ok = true;
   for (size_t k = 0; k < pieces.size() && ok; ++k) {
     const Piece& piece = pieces[k];
     if (!piece.read) ok = false;
-    else if (k == 0 && object) ok = piece.next == data + cuts[0].comma + 1;  // its written '}'
-    else if (k + 1 == pieces.size() && object) ok = piece.next != nullptr;     // before its written ']'
+    else if (whole) ok = true;
+    else if (k == 0 && object && !cuts.empty()) ok = piece.next == data + cuts[0].comma + 1;  // its written '}'
+    else if (k + 1 == pieces.size() && (object || tail)) ok = piece.next != nullptr;    // before its written ']'
     else ok = piece.next == nullptr;  // a list to its end
   }
-  for (size_t k = 1; k < pieces.size() && ok; ++k) ok = pieces[0].importer->absorb(*pieces[k].importer);
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) data[it->first] = it->second;
-  if (!ok) return whole();
-  if (pieces_read != nullptr) *pieces_read = pieces.size();
-  return pieces[0].importer->finish();
+  return ok ? pieces.size() : 0;
+}
+
+// Reads `data` (`size` bytes, `capacity` readable, writable) in up to `wanted` pieces at once.
+// `pieces_read`, when given, is set to the pieces the trace was read in (1: whole).
+inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, const ImportOptions& options,
+                                     const OpCatalog& catalog, size_t wanted, size_t* pieces_read = nullptr) {
+  if (pieces_read != nullptr) *pieces_read = 1;
+  if (wanted >= 2) {
+    std::vector<std::unique_ptr<Importer>> importers;
+    std::vector<std::unique_ptr<od::parser>> parsers;
+    const size_t n = read_pieces(data, size, capacity, false, wanted, options, catalog, importers, parsers);
+    bool ok = n >= 1;
+    for (size_t k = 1; k < n && ok; ++k) ok = importers[0]->absorb(*importers[k]);
+    if (ok) {
+      if (pieces_read != nullptr) *pieces_read = n;
+      return importers[0]->finish();
+    }
+  }
+  Importer importer(options, catalog);
+  return importer.run(data, size, capacity);
+}
+
+// Streaming: a trace read from `in` in pieces of about `piece_bytes` (per thread), each parsed
+// on its own and folded into the result (Importer::take) before the next is read, so memory
+// stays bounded by the pieces whatever the trace's size. A piece ends where an event ends: the
+// last boundary in what was read ("},\n  {", find_last_cut), its tail carried to the next.
+// `whole` reads the trace as before (all of it in memory), for what streaming cannot take: a
+// trace read in one piece anyway, no boundary (an event longer than what was read, or a layout
+// without line breaks between events; grown to 1 GiB before giving up), any piece that fails
+// (whole then names the error, or reads what a cut misread).
+inline constexpr size_t kStreamPieceBytes = 1u << 20;
+
+inline bool is_event_open_after_comma(const char* data, size_t comma, size_t open, size_t spaces) {
+  return open - (comma + 1) >= spaces && std::memchr(data + comma + 1, '\n', open - (comma + 1)) != nullptr;
+}
+
+// The last event boundary in data[0, size): as find_cut's, searched from the end.
+inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut) {
+  for (size_t p = size; p > 0;) {
+    const void* open = ::memrchr(data, '{', p);
+    if (open == nullptr) return false;
+    const size_t r = static_cast<size_t>(static_cast<const char*>(open) - data);
+    p = r;
+    size_t q = r;
+    while (q > 0 && is_json_space(data[q - 1])) --q;
+    if (q < 2 || data[q - 1] != ',' || data[q - 2] != '}') continue;
+    if (!is_event_open_after_comma(data, q - 1, r, spaces)) continue;
+    cut.comma = q - 1;
+    cut.open = r;
+    return true;
+  }
+  return false;
+}
+
+template <class Reader, class Whole>
+ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCatalog& catalog, Whole&& whole,
+                           size_t piece_bytes = kStreamPieceBytes, bool fold = true) {
+  const size_t wanted = options.threads() == 1 ? 1 : pieces_for(SIZE_MAX, options.threads());
+  size_t target = wanted * piece_bytes;
+  constexpr size_t kMaxRegion = size_t(1) << 30;
+  const size_t pad = simdjson::SIMDJSON_PADDING;
+  std::unique_ptr<char[]> buffer(new char[target + pad]);
+  size_t filled = 0;
+  bool end = false;
+  bool first = true, object = false;
+  Importer result(options, catalog);
+  result.fold(fold);
+  std::vector<std::unique_ptr<Importer>> importers;
+  std::vector<std::unique_ptr<od::parser>> parsers;
+  for (;;) {
+    while (filled < target && !end) {
+      const size_t n = in.read(buffer.get() + filled, target - filled);
+      if (n == 0) end = true;
+      filled += n;
+    }
+    std::memset(buffer.get() + filled, 0, pad);
+    if (first) {
+      if (end) return import_in_pieces(buffer.get(), filled, filled + pad, options, catalog, pieces_for(filled, options.threads()));
+      size_t at = 0;
+      while (at < filled && is_json_space(buffer[at])) ++at;
+      if (at == filled || (buffer[at] != '{' && buffer[at] != '[')) return whole();
+      object = buffer[at] == '{';
+    }
+    auto grow = [&] {
+      std::unique_ptr<char[]> bigger(new char[target * 2 + pad]);
+      std::memcpy(bigger.get(), buffer.get(), filled);
+      buffer = std::move(bigger);
+      target *= 2;
+    };
+    size_t region = filled;
+    Cut cut;
+    char saved[2] = {};
+    if (!end) {
+      if (!find_last_cut(buffer.get(), filled, first && object ? 2 : 1, cut)) {
+        if (target >= kMaxRegion) return whole();
+        grow();
+        continue;
+      }
+      std::memcpy(saved, buffer.get() + cut.comma, 2);
+      buffer[cut.comma] = ']';
+      if (first && object) buffer[cut.comma + 1] = '}';
+      region = cut.comma + (first && object ? 2 : 1);
+    }
+    const bool tail = end && object;  // the last piece of an object: its events, then the rest of it
+    const size_t n = read_pieces(buffer.get(), region, filled + pad, tail, wanted, options, catalog, importers, parsers);
+    if (n == 0) {
+      // The first piece's last boundary may lie in the keys before the events (a list of objects
+      // there, as "deviceProperties"): a longer first piece has one after them.
+      if (!first || end || target >= kMaxRegion) return whole();
+      std::memcpy(buffer.get() + cut.comma, saved, 2);
+      grow();
+      continue;
+    }
+    // An error the fold meets (an event's fields malformed where only decoding reads them) is
+    // named by the whole read, which may meet another first, as any read of the whole trace.
+    try {
+      for (size_t k = 0; k < n; ++k) {
+        if (!result.take(*importers[k])) {  // a thread's ops out of start order: read again, keeping them
+          in.rewind();
+          return import_stream(in, options, catalog, whole, piece_bytes, false);
+        }
+      }
+      if (end) return result.finish();
+    } catch (const Error&) {
+      return whole();
+    }
+    // The rest after the cut, a list of events from its '[' on.
+    const size_t from = cut.open - 1;
+    std::memmove(buffer.get(), buffer.get() + from, filled - from);
+    filled -= from;
+    buffer[0] = '[';
+    first = false;
+  }
 }
 
 // Runs the importer over `data`, growing its capacity by simdjson's padding first (no copy when

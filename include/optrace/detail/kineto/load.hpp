@@ -45,15 +45,29 @@ inline ImportResult import_file(optrace::detail::FileBytes& file, const ImportOp
   return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog, pieces_for(file.size(), options.threads()));
 }
 
+// Plain traces at least this long are streamed (import_stream); shorter ones are read from their
+// mapping, in pieces, which is as fast below it. Compressed ones are always streamed.
+inline constexpr size_t kStreamPlainAbove = 4u << 20;
+
+// A Kineto trace from `in`, streamed in bounded memory; `path`'s whole text read as before when
+// streaming cannot take it (import_stream says when).
+inline ImportResult stream_file(optrace::detail::FileReader& in, const std::string& path, const ImportOptions& options,
+                                const OpCatalog& catalog) {
+  return import_stream(in, options, catalog, [&] {
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
+    return import_text(data, options, catalog);
+  });
+}
+
 inline ImportResult load(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
-    {
+    optrace::detail::FileReader in(path);
+    if (!in.gzip() && in.file_size() < kStreamPlainAbove) {
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size())))
         return import_file(file, options, catalog);
     }
-    std::string data = optrace::detail::read_file_maybe_gzip(path);
-    return import_text(data, options, catalog);
+    return stream_file(in, path, options, catalog);
   });
 }
 
@@ -65,7 +79,14 @@ inline TraceFormat detect_format(const std::string& path) {
 
 inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
-    {
+    optrace::detail::FileReader in(path);
+    if (in.gzip() || in.file_size() >= kStreamPlainAbove) {
+      // A Kineto trace, known by its first bytes, is streamed as `load` streams it.
+      std::string head(size_t(1) << 20, '\0');
+      head.resize(in.read(head.data(), head.size()));
+      in.rewind();
+      if (!operator_inputs::looks_like(head) && surely_kineto(head)) return stream_file(in, path, options, catalog);
+    } else {
       // A plain Kineto trace, known by its first bytes, is read as `load` reads it: from its
       // mapping, in pieces, without a copy of the text or a first pass over it to tell its format.
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
