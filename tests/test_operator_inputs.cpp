@@ -369,3 +369,41 @@ TEST_CASE("operator inputs: replay honours keywords, strides and tensor lists; a
   CHECK(report.results[1].inputs.find("f32[4, 8]") != std::string::npos);
   CHECK_THROWS_AS(optrace::ReplayOptions().float_dtype(torch::kLong), optrace::ArgumentError);
 }
+
+TEST_CASE("operator inputs: a log is loaded a piece at a time, as parse reads it whole", "[operator_inputs]") {
+  // The three logs over and over (each repeat adds to the counts), a line longer than a piece,
+  // and no final line break: more than the reader's 1 MiB pieces.
+  std::string text;
+  for (int k = 0; text.size() < 3u << 20; ++k)
+    for (const char* file : {"resnet18_training.txt", "BertForMaskedLM_training.txt", "tts_angular_training.txt"})
+      text += read(optrace_test::data_path(std::string("oplogs/") + file)) + (k % 2 ? "\r\n" : "\n");
+  std::string long_list;
+  for (int k = 0; k < 300000; ++k) long_list += (k ? ", " : "") + std::to_string(k % 7);
+  text += "Operator: aten.sum.dim_IntList\ncnt: 2, ((T([2, 3], f16), [" + long_list + "]), {})";
+  const oi::ReadResult whole = oi::parse(text, "big.txt");
+  for (bool gzip : {false, true}) {
+    const std::string path = optrace_test::temp_path(gzip ? "big_oplog.txt.gz" : "big_oplog.txt");
+    optrace::detail::write_file_maybe_gzip(path, text);
+    const oi::ReadResult loaded = oi::load(path);
+    CHECK(loaded.trace == whole.trace);
+    CHECK(loaded.report.to_string() == whole.report.to_string());
+    CHECK(optrace::kineto::load_any(path).trace == whole.trace);
+    // An error past the first pieces: the same line and column.
+    std::string bad = text;
+    bad.insert(bad.rfind("Operator: aten.sum.dim_IntList"), "cnt: 1, ((T([2], f17),), {})\n");
+    optrace::detail::write_file_maybe_gzip(path, bad);
+    std::string parsed, read_back;
+    try {
+      (void)oi::parse(bad, path);
+    } catch (const optrace::TextError& e) {
+      parsed = e.what();
+    }
+    try {
+      (void)oi::load(path);
+    } catch (const optrace::TextError& e) {
+      read_back = e.what();
+    }
+    CHECK(parsed.find("f17") != std::string::npos);
+    CHECK(read_back == parsed);
+  }
+}

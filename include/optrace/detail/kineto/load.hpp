@@ -16,6 +16,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <string>
 #include <string_view>
 
@@ -80,13 +81,8 @@ inline TraceFormat detect_format(const std::string& path) {
 inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     optrace::detail::FileReader in(path);
-    if (in.gzip() || in.file_size() >= kStreamPlainAbove) {
-      // A Kineto trace, known by its first bytes, is streamed as `load` streams it.
-      std::string head(size_t(1) << 20, '\0');
-      head.resize(in.read(head.data(), head.size()));
-      in.rewind();
-      if (!operator_inputs::looks_like(head) && surely_kineto(head)) return stream_file(in, path, options, catalog);
-    } else {
+    const bool large = in.gzip() || in.file_size() >= kStreamPlainAbove;
+    if (!large) {
       // A plain Kineto trace, known by its first bytes, is read as `load` reads it: from its
       // mapping, in pieces, without a copy of the text or a first pass over it to tell its format.
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
@@ -94,9 +90,12 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       if (file.data() && !optrace::detail::is_gzip(text) && !operator_inputs::looks_like(text) && surely_kineto(text))
         return import_file(file, options, catalog);
     }
-    std::string data = optrace::detail::read_file_maybe_gzip(path);
-    if (operator_inputs::looks_like(data)) {
-      operator_inputs::ReadResult read = operator_inputs::parse(data, path);
+    // The first bytes tell a log, and a large Kineto trace: both are streamed.
+    std::string head(large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024), '\0');
+    head.resize(in.read(head.data(), head.size()));
+    in.rewind();
+    if (operator_inputs::looks_like(head)) {
+      operator_inputs::ReadResult read = op_trace::oplog::read_log(in, path);
       ImportResult result;
       result.trace = std::move(read.trace);
       result.report.format = "operator_inputs";
@@ -108,6 +107,8 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       }
       return result;
     }
+    if (large && surely_kineto(head)) return stream_file(in, path, options, catalog);
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
     TraceFormat format = detect_text(data);
     if (format == TraceFormat::Kineto) return import_text(data, options, catalog);
     if (format == TraceFormat::Unknown) {

@@ -9,6 +9,8 @@
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 
+#include <cstring>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -57,9 +59,13 @@ struct ReadResult {
 /// hf schema (`addmm.default`; other namespaces `quantized::linear.default`).
 /// Throws TextError naming source, line and column, e.g.
 /// `optrace: TextError at log.txt:2:28: expected ')' closing (args, kwargs), got the end of the line`.
-inline ReadResult parse(std::string_view text, const std::string& source = "<text>") {
-  detail::op_trace::oplog::ReadResult r = detail::op_trace::oplog::Reader(text, source).run();
-  ReadResult out;
+inline ReadResult parse(std::string_view text, const std::string& source = "<text>");
+
+}  // namespace operator_inputs
+
+namespace detail::op_trace::oplog {
+inline operator_inputs::ReadResult result_of(ReadResult r) {
+  operator_inputs::ReadResult out;
   out.trace = OpTrace::from_entries(std::move(r.ops));
   out.report.lines = r.lines;
   out.report.calls = out.trace.total_calls();
@@ -67,15 +73,52 @@ inline ReadResult parse(std::string_view text, const std::string& source = "<tex
   return out;
 }
 
-/// Reads the log at `path` (gzip-compressed or not). Throws IoError, or TextError as `parse`.
+// The log `in` reads, a piece of whole lines at a time (1 MiB, more for a longer line): memory
+// stays bounded by the longest line and the result. `source` names it in errors.
+inline operator_inputs::ReadResult read_log(FileReader& in, const std::string& source) {
+  Reader reader(source);
+  size_t size = size_t(1) << 20;
+  std::unique_ptr<char[]> buffer(new char[size]);
+  size_t filled = 0;
+  for (bool end = false; !end;) {
+    while (filled < size && !end) {
+      const size_t n = in.read(buffer.get() + filled, size - filled);
+      end = n == 0;
+      filled += n;
+    }
+    const void* newline = end ? nullptr : ::memrchr(buffer.get(), '\n', filled);
+    if (!end && newline == nullptr) {  // a line longer than the buffer
+      std::unique_ptr<char[]> bigger(new char[size * 2]);
+      std::memcpy(bigger.get(), buffer.get(), filled);
+      buffer = std::move(bigger);
+      size *= 2;
+      continue;
+    }
+    const size_t lines = end ? filled : static_cast<size_t>(static_cast<const char*>(newline) - buffer.get()) + 1;
+    reader.feed(std::string_view(buffer.get(), lines));
+    std::memmove(buffer.get(), buffer.get() + lines, filled - lines);
+    filled -= lines;
+  }
+  return result_of(reader.finish());
+}
+}  // namespace detail::op_trace::oplog
+
+namespace operator_inputs {
+
+inline ReadResult parse(std::string_view text, const std::string& source) {
+  return detail::op_trace::oplog::result_of(detail::op_trace::oplog::Reader(text, source).run());
+}
+
+/// Reads the log at `path` (gzip-compressed or not), a piece at a time: memory does not grow with
+/// the log, only with what it holds. Throws IoError, or TextError as `parse`.
 ///
 /// Example:
 ///   optrace::OpTrace trace = optrace::operator_inputs::load("resnet18_training.txt").trace;
 ///   optrace::replay(trace, optrace::ReplayOptions().device(torch::kMeta));
 inline ReadResult load(const std::string& path) {
   return detail::about_file(path, [&] {
-    const std::string text = detail::read_file_maybe_gzip(path);
-    return parse(text, path);
+    detail::FileReader in(path);
+    return detail::op_trace::oplog::read_log(in, path);
   });
 }
 

@@ -652,84 +652,98 @@ class InputIndex {
   size_t mask_ = 0, size_ = 0;
 };
 
-// Reads a whole log. `source` names it in errors ("log.txt").
+// Reads a log, whole (run) or in pieces of whole lines as they come (feed, then finish: what
+// reading a file in bounded memory does). `source` names it in errors ("log.txt").
 class Reader {
  public:
   Reader(std::string_view text, std::string source) : text_(text), source_(std::move(source)) {}
+  explicit Reader(std::string source) : source_(std::move(source)) {}
 
   ReadResult run() {
-    ReadResult out;
-    std::unordered_map<std::string, size_t> index;  // op -> position in out.ops
-    std::vector<InputIndex> seen;  // per op: its inputs by hash
-    std::optional<size_t> op;
-    std::string op_logged;
-    int64_t line_no = 0;
+    feed(text_);
+    return finish();
+  }
+
+  // Reads `text`, whole lines of the log after those fed before (the last one may lack its '\n'
+  // only at the end of the log).
+  void feed(std::string_view text) {
     size_t at = 0;
-    if (text_.size() >= 3 && text_.substr(0, 3) == "\xEF\xBB\xBF") at = 3;  // a UTF-8 byte-order mark
-    while (at < text_.size()) {
-      size_t end = text_.find('\n', at);
-      if (end == std::string_view::npos) end = text_.size();
-      std::string_view line = text_.substr(at, end - at);
+    if (line_no_ == 0 && text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") at = 3;  // a UTF-8 byte-order mark
+    while (at < text.size()) {
+      size_t end = text.find('\n', at);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(at, end - at);
       at = end + 1;
-      ++line_no;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (line.find_first_not_of(" \t") == std::string_view::npos) continue;  // blank lines (concatenated logs)
-      LineParser parser(line, source_, line_no);
-      if (line.rfind("Operator: ", 0) == 0) {
-        op_logged = std::string(line.substr(10));
-        while (!op_logged.empty() && (op_logged.back() == ' ' || op_logged.back() == '\t')) op_logged.pop_back();
-        auto name = op_of_logged(op_logged);
-        if (!name) parser.fail(10, "an operator written namespace.name.overload (aten.addmm.default)");
-        auto it = index.find(*name);
-        if (it == index.end()) {
-          it = index.emplace(*name, out.ops.size()).first;
-          out.ops.push_back(OpEntry{*name, {}, 0});
-          seen.emplace_back();
-        }
-        op = it->second;
-        continue;
-      }
-      if (line.rfind("cnt: ", 0) != 0) parser.fail(0, "'Operator: ' or 'cnt: '");
-      if (!op) parser.fail(0, "an 'Operator: ' line before the first 'cnt: ' line");
-      // cnt: N, ((args), {kwargs})
-      size_t p = 5;
-      const size_t digits = p;
-      while (p < line.size() && std::isdigit(static_cast<unsigned char>(line[p]))) ++p;
-      int64_t count = 0;
-      auto r = std::from_chars(line.data() + digits, line.data() + p, count);
-      if (p == digits || r.ec != std::errc()) parser.fail(digits, "the call count: an integer that fits 64 bits");
-      if (count < 1) parser.fail(digits, "a count of at least 1 (BackendBench's synthetic cnt: 0 lines are not calls)");
-      if (p + 2 > line.size() || line[p] != ',' || line[p + 1] != ' ') parser.fail(p, "', ' after the count");
-      ++out.lines;
-      OpInput in;
-      in.count = count;
-      try {
-        parse_call(line, p + 2, line_no, in);
-      } catch (const Unsupported& u) {
-        note_left_out(out, u.reason, line_no, op_logged, count);
-        continue;
-      }
-      OpEntry& entry = out.ops[*op];
-      if (__builtin_add_overflow(calls_, count, &calls_)) parser.fail(digits, "counts that add up to at most 2^63-1");
-      const size_t h = in.hash();
-      const bool merged = seen[*op].find(h, [&](size_t position) {
-        OpInput& existing = entry.unique_inputs[position];
-        if (!existing.same_input(in)) return false;
-        existing.count += count;
-        return true;
-      });
-      if (!merged) {
-        seen[*op].insert(h, entry.unique_inputs.size());
-        entry.unique_inputs.push_back(std::move(in));
-      }
+      ++line_no_;
+      read_line(line);
     }
+  }
+
+  ReadResult finish() {
     // An Operator: line with no (kept) input line: nothing was recorded for it.
-    out.ops.erase(std::remove_if(out.ops.begin(), out.ops.end(), [](const OpEntry& e) { return e.unique_inputs.empty(); }),
-                  out.ops.end());
-    return out;
+    out_.ops.erase(std::remove_if(out_.ops.begin(), out_.ops.end(), [](const OpEntry& e) { return e.unique_inputs.empty(); }),
+                   out_.ops.end());
+    return std::move(out_);
   }
 
  private:
+  void read_line(std::string_view line) {
+    const int64_t line_no = line_no_;
+    ReadResult& out = out_;
+    std::optional<size_t>& op = op_;  // the op of the last Operator: line
+    std::string& op_logged = op_logged_;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) return;  // blank lines (concatenated logs)
+    LineParser parser(line, source_, line_no);
+    if (line.rfind("Operator: ", 0) == 0) {
+      op_logged = std::string(line.substr(10));
+      while (!op_logged.empty() && (op_logged.back() == ' ' || op_logged.back() == '\t')) op_logged.pop_back();
+      auto name = op_of_logged(op_logged);
+      if (!name) parser.fail(10, "an operator written namespace.name.overload (aten.addmm.default)");
+      auto it = index_.find(*name);
+      if (it == index_.end()) {
+        it = index_.emplace(*name, out.ops.size()).first;
+        out.ops.push_back(OpEntry{*name, {}, 0});
+        seen_.emplace_back();
+      }
+      op = it->second;
+      return;
+    }
+    if (line.rfind("cnt: ", 0) != 0) parser.fail(0, "'Operator: ' or 'cnt: '");
+    if (!op) parser.fail(0, "an 'Operator: ' line before the first 'cnt: ' line");
+    // cnt: N, ((args), {kwargs})
+    size_t p = 5;
+    const size_t digits = p;
+    while (p < line.size() && std::isdigit(static_cast<unsigned char>(line[p]))) ++p;
+    int64_t count = 0;
+    auto r = std::from_chars(line.data() + digits, line.data() + p, count);
+    if (p == digits || r.ec != std::errc()) parser.fail(digits, "the call count: an integer that fits 64 bits");
+    if (count < 1) parser.fail(digits, "a count of at least 1 (BackendBench's synthetic cnt: 0 lines are not calls)");
+    if (p + 2 > line.size() || line[p] != ',' || line[p + 1] != ' ') parser.fail(p, "', ' after the count");
+    ++out.lines;
+    OpInput in;
+    in.count = count;
+    try {
+      parse_call(line, p + 2, line_no, in);
+    } catch (const Unsupported& u) {
+      note_left_out(out, u.reason, line_no, op_logged, count);
+      return;
+    }
+    OpEntry& entry = out.ops[*op];
+    if (__builtin_add_overflow(calls_, count, &calls_)) parser.fail(digits, "counts that add up to at most 2^63-1");
+    const size_t h = in.hash();
+    const bool merged = seen_[*op].find(h, [&](size_t position) {
+      OpInput& existing = entry.unique_inputs[position];
+      if (!existing.same_input(in)) return false;
+      existing.count += count;
+      return true;
+    });
+    if (!merged) {
+      seen_[*op].insert(h, entry.unique_inputs.size());
+      entry.unique_inputs.push_back(std::move(in));
+    }
+  }
+
   void parse_call(std::string_view line, size_t from, int64_t line_no, OpInput& in) {
     // deserialize_args strips quotes around the whole expression (f-strings put them there).
     std::string_view rest = line.substr(from);
@@ -809,6 +823,13 @@ class Reader {
   std::string_view text_;
   std::string source_;
   int64_t calls_ = 0;
+  // What the lines read so far make, and where they are.
+  ReadResult out_;
+  std::unordered_map<std::string, size_t> index_;  // op -> position in out_.ops
+  std::vector<InputIndex> seen_;  // per op: its inputs by hash
+  std::optional<size_t> op_;  // the op of the last Operator: line
+  std::string op_logged_;
+  int64_t line_no_ = 0;
 };
 
 // ---- writing ----
