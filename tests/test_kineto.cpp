@@ -1128,6 +1128,13 @@ TEST_CASE("kineto: a trace streamed in pieces of bounded size is the trace read 
     inner[inner.size() / 2] = R"({"ph": "X", "cat": "user_annotation", "name": "a", "pid": 7, "tid": 1, "ts": 1, "dur": 1, "args": {"l": [)" + objects + "]}}";
     const std::string nested = profiler_layout(inner);
     CHECK(stream(nested, 1024, 2) == read_in_pieces(nested, 1));
+    // A list of objects after the events, cut where the events list has ended: not events.
+    const std::string after = profiler_layout(many_events(300), "", ",\n  \"after\": [" + objects + "]");
+    for (int threads : {1, 2}) CHECK(stream(after, 1024, threads) == read_in_pieces(after, 1));
+    std::string list = "[\n  ";
+    for (size_t k = 0; k < inner.size(); ++k) list += (k ? ",\n  " : "") + inner[k];
+    list += "\n]\n";
+    for (int threads : {1, 2}) CHECK(stream(list, 1024, threads) == read_in_pieces(list, 1));
   }
   SECTION("malformed traces give the whole read's error") {
     std::vector<std::string> events = many_events(300);

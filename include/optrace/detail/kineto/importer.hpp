@@ -819,7 +819,7 @@ inline bool find_cut(const char* data, size_t size, size_t from, size_t window, 
 // text whole to name the error. The bytes are put back either way.
 inline size_t read_pieces(char* data, size_t size, size_t capacity, bool tail, size_t wanted, const ImportOptions& options,
                           const OpCatalog& catalog, std::vector<std::unique_ptr<Importer>>& importers,
-                          std::vector<std::unique_ptr<od::parser>>& parsers) {
+                          std::vector<std::unique_ptr<od::parser>>& parsers, const char** last_next = nullptr) {
   size_t first = 0;
   while (first < size && is_json_space(data[first])) ++first;
   size_t last = size;
@@ -893,6 +893,7 @@ inline size_t read_pieces(char* data, size_t size, size_t capacity, bool tail, s
     else ok = piece.next == nullptr;  // a list to its end
   }
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) data[it->first] = it->second;
+  if (last_next != nullptr) *last_next = pieces.back().next;
   return ok ? pieces.size() : 0;
 }
 
@@ -998,7 +999,11 @@ ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCat
       region = cut.comma + (first && object ? 2 : 1);
     }
     const bool tail = end && object;  // the last piece of an object: its events, then the rest of it
-    const size_t n = read_pieces(buffer.get(), region, filled + pad, tail, wanted, options, catalog, importers, parsers);
+    const char* next = nullptr;
+    size_t n = read_pieces(buffer.get(), region, filled + pad, tail, wanted, options, catalog, importers, parsers, &next);
+    // The events list must reach this piece's end (the cut, or the end of a bare list): if it
+    // ended before, the cut was in a list after it ("after": [{...},\n {...}]), not between events.
+    if (n > 0 && !tail) n = (first && object && !end ? next == buffer.get() + cut.comma + 1 : next == nullptr) ? n : 0;
     if (n == 0) {
       // The first piece's last boundary may lie in the keys before the events (a list of objects
       // there, as "deviceProperties"): a longer first piece has one after them.
