@@ -121,20 +121,8 @@ class Importer {
   // names the event). `piece` must outlive finish(): its keys are views into its parser.
   bool absorb(const Importer& piece) {
     const uint32_t offset = static_cast<uint32_t>(report_.events);
-    std::vector<uint32_t> thread_of;
-    thread_of.reserve(piece.threads_.size());
-    piece.threads_.for_each([&](std::string_view name, uint32_t) {
-      const uint32_t* thread = threads_.find(name);
-      thread_of.push_back(thread != nullptr ? *thread : threads_.insert(name, static_cast<uint32_t>(threads_.size())));
-    });
-    std::vector<uint32_t> key_of(piece.sources_.size());
-    for (size_t k = 0; k < piece.sources_.size(); ++k) {
-      const KeySource& source = piece.sources_[k];
-      if (!find_key(source.hash, source.name, source.raw, source.dropped, key_of[k])) {
-        sources_.push_back(source);
-        sources_.back().index += offset;
-      }
-    }
+    std::vector<uint32_t> thread_of, key_of;
+    merge_keys(piece, offset, false, thread_of, key_of);
     records_.reserve(records_.size() + piece.records_.size());
     for (EventRec rec : piece.records_) {
       if (__builtin_add_overflow(calls_, rec.count, &calls_)) return false;
@@ -483,27 +471,9 @@ class Importer {
       throw JsonError(events_path_, "more than " + std::to_string(UINT32_MAX) + " events: beyond what one import reads");
     if (report_.events == 0 && events_path_.empty()) events_path_ = piece.events_path_;
     const uint32_t offset = static_cast<uint32_t>(report_.events);
-    std::vector<uint32_t> thread_of;
-    thread_of.reserve(piece.threads_.size());
-    piece.threads_.for_each([&](std::string_view name, uint32_t) {
-      const uint32_t* thread = threads_.find(name);
-      thread_of.push_back(thread != nullptr ? *thread : threads_.insert(name, static_cast<uint32_t>(threads_.size())));
-    });
-    std::vector<uint32_t> key_of(piece.sources_.size());
-    for (size_t k = 0; k < piece.sources_.size(); ++k) {
-      const KeySource& source = piece.sources_[k];
-      if (!find_key(source.hash, source.name, source.raw, source.dropped, key_of[k])) {
-        KeySource kept = source;
-        kept.name = text_.keep(source.name);
-        for (std::string_view* part : {&kept.raw.dims, &kept.raw.types, &kept.raw.concrete, &kept.raw.strides,
-                                       &kept.raw.overload, &kept.raw.list_dtypes})
-          *part = text_.keep(*part);
-        kept.index += offset;
-        sources_.push_back(kept);
-      }
-    }
+    std::vector<uint32_t> thread_of, key_of;
+    merge_keys(piece, offset, true, thread_of, key_of);
     grow_infos();
-    if (walks_.size() < threads_.size()) walks_.resize(threads_.size());
     for (EventRec rec : piece.records_) {
       rec.thread = thread_of[rec.thread];
       rec.key = key_of[rec.key];
@@ -569,6 +539,33 @@ class Importer {
     bool seen = false;  // take(): the last op event folded, to check the order
     int64_t last_ts = 0, last_end = 0;
   };
+
+  // Maps the threads and keys `piece` read onto this importer's, the new ones added after in the
+  // piece's first-seen order, their first events numbered from `offset`: thread_of and key_of
+  // give each of the piece's own numbers. `copy_text`: a new key's text is copied (take: the
+  // piece's parser reads the next piece), else its views into the piece's document are kept.
+  void merge_keys(const Importer& piece, uint32_t offset, bool copy_text, std::vector<uint32_t>& thread_of,
+                  std::vector<uint32_t>& key_of) {
+    thread_of.reserve(piece.threads_.size());
+    piece.threads_.for_each([&](std::string_view name, uint32_t) {
+      const uint32_t* thread = threads_.find(name);
+      thread_of.push_back(thread != nullptr ? *thread : threads_.insert(name, static_cast<uint32_t>(threads_.size())));
+    });
+    key_of.resize(piece.sources_.size());
+    for (size_t k = 0; k < piece.sources_.size(); ++k) {
+      const KeySource& source = piece.sources_[k];
+      if (find_key(source.hash, source.name, source.raw, source.dropped, key_of[k])) continue;
+      KeySource kept = source;
+      if (copy_text) {
+        kept.name = text_.keep(source.name);
+        for (std::string_view* part : {&kept.raw.dims, &kept.raw.types, &kept.raw.concrete, &kept.raw.strides,
+                                       &kept.raw.overload, &kept.raw.list_dtypes})
+          *part = text_.keep(*part);
+      }
+      kept.index += offset;
+      sources_.push_back(kept);
+    }
+  }
 
   // Infos and tallies for every key read so far (a dropped-calls key's info is made here).
   void grow_infos() {
@@ -788,6 +785,12 @@ struct Cut {
   size_t comma = 0, open = 0;
 };
 
+// Whether the '{' at `open` after the ',' at `comma` opens an event: at least `spaces` whitespace
+// bytes between them, a line break among them (no string holds one: the cut is not inside a string).
+inline bool is_event_open_after_comma(const char* data, size_t comma, size_t open, size_t spaces) {
+  return open - (comma + 1) >= spaces && std::memchr(data + comma + 1, '\n', open - (comma + 1)) != nullptr;
+}
+
 // The first event boundary after `from` (within `window` bytes) with at least `spaces` whitespace
 // bytes between the comma and the '{', a line break among them (no string holds one: the cut is
 // not inside a string), or false.
@@ -801,7 +804,7 @@ inline bool find_cut(const char* data, size_t size, size_t from, size_t window, 
     if (q >= size || data[q] != ',') continue;
     size_t r = q + 1;
     while (r < size && is_json_space(data[r])) ++r;
-    if (r < size && data[r] == '{' && r - (q + 1) >= spaces && std::memchr(data + q + 1, '\n', r - (q + 1)) != nullptr) {
+    if (r < size && data[r] == '{' && is_event_open_after_comma(data, q, r, spaces)) {
       cut.comma = q;
       cut.open = r;
       return true;
@@ -926,10 +929,6 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
 // without line breaks between events; grown to 1 GiB before giving up), any piece that fails
 // (whole then names the error, or reads what a cut misread).
 inline constexpr size_t kStreamPieceBytes = 1u << 20;
-
-inline bool is_event_open_after_comma(const char* data, size_t comma, size_t open, size_t spaces) {
-  return open - (comma + 1) >= spaces && std::memchr(data + comma + 1, '\n', open - (comma + 1)) != nullptr;
-}
 
 // The last event boundary in data[0, size): as find_cut's, searched from the end.
 inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut) {
