@@ -3,6 +3,7 @@
 #include <optrace/kineto.hpp>
 
 #include "optrace_catch.hpp"
+#include "text_reader.hpp"
 
 #include <zlib.h>
 
@@ -389,6 +390,28 @@ TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
   CHECK(any.report.format == "hf_op_trace");
   CHECK(any.trace == hf);
   CHECK(kineto::load_any(gz).trace == hf);
+  // A large hf op trace is streamed, as a gzip one; a damaged one is read whole to name the error.
+  OpTrace big;
+  for (int64_t k = 0; k < 30000; ++k) {
+    optrace::OpInput input;
+    input.input_shapes = {std::vector<int64_t>{k + 1, 3}};
+    input.input_dtypes = {"torch.float32"};
+    input.non_tensor_inputs = {optrace::OpValue::none()};
+    big.add(k % 2 ? "neg.default" : "abs.default", input);
+  }
+  std::string big_text = big.to_json();
+  REQUIRE(big_text.size() >= (size_t(4) << 20));
+  const std::string big_plain = write_temp("kineto_hf_big.json", big_text), big_gz = write_temp("kineto_hf_big.json.gz", big_text, true);
+  for (const std::string& path : {big_plain, big_gz}) {
+    auto read = kineto::load_any(path);
+    CHECK(read.report.format == "hf_op_trace");
+    CHECK(read.trace == big);
+    CHECK(read.report.kept == 30000);
+  }
+  big_text.replace(big_text.rfind("\"count\": 1"), 11, "\"count\": 0");
+  const std::string damaged = write_temp("kineto_hf_damaged.json.gz", big_text, true);
+  CHECK_THROWS_WITH(kineto::load_any(damaged), OPTRACE_STARTS_WITH("optrace: " + damaged + ": JsonError at /neg.default/unique_inputs/14999/count: "
+                                                                   "expected a count of at least 1"));
   CHECK(kineto::detect_format(write_temp("kineto_other.json", R"({"a": [1]})")) == kineto::TraceFormat::Unknown);
   CHECK_THROWS_WITH(kineto::load_any(optrace_test::temp_path("kineto_other.json")),
                     "optrace: " + optrace_test::temp_path("kineto_other.json") + ": JsonError at /: expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with "
@@ -1026,28 +1049,10 @@ TEST_CASE("kineto: a trace read in pieces on several threads is the trace read w
 
 namespace {
 
-// The bytes of `text` as a FileReader hands them: `step` at a time at most, counting rewinds.
-struct TextReader {
-  std::string text;
-  size_t step = 4096;
-  size_t at = 0;
-  int rewinds = 0;
-  size_t read(char* into, size_t n) {
-    const size_t k = std::min({n, step, text.size() - at});
-    std::memcpy(into, text.data() + at, k);
-    at += k;
-    return k;
-  }
-  void rewind() {
-    at = 0;
-    ++rewinds;
-  }
-};
-
 // What streaming `text` in pieces of `piece_bytes` gives, as read_in_pieces writes it; `whole`
 // is set when it fell back to reading the text whole, `rewinds` to the reads again.
 std::string stream(const std::string& text, size_t piece_bytes, int threads, bool* whole = nullptr, int* rewinds = nullptr) {
-  TextReader reader{text};
+  optrace_test::TextReader reader{text};
   bool fell_back = false;
   std::string out;
   try {

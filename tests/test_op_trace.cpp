@@ -3,7 +3,9 @@
 #include <optrace/json/reader.hpp>
 #include <optrace/op_trace.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "optrace_catch.hpp"
+#include "text_reader.hpp"
 
 using optrace::OpInput;
 using optrace::OpTrace;
@@ -165,6 +168,30 @@ std::optional<OpTrace> fast_read(const std::string& text) {
 
 OpTrace dom_read(const std::string& text) { return OpTrace::from_document(*optrace::json::Document::parse(text)); }
 
+// What OpTrace::load makes of `text` streamed (stream_reader.hpp), unique inputs read
+// `batch_bytes` at a time, the text `step` bytes at a time: nullopt where it leaves the text to the
+// whole read.
+std::optional<OpTrace> streamed(const std::string& text, size_t batch_bytes = 1 << 20, size_t step = 4096) {
+  optrace_test::TextReader in{text, step};
+  auto ops = optrace::detail::op_trace::stream_ops(in, batch_bytes);
+  if (!ops) return std::nullopt;
+  return OpTrace::from_entries(std::move(*ops));
+}
+
+// Whether streaming `text` (in batches of 1 byte to 1 MiB, 1 byte to 4 KiB at a time) reads what
+// the fast reader reads, or leaves it to the whole read as the fast reader does.
+void check_streamed_as_fast(const std::string& text) {
+  INFO(text.substr(0, 300));
+  const std::optional<OpTrace> fast = fast_read(text);
+  for (size_t batch : {size_t(1), size_t(100), size_t(1) << 20})
+    for (size_t step : {size_t(1), size_t(7), size_t(4096)}) {
+      INFO("batch " << batch << ", step " << step);
+      const std::optional<OpTrace> got = streamed(text, batch, step);
+      REQUIRE(got.has_value() == fast.has_value());
+      if (got) CHECK(*got == *fast);
+    }
+}
+
 TEST_CASE("op trace: the fast reader reads what the DOM reader reads, or leaves it to it", "[op_trace]") {
   OpTrace extended;
   OpInput in = tensor_input({4, 2});
@@ -188,6 +215,7 @@ TEST_CASE("op trace: the fast reader reads what the DOM reader reads, or leaves 
       REQUIRE(fast.has_value());
       CHECK(*fast == dom_read(text));
       CHECK(fast->to_json() == dom_read(text).to_json());
+      check_streamed_as_fast(text);
     }
   }
   SECTION("what it does not expect goes to the DOM reader, which reads it or names what is wrong") {
@@ -199,13 +227,94 @@ TEST_CASE("op trace: the fast reader reads what the DOM reader reads, or leaves 
                                     std::string(R"({"a": {}, "a": {}})"), std::string("[]"), std::string("")}) {
       INFO(text);
       CHECK_FALSE(fast_read(text).has_value());
+      check_streamed_as_fast(text);
     }
     // Escaped key: left to the DOM reader, which reads it.
     std::string escaped = neg("");
     escaped.replace(escaped.find("\"count\""), 7, "\"c\\u006funt\"");
     CHECK_FALSE(fast_read(escaped).has_value());
+    check_streamed_as_fast(escaped);
     CHECK(OpTrace::from_json(escaped).total_calls() == 1);
   }
+}
+
+// A trace of `n` unique inputs over three ops, with tensor lists, kwargs, every kind of value, and
+// an op name JSON must escape.
+OpTrace many_inputs_trace(int n) {
+  OpTrace trace;
+  for (int k = 0; k < n; ++k) {
+    OpInput in = tensor_input({k % 97 + 1, k / 97 + 1}, k % 5 + 1);
+    if (k % 3 == 0) {
+      in.input_shapes.emplace_back(std::nullopt);
+      in.input_dtypes.emplace_back("<class 'list'>");
+      in.non_tensor_inputs.push_back(OpValue::tensor_list_ref(0));
+      in.tensor_lists.emplace_back("0", optrace::TensorListInfo{{std::vector<int64_t>{2, k}, std::nullopt}, {"torch.float32", "<class 'NoneType'>"}, {}});
+      trace.add("cat.default", std::move(in));
+    } else if (k % 3 == 1) {
+      in.kwargs.push_back({"alpha", std::nullopt, "<class 'str'>", OpValue::string("}], \"{[\\"), std::nullopt});
+      in.input_shapes.emplace_back(std::nullopt);
+      in.input_dtypes.emplace_back("<class 'list'>");
+      in.non_tensor_inputs.push_back(OpValue::list({OpValue::floating(std::nan("")), OpValue::integer(-k), OpValue::boolean(true)}));
+      trace.add("add.Tensor", std::move(in));
+    } else {
+      trace.add("we\"ird\n{op}", std::move(in));
+    }
+  }
+  trace.add_dropped("add.Tensor", 3);
+  return trace;
+}
+
+TEST_CASE("op trace: a trace streamed in batches of bounded size is the trace read whole", "[op_trace]") {
+  const OpTrace trace = OpTrace::from_json(many_inputs_trace(200).to_json());  // inputs in the file's order
+  std::string text = trace.to_json();
+  // Members the reader does not know, before and after the inputs, with brackets in strings.
+  text.insert(text.find("\"total_calls\""), R"("note": {"a": [1, "}]\"", NaN, -Infinity, {"b": [[]]}]}, )");
+  text.insert(text.rfind("\n }"), R"(, "after": ["]", {"}": 1e5}])");  // in the last op
+  CHECK(OpTrace::from_json(text) == trace);
+  for (const std::string& t : {text, trace.to_json(0), trace.to_json(3)}) check_streamed_as_fast(t);
+  // Every truncation is left to the whole read (which names the error), as are damaged frames.
+  const std::string small = many_inputs_trace(6).to_json();
+  for (size_t k = 0; k < small.size(); k += 11) check_streamed_as_fast(small.substr(0, k));
+  for (const std::string& t : {small + " x", small + "}", "[" + small + "]", std::string(R"({"a": 1})"),
+                               std::string(R"({"a": {"total_calls": 0, "unique_input_count": 0, "unique_inputs": [], "unique_inputs": []}})"),
+                               std::string(R"({"a": {"total_calls": 0, "unique_input_count": 0, "unique_inputs": {}}})"),
+                               std::string(R"({"a": {"total_calls": 1, "unique_input_count": 0, "unique_inputs": [1,]}})"),
+                               std::string(R"({"a": {"total_calls": 0 0, "unique_input_count": 0, "unique_inputs": []}})"),
+                               std::string(R"({"a": {"total_calls": 0, "unique_input_count": 0, "unique_inputs": []}, })"),
+                               std::string(R"({"a" {"total_calls": 0, "unique_input_count": 0, "unique_inputs": []}})"),
+                               std::string(R"({"a": {"total_calls": 0, "unique_input_count": 0, "unique_inputs": [], "x": [}]}})")}) {
+    CHECK_FALSE(streamed(t, 1, 1).has_value());
+    check_streamed_as_fast(t);
+  }
+}
+
+TEST_CASE("op trace: load streams gzip and large files, and names errors as before", "[op_trace]") {
+  const OpTrace trace = OpTrace::from_json(many_inputs_trace(30000).to_json());  // inputs in the file's order
+  const std::string text = trace.to_json();
+  REQUIRE(text.size() >= optrace::detail::op_trace::kStreamFromBytes);
+  const std::string plain = optrace_test::temp_path("op_trace_streamed.json"), gz = plain + ".gz";
+  trace.save(plain);
+  trace.save(gz);
+  CHECK(OpTrace::load(plain) == trace);
+  CHECK(OpTrace::load(gz) == trace);
+  CHECK(streamed(text, 4096, 1000).has_value());  // in many batches: read as streamed, not whole
+  // A negative size in the last input: the whole read names it, and the file.
+  std::string damaged = text;
+  const size_t at = damaged.rfind("\"input_shapes\": [\n     [\n      ");
+  REQUIRE(at != std::string::npos);
+  damaged.insert(at + std::strlen("\"input_shapes\": [\n     [\n      "), "-");
+  optrace::detail::write_file_maybe_gzip(plain, damaged);
+  optrace::detail::write_file_maybe_gzip(gz, damaged);
+  std::string message;
+  try {
+    OpTrace::from_json(damaged);
+  } catch (const optrace::JsonError& e) {
+    message = e.what();
+  }
+  REQUIRE(message.find(": negative size -") != std::string::npos);
+  const std::string where = message.substr(std::strlen("optrace: "));
+  CHECK_THROWS_WITH(OpTrace::load(plain), "optrace: " + plain + ": " + where);
+  CHECK_THROWS_WITH(OpTrace::load(gz), "optrace: " + gz + ": " + where);
 }
 
 TEST_CASE("op trace: errors name the JSON path and the bad value", "[op_trace]") {
@@ -304,6 +413,8 @@ TEST_CASE("op trace: readers refuse what cannot be true, the fast and the DOM on
   for (const auto& [text, message] : damaged) {
     INFO(text);
     CHECK_FALSE(fast_read(text).has_value());  // the fast reader leaves it to the DOM reader, which names it
+    CHECK_FALSE(streamed(text, 1, 1).has_value());
+    CHECK_FALSE(streamed(text).has_value());
     CHECK_THROWS_WITH(OpTrace::from_json(text), message);
   }
   // Unlisted unique inputs with calls enough for them (a tracer's bound) are dropped calls.

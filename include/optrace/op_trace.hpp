@@ -11,6 +11,7 @@
 #include <optrace/detail/op_trace/fast_reader.hpp>
 #include <optrace/detail/op_trace/hf_json.hpp>
 #include <optrace/detail/op_trace/input_checks.hpp>
+#include <optrace/detail/op_trace/stream_reader.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/op_trace_types.hpp>
@@ -190,8 +191,10 @@ class OpTrace {
     }
     return from_document(*json::Document::parse(text));  // names what is wrong
   }
-  /// Reads and parses the file at `path`. Throws IoError if it cannot be read, JsonError as
-  /// `from_json`, ArgumentError as `from_entries`; each names the file (`Error::file()`).
+  /// Reads and parses the file at `path`, gzip-compressed or not. A gzip file, or a plain one of
+  /// 4 MiB or more, is read in pieces (inflated as it goes): memory holds the trace and about
+  /// 1 MiB of its text, whatever the file's size. Throws IoError if it cannot be read, JsonError
+  /// as `from_json`, ArgumentError as `from_entries`; each names the file (`Error::file()`).
   static OpTrace load(const std::string& path) {
     return detail::about_file(path, [&] { return load_unnamed(path); });
   }
@@ -227,6 +230,14 @@ class OpTrace {
 
  private:
   static OpTrace load_unnamed(const std::string& path) {
+    {
+      // Gzip and large files are streamed (bounded memory); what streaming leaves is read whole.
+      detail::FileReader in(path);
+      if (in.gzip() || in.file_size() >= detail::op_trace::kStreamFromBytes) {
+        if (auto ops = detail::op_trace::stream_ops(in)) return from_entries(std::move(*ops));
+        if (in.gzip()) return from_json(detail::read_file_maybe_gzip(path));
+      }
+    }
     {
       detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() != nullptr && detail::is_gzip(std::string_view(file.data(), file.size())))

@@ -1,6 +1,7 @@
 // tests/fuzz/fuzz_kineto.cpp: the Kineto trace importer (kineto::parse) on arbitrary bytes, then
 // the imported trace's export and its hf JSON; and the same bytes read in pieces on threads.
 #include "harness.hpp"
+#include "../text_reader.hpp"
 
 #include <optrace/kineto.hpp>
 
@@ -24,17 +25,7 @@ std::string read_in_pieces(std::string_view bytes, size_t wanted) {
 
 // The same, streamed in pieces of `piece_bytes` (Kineto traces larger than a few MB are read so).
 std::string read_streamed(std::string_view bytes, size_t piece_bytes) {
-  struct Reader {
-    std::string_view text;
-    size_t at = 0;
-    size_t read(char* into, size_t n) {
-      const size_t k = std::min(n, text.size() - at);
-      std::memcpy(into, text.data() + at, k);
-      at += k;
-      return k;
-    }
-    void rewind() { at = 0; }
-  } reader{bytes};
+  optrace_test::TextReader reader{bytes, SIZE_MAX};
   try {
     optrace::kineto::ImportResult r = optrace::detail::kineto::import_stream(
         reader, optrace::kineto::ImportOptions().threads(2), optrace::detail::live_catalog(),

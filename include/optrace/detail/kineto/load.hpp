@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace optrace::detail::kineto {
 
@@ -78,6 +79,15 @@ inline TraceFormat detect_format(const std::string& path) {
   return detect_text(data);
 }
 
+// An hf op trace as load_any returns it.
+inline ImportResult hf_result(OpTrace trace) {
+  ImportResult result;
+  result.trace = std::move(trace);
+  result.report.format = "hf_op_trace";
+  result.report.kept = result.trace.total_calls();
+  return result;
+}
+
 inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     optrace::detail::FileReader in(path);
@@ -108,6 +118,10 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       return result;
     }
     if (large && surely_kineto(head)) return stream_file(in, path, options, catalog);
+    if (large) {
+      // An hf op trace, streamed; anything else leaves it at its first bytes and is told below.
+      if (auto ops = op_trace::stream_ops(in)) return hf_result(OpTrace::from_entries(std::move(*ops)));
+    }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     TraceFormat format = detect_text(data);
     if (format == TraceFormat::Kineto) return import_text(data, options, catalog);
@@ -117,11 +131,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       throw JsonError("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
                               probe->root().describe());
     }
-    ImportResult result;
-    result.trace = OpTrace::from_json(data);
-    result.report.format = "hf_op_trace";
-    result.report.kept = result.trace.total_calls();
-    return result;
+    return hf_result(OpTrace::from_json(data));
   });
 }
 

@@ -41,6 +41,43 @@ class FastReader {
     }
   }
 
+  // ---- parts of a trace, for the streamed reader (stream_reader.hpp) ----
+  // Each reads the JSON list `text` and returns false where the DOM reader must tell what is
+  // wrong, as `read` does.
+
+  // The list's items, unique inputs of op `entry.name`, appended to its unique_inputs and their
+  // counts added to `sum`.
+  bool read_inputs(simdjson::padded_string_view text, OpEntry& entry, int64_t& sum) {
+    return in_list(text, [&](od::value item, size_t) { add_input(item, entry, sum); });
+  }
+  // The list's one item: a string (unescaped), an integer, or any value (read to validate it).
+  bool read_string(simdjson::padded_string_view text, std::string& out) {
+    return in_list(text, [&](od::value item, size_t k) {
+      if (k > 0) throw Fail{};
+      out = std::string(get<std::string_view>(item.get_string()));
+    });
+  }
+  bool read_int(simdjson::padded_string_view text, int64_t& out) {
+    return in_list(text, [&](od::value item, size_t k) {
+      if (k > 0) throw Fail{};
+      out = get<int64_t>(item.get_int64());
+    });
+  }
+  bool read_any(simdjson::padded_string_view text) {
+    return in_list(text, [&](od::value item, size_t k) {
+      if (k > 0) throw Fail{};
+      skip(item);
+    });
+  }
+  // Whether an op's keys and counts are what the DOM reader accepts: all three keys, counts that
+  // add up (`sum`: the listed inputs' counts, `listed` of them). Sets its dropped calls.
+  static bool close_entry(OpEntry& entry, bool all_keys, int64_t total_calls, int64_t sum, int64_t counted) {
+    const int64_t listed = static_cast<int64_t>(entry.unique_inputs.size());
+    if (!all_keys || total_calls < sum || counted < listed || total_calls - sum < counted - listed) return false;
+    entry.dropped_calls = total_calls - sum;
+    return true;
+  }
+
  private:
   struct Fail {};
 
@@ -78,10 +115,7 @@ class FastReader {
       if (key == "unique_inputs") {
         if (have_inputs) throw Fail{};
         have_inputs = true;
-        for (auto item : get<od::array>(value.get_array())) {
-          entry.unique_inputs.push_back(read_input(get<od::value>(item), entry.name));
-          if (__builtin_add_overflow(sum, entry.unique_inputs.back().count, &sum)) throw Fail{};
-        }
+        for (auto item : get<od::array>(value.get_array())) add_input(get<od::value>(item), entry, sum);
       } else if (key == "total_calls") {
         if (have_total) throw Fail{};
         have_total = true;
@@ -96,11 +130,27 @@ class FastReader {
         skip(value);
       }
     }
-    const int64_t listed = static_cast<int64_t>(entry.unique_inputs.size());
-    if (!have_total || !have_count || !have_inputs || total_calls < sum || counted < listed ||
-        total_calls - sum < counted - listed)
-      throw Fail{};
-    entry.dropped_calls = total_calls - sum;
+    if (!close_entry(entry, have_total && have_count && have_inputs, total_calls, sum, counted)) throw Fail{};
+  }
+
+  void add_input(od::value v, OpEntry& entry, int64_t& sum) {
+    entry.unique_inputs.push_back(read_input(v, entry.name));
+    if (__builtin_add_overflow(sum, entry.unique_inputs.back().count, &sum)) throw Fail{};
+  }
+
+  // Calls `each(item, k)` for the k-th item of the list in `text`; false at a Fail.
+  template <class Each>
+  bool in_list(simdjson::padded_string_view text, Each&& each) {
+    try {
+      auto doc = get<od::document>(parser_.iterate(text));
+      size_t k = 0;
+      for (auto item : get<od::array>(doc.get_array())) each(get<od::value>(item), k++);
+      const char* rest = nullptr;
+      if (doc.current_location().get(rest) == simdjson::SUCCESS) throw Fail{};  // something after the list
+      return true;
+    } catch (const Fail&) {
+      return false;
+    }
   }
 
   OpInput read_input(od::value v, std::string_view name) {
