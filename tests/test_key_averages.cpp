@@ -2,6 +2,7 @@
 // threads, memory, sorting, grouping, device events and the CUDA columns, the table's text as
 // torch 2.6 printed it for the same events) and of real Kineto traces: torch 2.6's own and torch
 // 2.11's CUDA trace, with the tables torch printed in those runs.
+#include <optrace/detail/common/gzip.hpp>
 #include <optrace/key_averages.hpp>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "optrace_catch.hpp"
+#include "text_reader.hpp"
 
 namespace key_averages_test {  // (a unity group shares one translation unit: names of its own)
 
@@ -721,6 +723,67 @@ TEST_CASE("key_averages: the real traces of HolisticTraceAnalysis", "[key_averag
     CHECK(r.self_cpu_us >= 0);
     CHECK(r.self_cpu_us <= r.cpu_total_us);
   }
+}
+
+// The tables of `text` streamed in pieces of `piece_bytes` (handed 1000 bytes at a time), both
+// groupings and every column, or "" where streaming leaves the text to the whole read.
+std::string streamed_tables(const std::string& text, size_t piece_bytes) {
+  std::string out;
+  for (bool group : {false, true}) {
+    optrace_test::TextReader in{text, 1000};
+    auto read = optrace::detail::key_averages::stream_events(in, piece_bytes);
+    if (!read) return "";
+    const KeyAverages k = KeyAverages::from_events(std::move(read->events), read->memory, group, read->time_zero_ns);
+    out += k.table("", -1) + k.to_json();
+  }
+  return out;
+}
+std::string whole_tables(const std::string& text) {
+  std::string out;
+  for (bool group : {false, true}) {
+    const KeyAverages k = KeyAverages::from_kineto_text(text, group);
+    out += k.table("", -1) + k.to_json();
+  }
+  return out;
+}
+
+TEST_CASE("key_averages: a trace streamed in pieces gives the tables of the trace read whole", "[key_averages]") {
+  // Real traces: memory records, device events, baseTimeNanoseconds after the events (torch 2.6, 2.11).
+  for (const char* name : {"mtia_inference", "rocm_minitoy_train", "small_base", "torch211_cuda_train", "torch26_scripted"}) {
+    const std::string text = optrace::detail::read_file_maybe_gzip(optrace_test::data_path(std::string("kineto/") + name + ".pt.trace.json.gz"));
+    INFO(name);
+    const std::string whole = whole_tables(text);
+    for (size_t piece : {size_t(700), size_t(64) << 10}) CHECK(streamed_tables(text, piece) == whole);
+  }
+  const std::string event = R"({"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 10, "dur": 5})";
+  std::string events;
+  for (int k = 0; k < 300; ++k) events += (k ? ",\n  " : "") + event;
+  // A bare list of events; keys before and after the events.
+  const std::string list = "[\n  " + events + "\n]";
+  CHECK(streamed_tables(list, 700) == whole_tables(list));
+  const std::string keyed = "{\"schemaVersion\": 1, \"traceEvents\": [\n  " + events + "\n], \"baseTimeNanoseconds\": 1700000000000000000}";
+  CHECK(streamed_tables(keyed, 700) == whole_tables(keyed));
+  // Objects after the events, one a line: a cut among them is no event boundary. Streaming gives
+  // up there (the whole read takes the trace), and never reads them as events.
+  std::string objects;
+  for (int k = 0; k < 300; ++k) objects += (k ? ",\n  " : "") + std::string(R"({"ph": "X", "cat": "cpu_op", "name": "not an event", "ts": 1, "dur": 1})");
+  const std::string after = "{\"traceEvents\": [\n  " + events + "\n], \"after\": [\n  " + objects + "\n]}";
+  CHECK(streamed_tables(after, 700).empty());
+  CHECK(whole_tables(after).find("not an event") == std::string::npos);
+  // from_kineto_file streams a gzip file and a large plain one; a bad event past the first pieces
+  // is named by the whole read, with the file.
+  const std::string big_text = optrace::detail::read_file_maybe_gzip(optrace_test::data_path("kineto/mtia_inference.pt.trace.json.gz"));
+  REQUIRE(big_text.size() >= optrace::detail::kineto::kStreamPlainAbove);
+  const std::string plain = optrace_test::temp_path("key_averages_streamed.pt.trace.json"), gz = plain + ".gz";
+  optrace::detail::write_file_maybe_gzip(plain, big_text);
+  optrace::detail::write_file_maybe_gzip(gz, keyed);
+  CHECK(KeyAverages::from_kineto_file(plain, false).table("", -1) == KeyAverages::from_kineto_text(big_text, false).table("", -1));
+  CHECK(KeyAverages::from_kineto_file(gz, true).table("", -1) == KeyAverages::from_kineto_text(keyed, true).table("", -1));
+  std::string bad = keyed;
+  bad.replace(bad.rfind("\"dur\": 5"), 8, "\"dur\": -5");
+  optrace::detail::write_file_maybe_gzip(gz, bad);
+  CHECK_THROWS_WITH(KeyAverages::from_kineto_file(gz, false),
+                    "optrace: " + gz + ": JsonError at /traceEvents/299/dur: expected a duration of at least 0, got integer -5");
 }
 
 TEST_CASE("key_averages: bad Kineto input is a JsonError at the event", "[key_averages]") {

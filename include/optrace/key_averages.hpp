@@ -66,13 +66,21 @@ class KeyAverages {
     return out;
   }
 
-  /// Rows of a Kineto trace file (`*.pt.trace.json`, gzip-compressed or not): its `cpu_op`,
+  /// Rows of a Kineto trace file (`*.pt.trace.json`, gzip-compressed or not; a gzip one, or a
+  /// plain one of 4 MiB or more, read 1 MiB at a time: memory holds the events, not the text): its `cpu_op`,
   /// `user_annotation`, accelerator-runtime and `overhead` events, the device's kernels, copies,
   /// memsets and GPU annotations, and its `[memory]` records; Input Shapes from the events'
   /// "Input Dims". Throws IoError (unreadable) or JsonError (not a Kineto trace, malformed; at
   /// the path of the event), naming the file.
   static KeyAverages from_kineto_file(const std::string& path, bool group_by_input_shape) {
     return detail::about_file(path, [&] {
+      {
+        // Gzip and large traces are streamed (bounded memory); what streaming leaves is read whole.
+        detail::FileReader in(path);
+        if (in.gzip() || in.file_size() >= detail::kineto::kStreamPlainAbove)
+          if (auto read = detail::key_averages::stream_events(in))
+            return from_events(std::move(read->events), read->memory, group_by_input_shape, read->time_zero_ns);
+      }
       std::string text = detail::read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
       return from_padded(text, group_by_input_shape);
     });

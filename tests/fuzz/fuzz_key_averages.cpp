@@ -1,15 +1,30 @@
 // tests/fuzz/fuzz_key_averages.cpp: the key averages' Kineto reader (KeyAverages::from_kineto_text)
 // on arbitrary bytes, grouped by input shape or not, then its table (CUDA columns included) and JSON.
+// The streamed reader (from_kineto_file's for gzip and large files), in pieces of 256 bytes,
+// gives the same table, or leaves the text to the whole read; never a text the whole read refuses.
 #include "harness.hpp"
+#include "../text_reader.hpp"
 
 #include <optrace/key_averages.hpp>
 
+#include <optional>
 #include <string>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::optional<optrace::detail::key_averages::TraceEvents> streamed;
+  {
+    optrace_test::TextReader in{optrace_fuzz::text_of(data, size), 7};
+    streamed = optrace::detail::key_averages::stream_events(in, 256);
+  }
+  bool read = false;
   for (bool grouped : {false, true}) {
     optrace_fuzz::expect_only_optrace_errors("from_kineto_text", [&] {
       const optrace::KeyAverages a = optrace::KeyAverages::from_kineto_text(optrace_fuzz::text_of(data, size), grouped);
+      read = true;
+      if (streamed) {
+        const optrace::KeyAverages s = optrace::KeyAverages::from_events(streamed->events, streamed->memory, grouped, streamed->time_zero_ns);
+        if (s.table("", -1) != a.table("", -1)) optrace_fuzz::property_failed("the streamed reader's table differs from the whole read's");
+      }
       int64_t calls = 0;
       for (const optrace::KeyAverage& r : a.rows()) {
         if (r.calls < 1) optrace_fuzz::property_failed("a row without calls");
@@ -32,5 +47,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (calls < static_cast<int64_t>(a.rows().size())) optrace_fuzz::property_failed("fewer calls than rows");
     });
   }
+  if (!read && streamed) optrace_fuzz::property_failed("the streamed reader read a text the whole read refuses");
   return 0;
 }

@@ -94,16 +94,24 @@ class Reader {
   // Reads the trace `data` (`capacity` readable: simdjson's padding). Throws JsonError naming
   // the event.
   TraceEvents read(const char* data, size_t size, size_t capacity) {
-    od::parser parser;
+    feed(data, size, capacity);
+    return finish();
+  }
+
+  // Reads one document of the trace's events (a piece of a streamed trace: stream_documents) and
+  // returns where its events list ends; finish() then makes the result of all of them.
+  const char* feed(const char* data, size_t size, size_t capacity) {
+    const char* events_end = nullptr;
     kineto::walk_events(
-        parser, data, size, capacity, [this](od::array& events, const std::string& base) { read_events(events, base); },
+        parser_, data, size, capacity, [this](od::array& events, const std::string& base) { read_events(events, base); },
         [this](std::string_view key, od::value& v) {
           // Only the memory columns' rounding depends on it: a value of another kind is left
           // alone (the bounds are then exact), not an error.
           int64_t ns;
           if (key == "baseTimeNanoseconds" && !v.get_int64().get(ns)) base_ns_ = ns;
-        });
-    return finish();
+        },
+        &events_end);
+    return events_end;
   }
 
  private:
@@ -289,6 +297,7 @@ class Reader {
 
   // Times relative to the profiler's start, in microseconds (exact in a double for traces of up
   // to 104 days).
+ public:
   TraceEvents finish() {
     int64_t origin = std::numeric_limits<int64_t>::max();
     for (const auto& [ts, dur] : times_) origin = std::min(origin, ts);
@@ -319,6 +328,7 @@ class Reader {
     return std::move(out_);
   }
 
+ private:
   // Per event, what finish() links it with: its "External id" (runtime calls, device events), and
   // whether it goes to the profiler's thread (overheads).
   struct Ids {
@@ -326,6 +336,7 @@ class Reader {
     bool unplaced = false;
   };
 
+  od::parser parser_;
   TraceEvents out_;
   std::vector<std::pair<int64_t, int64_t>> times_;  // per event: ts and dur, in nanoseconds
   std::vector<Ids> ids_;                            // per event
@@ -337,5 +348,24 @@ class Reader {
   std::optional<int64_t> trace_start_;  // the "Trace" span's ts
   int64_t base_ns_ = 0;  // "baseTimeNanoseconds": the clock's epoch time of ts 0 (newer profilers write it)
 };
+
+// The timed events of the Kineto trace `in` hands (detail::FileReader), read a piece of about
+// `piece_bytes` at a time (kineto::stream_documents): the text is never held whole. nullopt where
+// it must be read whole: a text that cannot be cut between events, or any error (the whole read
+// names it, with the event's exact path).
+template <class Source>
+std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kineto::kStreamPieceBytes) {
+  try {
+    Reader reader;
+    if (!kineto::stream_documents(in, piece_bytes, [&](const char* data, size_t size, size_t capacity, bool first) {
+          if (first) reader = Reader();  // the first piece again, longer
+          return reader.feed(data, size, capacity);
+        }))
+      return std::nullopt;
+    return reader.finish();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
 
 }  // namespace optrace::detail::key_averages

@@ -13,9 +13,12 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -98,11 +101,12 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
 // ""). With `on_field`, `on_field(key, od::value&)` is called on the document's other keys too
 // (those after the list included); without, the document is left right after the list, and the
 // return value is where it goes on (its next structural character), or nullptr at its end (what
-// import_in_pieces checks a piece by). Throws JsonError for malformed JSON and for a document that
-// is neither.
+// import_in_pieces checks a piece by). `events_end`, when given, is set to where the document
+// goes on right after the events list (nullptr at its end). Throws JsonError for malformed JSON
+// and for a document that is neither.
 template <class ReadEvents, class OnField = std::nullptr_t>
 const char* walk_events(od::parser& parser, const char* data, size_t size, size_t capacity, ReadEvents&& read_events,
-                        OnField&& on_field = nullptr) {
+                        OnField&& on_field = nullptr, const char** events_end = nullptr) {
   constexpr bool other_fields = !std::is_same_v<std::decay_t<OnField>, std::nullptr_t>;
   od::document doc;
   if (auto e = parser.iterate(data, size, capacity).get(doc)) malformed("", e);
@@ -112,6 +116,7 @@ const char* walk_events(od::parser& parser, const char* data, size_t size, size_
     od::array events;
     if (auto e = doc.get_array().get(events)) malformed("", e);
     read_events(events, std::string());
+    if (events_end != nullptr && doc.current_location().get(*events_end)) *events_end = nullptr;
   } else if (t == od::json_type::object) {
     od::object root;
     if (auto e = doc.get_object().get(root)) malformed("", e);
@@ -129,6 +134,7 @@ const char* walk_events(od::parser& parser, const char* data, size_t size, size_
       od::array events;
       if (f.value().get_array().get(events)) expected(f.value(), "/traceEvents", "expected a list of events");
       read_events(events, std::string("/traceEvents"));
+      if (events_end != nullptr && doc.current_location().get(*events_end)) *events_end = nullptr;
       if constexpr (!other_fields) break;
     }
     if (!found) throw JsonError("", "missing key \"traceEvents\"");
@@ -138,6 +144,154 @@ const char* walk_events(od::parser& parser, const char* data, size_t size, size_
   const char* next = nullptr;
   if (doc.current_location().get(next)) return nullptr;
   return next;
+}
+
+// ---- cutting a trace's text between events (streamed and threaded reads) ----
+
+inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// An event boundary: the ',' after an event's '}' and the '{' of the next one.
+struct Cut {
+  size_t comma = 0, open = 0;
+};
+
+// Whether the '{' at `open` after the ',' at `comma` opens an event: at least `spaces` whitespace
+// bytes between them, a line break among them (no string holds one: the cut is not inside a string).
+inline bool is_event_open_after_comma(const char* data, size_t comma, size_t open, size_t spaces) {
+  return open - (comma + 1) >= spaces && std::memchr(data + comma + 1, '\n', open - (comma + 1)) != nullptr;
+}
+
+// The first event boundary after `from` (within `window` bytes) with at least `spaces` whitespace
+// bytes between the comma and the '{', a line break among them (no string holds one: the cut is
+// not inside a string), or false.
+inline bool find_cut(const char* data, size_t size, size_t from, size_t window, size_t spaces, Cut& cut) {
+  const size_t stop = std::min(size, from + window);
+  for (size_t p = from; p < stop;) {
+    const void* brace = std::memchr(data + p, '}', stop - p);
+    if (brace == nullptr) return false;
+    size_t q = static_cast<size_t>(static_cast<const char*>(brace) - data) + 1;
+    p = q;
+    if (q >= size || data[q] != ',') continue;
+    size_t r = q + 1;
+    while (r < size && is_json_space(data[r])) ++r;
+    if (r < size && data[r] == '{' && is_event_open_after_comma(data, q, r, spaces)) {
+      cut.comma = q;
+      cut.open = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+// The last event boundary in data[0, size): as find_cut's, searched from the end.
+inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut) {
+  for (size_t p = size; p > 0;) {
+    const void* open = ::memrchr(data, '{', p);
+    if (open == nullptr) return false;
+    const size_t r = static_cast<size_t>(static_cast<const char*>(open) - data);
+    p = r;
+    size_t q = r;
+    while (q > 0 && is_json_space(data[q - 1])) --q;
+    if (q < 2 || data[q - 1] != ',' || data[q - 2] != '}') continue;
+    if (!is_event_open_after_comma(data, q - 1, r, spaces)) continue;
+    cut.comma = q - 1;
+    cut.open = r;
+    return true;
+  }
+  return false;
+}
+
+// Plain traces at least this long are streamed (import_stream, stream_documents); shorter ones are
+// read from their mapping, in pieces, which is as fast below it. Compressed ones are always streamed.
+inline constexpr size_t kStreamPlainAbove = 4u << 20;
+// The text read at a time (per thread, import_stream): 1 MiB measured fastest (docs/performance.md).
+inline constexpr size_t kStreamPieceBytes = 1u << 20;
+
+// Reads the trace `in` hands (`size_t read(char*, size_t)`, as detail::FileReader) a piece of
+// about `piece_bytes` at a time, each made a JSON document of its own and passed to
+// `read_piece(data, size, capacity, first)`, which walks it (walk_events, with on_field for the
+// root's other keys) and returns where its events list ends (walk_events' `events_end`). The
+// first piece may be read more than once (`first`: start afresh), longer each time, when its cut
+// was no event boundary or its read threw (a cut before the events); later pieces' errors are thrown.
+// - the first piece is the trace up to an event boundary (find_last_cut), closed with "]}" (or
+//   "]" for a bare list of events);
+// - each next piece, the events up to the next boundary as a list ("[...]");
+// - the last, the rest as a trace of its own: `{"traceEvents":` put before "[...], ...}" (the
+//   root's keys after the events), or the rest of a bare list as it is.
+// The memory is a piece's (grown to hold an event longer than one), whatever the trace's size.
+// Returns false, having read some of it, when the text cannot be cut so: not an object or a list,
+// no boundary within 1 GiB, or a cut that was no boundary between events (the events list must
+// reach each piece's cut). The caller then reads the text whole, which also names any error.
+template <class Reader, class ReadPiece>
+bool stream_documents(Reader& in, size_t piece_bytes, ReadPiece&& read_piece) {
+  static constexpr char kPrefix[] = "{\"traceEvents\":";
+  constexpr size_t kFront = sizeof kPrefix - 1, kMaxRegion = size_t(1) << 30, pad = simdjson::SIMDJSON_PADDING;
+  size_t target = std::max<size_t>(piece_bytes, 64);
+  std::unique_ptr<char[]> storage(new char[kFront + target + pad]);
+  char* buffer = storage.get() + kFront;  // room for kPrefix before the last piece
+  size_t filled = 0;
+  bool end = false, first = true, object = false;
+  auto grow = [&] {
+    std::unique_ptr<char[]> bigger(new char[kFront + 2 * target + pad]);
+    std::memcpy(bigger.get() + kFront, buffer, filled);
+    storage = std::move(bigger);
+    buffer = storage.get() + kFront;
+    target *= 2;
+  };
+  for (;;) {
+    while (filled < target && !end) {
+      const size_t n = in.read(buffer + filled, target - filled);
+      if (n == 0) end = true;
+      filled += n;
+    }
+    std::memset(buffer + filled, 0, pad);
+    if (first) {
+      size_t at = 0;
+      while (at < filled && is_json_space(buffer[at])) ++at;
+      if (at == filled || (buffer[at] != '{' && buffer[at] != '[')) return false;
+      object = buffer[at] == '{';
+    }
+    if (end) {
+      if (first || !object) return read_piece(buffer, filled, filled + pad, first), true;
+      std::memcpy(buffer - kFront, kPrefix, kFront);
+      read_piece(buffer - kFront, kFront + filled, kFront + filled + pad, false);
+      return true;
+    }
+    Cut cut;
+    if (!find_last_cut(buffer, filled, first && object ? 2 : 1, cut)) {
+      if (target >= kMaxRegion) return false;
+      grow();
+      continue;
+    }
+    char saved[2];
+    std::memcpy(saved, buffer + cut.comma, 2);
+    buffer[cut.comma] = ']';
+    if (first && object) buffer[cut.comma + 1] = '}';
+    const size_t size = cut.comma + (first && object ? 2 : 1);
+    const char* events_end = nullptr;
+    bool read = true;
+    try {
+      events_end = read_piece(buffer, size, filled + pad, first);  // the text after the piece is its padding
+    } catch (const Error&) {
+      if (!first) throw;
+      read = false;
+    }
+    // The events list must reach the cut: else the cut lay in a list after it ("after": [{...},\n {...}]).
+    if (!read || events_end != (first && object ? buffer + cut.comma + 1 : nullptr)) {
+      // The first piece's last boundary may lie in a list of objects before the events
+      // ("deviceProperties"): a longer first piece has one after them. It is read afresh.
+      if (!first || target >= kMaxRegion) return false;
+      std::memcpy(buffer + cut.comma, saved, 2);
+      grow();
+      continue;
+    }
+    // The rest after the cut, a list of events from its '[' on.
+    const size_t from = cut.open - 1;
+    std::memmove(buffer, buffer + from, filled - from);
+    filled -= from;
+    buffer[0] = '[';
+    first = false;
+  }
 }
 
 }  // namespace optrace::detail::kineto

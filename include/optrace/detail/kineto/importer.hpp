@@ -778,41 +778,6 @@ inline size_t pieces_for(size_t size, int64_t threads) {
   return std::max<size_t>(1, std::min(n, size / kMinPieceBytes));
 }
 
-inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// An event boundary: the ',' after an event's '}' and the '{' of the next one.
-struct Cut {
-  size_t comma = 0, open = 0;
-};
-
-// Whether the '{' at `open` after the ',' at `comma` opens an event: at least `spaces` whitespace
-// bytes between them, a line break among them (no string holds one: the cut is not inside a string).
-inline bool is_event_open_after_comma(const char* data, size_t comma, size_t open, size_t spaces) {
-  return open - (comma + 1) >= spaces && std::memchr(data + comma + 1, '\n', open - (comma + 1)) != nullptr;
-}
-
-// The first event boundary after `from` (within `window` bytes) with at least `spaces` whitespace
-// bytes between the comma and the '{', a line break among them (no string holds one: the cut is
-// not inside a string), or false.
-inline bool find_cut(const char* data, size_t size, size_t from, size_t window, size_t spaces, Cut& cut) {
-  const size_t stop = std::min(size, from + window);
-  for (size_t p = from; p < stop;) {
-    const void* brace = std::memchr(data + p, '}', stop - p);
-    if (brace == nullptr) return false;
-    size_t q = static_cast<size_t>(static_cast<const char*>(brace) - data) + 1;
-    p = q;
-    if (q >= size || data[q] != ',') continue;
-    size_t r = q + 1;
-    while (r < size && is_json_space(data[r])) ++r;
-    if (r < size && data[r] == '{' && is_event_open_after_comma(data, q, r, spaces)) {
-      cut.comma = q;
-      cut.open = r;
-      return true;
-    }
-  }
-  return false;
-}
-
 // Reads `data` (`size` bytes, `capacity` readable, writable) in up to `wanted` pieces at once,
 // each by its own importer in `importers` (made, or a fresh one on the parser of the one there;
 // the first `n` hold the pieces, in file order). `data` is a trace (an object with "traceEvents",
@@ -928,26 +893,6 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
 // trace read in one piece anyway, no boundary (an event longer than what was read, or a layout
 // without line breaks between events; grown to 1 GiB before giving up), any piece that fails
 // (whole then names the error, or reads what a cut misread).
-inline constexpr size_t kStreamPieceBytes = 1u << 20;
-
-// The last event boundary in data[0, size): as find_cut's, searched from the end.
-inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut) {
-  for (size_t p = size; p > 0;) {
-    const void* open = ::memrchr(data, '{', p);
-    if (open == nullptr) return false;
-    const size_t r = static_cast<size_t>(static_cast<const char*>(open) - data);
-    p = r;
-    size_t q = r;
-    while (q > 0 && is_json_space(data[q - 1])) --q;
-    if (q < 2 || data[q - 1] != ',' || data[q - 2] != '}') continue;
-    if (!is_event_open_after_comma(data, q - 1, r, spaces)) continue;
-    cut.comma = q - 1;
-    cut.open = r;
-    return true;
-  }
-  return false;
-}
-
 template <class Reader, class Whole>
 ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCatalog& catalog, Whole&& whole,
                            size_t piece_bytes = kStreamPieceBytes, bool fold = true) {

@@ -47,9 +47,6 @@ inline ImportResult import_file(optrace::detail::FileBytes& file, const ImportOp
   return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog, pieces_for(file.size(), options.threads()));
 }
 
-// Plain traces at least this long are streamed (import_stream); shorter ones are read from their
-// mapping, in pieces, which is as fast below it. Compressed ones are always streamed.
-inline constexpr size_t kStreamPlainAbove = 4u << 20;
 
 // A Kineto trace from `in`, streamed in bounded memory; `path`'s whole text read as before when
 // streaming cannot take it (import_stream says when).
