@@ -403,6 +403,7 @@ TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
   REQUIRE(big_text.size() >= (size_t(4) << 20));
   const std::string big_plain = write_temp("kineto_hf_big.json", big_text), big_gz = write_temp("kineto_hf_big.json.gz", big_text, true);
   for (const std::string& path : {big_plain, big_gz}) {
+    CHECK(kineto::detect_format(path) == kineto::TraceFormat::HfOpTrace);
     auto read = kineto::load_any(path);
     CHECK(read.report.format == "hf_op_trace");
     CHECK(read.trace == big);
@@ -1179,6 +1180,7 @@ TEST_CASE("kineto: load streams large and compressed traces", "[kineto]") {
       CHECK(r.report.to_string() == expected.report.to_string());
     }
     CHECK(kineto::load_any(path).trace == expected.trace);
+    CHECK(kineto::detect_format(path) == kineto::TraceFormat::Kineto);
   }
   // A truncated gzip file: the whole read's error.
   std::string bytes = optrace::detail::read_file(gz);

@@ -388,6 +388,7 @@ TEST_CASE("operator inputs: a log is loaded a piece at a time, as parse reads it
     CHECK(loaded.trace == whole.trace);
     CHECK(loaded.report.to_string() == whole.report.to_string());
     CHECK(optrace::kineto::load_any(path).trace == whole.trace);
+    CHECK(optrace::kineto::detect_format(path) == optrace::kineto::TraceFormat::OperatorInputs);
     // An error past the first pieces: the same line and column.
     std::string bad = text;
     bad.insert(bad.rfind("Operator: aten.sum.dim_IntList"), "cnt: 1, ((T([2], f17),), {})\n");

@@ -71,9 +71,22 @@ inline ImportResult load(const std::string& path, const ImportOptions& options, 
 }
 
 inline TraceFormat detect_format(const std::string& path) {
-  std::string data = optrace::detail::read_file_maybe_gzip(path);  // names the file
-  if (operator_inputs::looks_like(data)) return TraceFormat::OperatorInputs;
-  return detect_text(data);
+  return optrace::detail::about_file(path, [&] {
+    optrace::detail::FileReader in(path);
+    if (in.gzip() || in.file_size() >= kStreamPlainAbove) {
+      // Told by the first MiB, or by reading it as an hf op trace (streamed), as load_any tells it:
+      // what neither tells is read whole below.
+      std::string head(size_t(1) << 20, '\0');
+      head.resize(in.read(head.data(), head.size()));
+      in.rewind();
+      if (operator_inputs::looks_like(head)) return TraceFormat::OperatorInputs;
+      if (surely_kineto(head)) return TraceFormat::Kineto;
+      if (op_trace::stream_ops(in)) return TraceFormat::HfOpTrace;
+    }
+    std::string data = optrace::detail::read_file_maybe_gzip(path);
+    if (operator_inputs::looks_like(data)) return TraceFormat::OperatorInputs;
+    return detect_text(data);
+  });
 }
 
 // An hf op trace as load_any returns it.
