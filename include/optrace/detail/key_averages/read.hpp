@@ -295,9 +295,9 @@ class Reader {
     memory_times_.push_back(time_of(ev.ts, "ts", event_path));
   }
 
+ public:
   // Times relative to the profiler's start, in microseconds (exact in a double for traces of up
   // to 104 days).
- public:
   TraceEvents finish() {
     int64_t origin = std::numeric_limits<int64_t>::max();
     for (const auto& [ts, dur] : times_) origin = std::min(origin, ts);

@@ -148,7 +148,7 @@ const char* walk_events(od::parser& parser, const char* data, size_t size, size_
 
 // ---- cutting a trace's text between events (streamed and threaded reads) ----
 
-inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+using json::detail::is_json_space;
 
 // An event boundary: the ',' after an event's '}' and the '{' of the next one.
 struct Cut {

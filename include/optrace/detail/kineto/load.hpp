@@ -47,7 +47,6 @@ inline ImportResult import_file(optrace::detail::FileBytes& file, const ImportOp
   return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog, pieces_for(file.size(), options.threads()));
 }
 
-
 // A Kineto trace from `in`, streamed in bounded memory; `path`'s whole text read as before when
 // streaming cannot take it (import_stream says when).
 inline ImportResult stream_file(optrace::detail::FileReader& in, const std::string& path, const ImportOptions& options,
@@ -70,17 +69,24 @@ inline ImportResult load(const std::string& path, const ImportOptions& options, 
   });
 }
 
+// What the first `bytes` of `in` (rewound after) surely tell of its format: a log, a Kineto trace,
+// or Unknown, where only more of it tells.
+inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes) {
+  std::string head(bytes, '\0');
+  head.resize(in.read(head.data(), head.size()));
+  in.rewind();
+  if (operator_inputs::looks_like(head)) return TraceFormat::OperatorInputs;
+  return surely_kineto(head) ? TraceFormat::Kineto : TraceFormat::Unknown;
+}
+
 inline TraceFormat detect_format(const std::string& path) {
   return optrace::detail::about_file(path, [&] {
     optrace::detail::FileReader in(path);
     if (in.gzip() || in.file_size() >= kStreamPlainAbove) {
       // Told by the first MiB, or by reading it as an hf op trace (streamed), as load_any tells it:
       // what neither tells is read whole below.
-      std::string head(size_t(1) << 20, '\0');
-      head.resize(in.read(head.data(), head.size()));
-      in.rewind();
-      if (operator_inputs::looks_like(head)) return TraceFormat::OperatorInputs;
-      if (surely_kineto(head)) return TraceFormat::Kineto;
+      const TraceFormat format = format_by_head(in, size_t(1) << 20);
+      if (format != TraceFormat::Unknown) return format;
       if (op_trace::stream_ops(in)) return TraceFormat::HfOpTrace;
     }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
@@ -111,10 +117,8 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
         return import_file(file, options, catalog);
     }
     // The first bytes tell a log, and a large Kineto trace: both are streamed.
-    std::string head(large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024), '\0');
-    head.resize(in.read(head.data(), head.size()));
-    in.rewind();
-    if (operator_inputs::looks_like(head)) {
+    const TraceFormat by_head = format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
+    if (by_head == TraceFormat::OperatorInputs) {
       operator_inputs::ReadResult read = op_trace::oplog::read_log(in, path);
       ImportResult result;
       result.trace = std::move(read.trace);
@@ -127,7 +131,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       }
       return result;
     }
-    if (large && surely_kineto(head)) return stream_file(in, path, options, catalog);
+    if (large && by_head == TraceFormat::Kineto) return stream_file(in, path, options, catalog);
     if (large) {
       // An hf op trace, streamed; anything else leaves it at its first bytes and is told below.
       if (auto ops = op_trace::stream_ops(in)) return hf_result(OpTrace::from_entries(std::move(*ops)));

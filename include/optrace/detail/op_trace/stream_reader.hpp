@@ -14,6 +14,7 @@
 // the fast reader, it only has to read well-formed traces right, and never accept what those
 // reject: every byte of the frame is checked here, every value by the fast reader.
 
+#include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/op_trace/fast_reader.hpp>
 #include <optrace/op_trace_types.hpp>
 
@@ -142,7 +143,6 @@ class StreamReader {
 
   // ---- the frame's bytes ----
 
-  static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
   char at(size_t p) const { return buffer_[p - base_]; }
 
   // Reads more of the text into the buffer, first dropping what lies before keep_ (and growing
@@ -171,7 +171,7 @@ class StreamReader {
   int next() {
     for (;;) {
       for (; pos_ < base_ + filled_; ++pos_)
-        if (!is_space(at(pos_))) return static_cast<unsigned char>(at(pos_));
+        if (!json::detail::is_json_space(at(pos_))) return static_cast<unsigned char>(at(pos_));
       if (!in_batch_) keep_ = pos_;
       if (!more()) return -1;
     }
@@ -217,7 +217,7 @@ class StreamReader {
       for (const size_t stop = base_ + filled_; p < stop; ++p) {
         const char c = at(p);
         if (scalar) {
-          if (c == ',' || c == ']' || c == '}' || is_space(c)) return p;
+          if (json::detail::is_value_end(c)) return p;
         } else if (in_string) {
           if (escaped) escaped = false;
           else if (c == '\\') escaped = true;
