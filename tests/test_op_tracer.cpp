@@ -641,6 +641,66 @@ TEST_CASE("op tracer: a wrapped number is recorded as the Python number it was",
   }
 }
 
+TEST_CASE("op tracer: a call unlike its op's previous one is never counted as a repeat", "[op_tracer]") {
+  // A repeat of an op's previous call is counted on a short path that compares the call with
+  // that call's encoding (count_repeat); every other call is encoded and looked up. Calls that
+  // differ from the previous one in a single token each, alternating, must give what the long
+  // path gives (extended recording always takes it: compared on the fields both write).
+  torch::NoGradGuard no_grad;
+  at::Tensor a = torch::ones({2, 2}), b = torch::ones({2, 3}), c = torch::ones({4}), d = torch::ones({2, 2}, at::kDouble);
+  at::Tensor s = torch::ones({}), half = at::scalar_tensor(2.5, at::kDouble), third = at::scalar_tensor(3.5, at::kDouble);
+  half.unsafeGetTensorImpl()->set_wrapped_number(true);
+  third.unsafeGetTensorImpl()->set_wrapped_number(true);
+  const std::vector<int64_t> d0{0}, d1{1}, d01{0, 1};
+  auto calls = [&] {
+    for (int round = 0; round < 3; ++round) {
+      at::add(a, a); at::add(a, a); at::add(b, b); at::add(a, a);  // sizes
+      at::add(d, d); at::add(a, a); at::add(c, c); at::add(a, a);  // dtype, ndim
+      at::add(s, s); at::add(s, s); at::add(a, s);  // 0-dim
+      at::div(a, half); at::div(a, half); at::div(a, third);  // wrapped numbers: the scalar
+      at::sum(a, d0); at::sum(a, d1); at::sum(a, d0, true); at::sum(a, d0, false); at::sum(a, d01);
+      const c10::optional<at::Tensor> none;
+      at::clamp(a, s, s); at::clamp(a, s, none); at::clamp(a, none, s); at::clamp(a, s);  // None, a default
+      at::cat({a, a}); at::cat({a, a, a}); at::cat({a, a}); at::cat({a, b}, 1);  // tensor lists
+    }
+  };
+  auto record = [&](bool extended) {
+    optrace::OpTracer tracer(optrace::OpTracerOptions().extended(extended));
+    tracer.start();
+    calls();
+    tracer.stop();
+    return tracer.trace();
+  };
+  const optrace::OpTrace plain = record(false), extended = record(true);
+  INFO(plain.to_json());
+  REQUIRE(plain.ops().size() == extended.ops().size());
+  for (size_t i = 0; i < plain.ops().size(); ++i) {
+    const optrace::OpEntry& p = plain.ops()[i];
+    const optrace::OpEntry& e = extended.ops()[i];
+    INFO(p.name);
+    CHECK(p.name == e.name);
+    REQUIRE(p.unique_inputs.size() == e.unique_inputs.size());
+    for (size_t k = 0; k < p.unique_inputs.size(); ++k) {
+      INFO("unique input " << k);
+      CHECK((p.unique_inputs[k].input_shapes == e.unique_inputs[k].input_shapes));
+      CHECK(p.unique_inputs[k].input_dtypes == e.unique_inputs[k].input_dtypes);
+      CHECK((p.unique_inputs[k].non_tensor_inputs == e.unique_inputs[k].non_tensor_inputs));
+      CHECK(p.unique_inputs[k].count == e.unique_inputs[k].count);
+    }
+  }
+  // What the calls are, counted by hand: each distinct call once per unique input.
+  auto counts = [&](const std::string& op) {
+    std::vector<int64_t> out;
+    for (const auto& in : plain.find(op)->unique_inputs) out.push_back(in.count);
+    return out;
+  };
+  CHECK(counts("add.Tensor") == std::vector<int64_t>{15, 3, 3, 3, 6, 3});  // a, b, d, c, s, (a, s)
+  CHECK(counts("div.Tensor") == std::vector<int64_t>{6, 3});
+  CHECK(counts("sum.dim_IntList") == std::vector<int64_t>{6, 3, 3, 3});  // keepdim=false is the default: dropped
+  CHECK(counts("clamp.Tensor") == std::vector<int64_t>{3, 6, 3});  // (a, s, None) is (a, s)
+  CHECK(counts("cat.default") == std::vector<int64_t>{6, 3, 3});
+}
+
 TEST_CASE("op tracer: misuse errors", "[op_tracer]") {
   optrace::OpTracer a;
   optrace::OpTracer b;

@@ -135,7 +135,8 @@ class OpTracer {
   bool recording() const { return handle_ != 0; }
 
   /// What was recorded so far, all threads merged: ops in first-seen order, each op's unique
-  /// inputs in first-seen order (written by count). May be called while recording.
+  /// inputs in first-seen order (written by count). May be called while recording: a call made
+  /// on another thread while it reads may or may not be counted in it.
   OpTrace trace() const { return session_ ? detail::op_tracer::collect(*session_) : OpTrace(); }
 
   /// The calls counted but not kept as unique inputs (`OpEntry::dropped_calls`), per op in

@@ -205,6 +205,8 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   const auto& args = schema.arguments();
   info->positional = args.size();
   while (info->positional > 0 && args[info->positional - 1].kwarg_only()) --info->positional;
+  info->defaults_from = info->positional;
+  while (info->defaults_from > 0 && args[info->defaults_from - 1].default_value()) --info->defaults_from;
   for (const auto& a : args) {
     info->args.push_back(arg_type(a));
     info->defaults.push_back(a.default_value() ? std::optional<DefaultValue>(default_value_of(*a.default_value())) : std::nullopt);

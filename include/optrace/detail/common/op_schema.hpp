@@ -176,6 +176,9 @@ struct OpInfo {
   std::string base;  ///< "addmm"
   bool decomposes = false;
   size_t positional = 0;      ///< arguments before the first keyword-only one
+  /// The positional arguments from this index on all have defaults: only they can be dropped as
+  /// trailing defaults (0 where unknown: every one is checked).
+  size_t defaults_from = 0;
   std::vector<ArgType> args;  ///< one per schema argument
   std::vector<std::optional<DefaultValue>> defaults;  ///< one per schema argument: its default, if any
   /// What PyTorch's operator-inputs logger reads of the schema (operator_inputs.hpp's rules).

@@ -1,8 +1,9 @@
 // optrace/detail/op_tracer/call_table.hpp: OpTracer's per-thread table of unique calls
 #pragma once
 // A recorded call is a flat vector of int64 tokens (recorder.hpp writes them). Each recording
-// thread counts equal encodings in its own CallTable, behind a SpinLock that only `trace()`
-// contends for.
+// thread counts equal encodings in its own CallTable. Only that thread changes its table: it
+// adds entries behind a SpinLock that only `trace()` contends for, and counts a repeat of an
+// op's previous call without the lock (CallCount).
 
 #include <algorithm>
 #include <atomic>
@@ -57,8 +58,33 @@ class KeyWriter {
   size_t size_ = 0;
 };
 
+// A call count that only its recording thread adds to, and without a lock (a repeated call is
+// counted on the lock-free path, recorder.hpp: count_repeat), while `trace()` may read it under
+// the buffer's lock: relaxed atomic loads and stores, no read-modify-write. Copyable, so that
+// entries live in a vector (which only the recording thread grows).
+class CallCount {
+ public:
+  CallCount(int64_t n = 0) : n_(n) {}  // NOLINT: an int64 in all but the atomic access
+  CallCount(const CallCount& other) : n_(other.get()) {}
+  CallCount& operator=(const CallCount& other) {
+    n_.store(other.get(), std::memory_order_relaxed);
+    return *this;
+  }
+  operator int64_t() const { return get(); }  // NOLINT
+  int64_t get() const { return n_.load(std::memory_order_relaxed); }
+  // By the recording thread only.
+  void add(int64_t n) { n_.store(get() + n, std::memory_order_relaxed); }
+  CallCount& operator+=(int64_t n) {
+    add(n);
+    return *this;
+  }
+
+ private:
+  std::atomic<int64_t> n_;
+};
+
 struct Aggregate {
-  int64_t count = 0;
+  CallCount count = 0;
   uint64_t first_seen = 0;
   std::vector<std::optional<std::pair<int64_t, int64_t>>> ranges;  // extended: per positional argument
 };
@@ -111,6 +137,13 @@ class CallTable {
     return entries_.size() - 1;
   }
   Entry& entry(size_t position) { return entries_[position]; }
+  // The encoding of the entry at `position`: [begin, end).
+  const int64_t* tokens(size_t position, const int64_t** end) const {
+    const Entry& e = entries_[position];
+    const int64_t* begin = tokens_.data() + e.offset;
+    *end = begin + e.length;
+    return begin;
+  }
   const std::vector<Entry>& entries() const { return entries_; }
   std::vector<int64_t> key(const Entry& e) const {
     return std::vector<int64_t>(tokens_.begin() + static_cast<ptrdiff_t>(e.offset),

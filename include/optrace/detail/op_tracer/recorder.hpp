@@ -128,15 +128,41 @@ struct CacheSlot {
   const char* key = nullptr;
   const OpInfo* info = nullptr;
   bool selected = false;
+  // Recorded as itself whenever it runs at a recorded level: selected, and (outermost only) no
+  // decomposition and no context rule to ask. on_start's short path.
+  bool plain = false;
   size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
 };
 
 // What each open RecordFunction did on entry, undone when it ends.
 enum Level : uint8_t { kNoLevel = 0, kNested = 1, kComposite = 2, kBackwardNode = 3 };
 
+// The levels of a thread's open RecordFunctions, innermost last. A fixed array: a push is one
+// store where std::vector's push_back is an out-of-line call; past 64 open ranges, a vector.
+class LevelStack {
+ public:
+  void push(Level level) {
+    if (size_ < kInline) inline_[size_] = level;
+    else spill_.push_back(level);
+    ++size_;
+  }
+  bool empty() const { return size_ == 0; }
+  Level top() const { return size_ <= kInline ? inline_[size_ - 1] : spill_.back(); }
+  void pop() {
+    if (size_ > kInline) spill_.pop_back();
+    --size_;
+  }
+
+ private:
+  static constexpr size_t kInline = 64;
+  Level inline_[kInline] = {};
+  std::vector<Level> spill_;
+  size_t size_ = 0;
+};
+
 struct ThreadState {
   // Survives sessions: RecordFunctions opened under one session close after it.
-  std::vector<uint8_t> levels;
+  LevelStack levels;
   int64_t depth = 0;
   // The decomposing ops open at the outermost level, innermost last: the context of the
   // reference tracer's context rules (dispatcher.hpp).
@@ -154,12 +180,17 @@ struct ThreadState {
 
   // The current session, registering this thread with it first if needed; nullptr if none.
   Session* current() {
-    uint64_t g = active_generation().load(std::memory_order_acquire);
-    if (g == generation) return session.get();
+    if (active_generation().load(std::memory_order_acquire) == generation) return session.get();
+    return refresh();
+  }
+
+  // Out of line: the first call of a thread under a session, and the first after a start or stop.
+  C10_NOINLINE Session* refresh() {
     std::lock_guard<std::mutex> lock(active_mutex());
     generation = active_generation().load(std::memory_order_relaxed);
     session = active_session();
     buffer = nullptr;
+    thread_selected = false;
     for (auto& c : cache) c = CacheSlot{};
     overflow.clear();
     if (session) {
@@ -178,15 +209,21 @@ struct ThreadState {
   CacheSlot* lookup(const at::RecordFunction& fn) {
     const char* key = fn.name();
     CacheSlot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kCacheSize];
-    if (slot.key == key) return &slot;
+    return slot.key == key ? &slot : lookup_slow(fn, key, slot);
+  }
+
+  // Out of line: an op not in its cache slot.
+  C10_NOINLINE CacheSlot* lookup_slow(const at::RecordFunction& fn, const char* key, CacheSlot& slot) {
     auto it = overflow.find(key);
     if (it != overflow.end()) return &it->second;
     // Dispatcher ops are named by their schema's name string, which lives as long as the op, so
     // its address identifies the op. String-named ranges are not cached (their address is reused).
     auto name = fn.operator_name();
     if (!name) return nullptr;
-    CacheSlot fresh{key, op_info(*name), false, CallTable::kNone};
+    CacheSlot fresh{key, op_info(*name)};
     fresh.selected = fresh.info != nullptr && session->selected(*fresh.info);
+    fresh.plain = fresh.selected &&
+                  (session->settings.all_levels || (!fresh.info->decomposes && fresh.info->rules.empty()));
     if (slot.key == nullptr) {
       slot = fresh;
       return &slot;
@@ -346,6 +383,63 @@ inline Dropped& count_dropped(ThreadBuffer& buffer, Session& s, const OpInfo& re
   return d;
 }
 
+// How many of a call's arguments are recorded: the positional ones, trailing ones equal to
+// their schema default dropped. `inputs` are the op's arguments (a boxed call's stack trimmed to
+// them); `limit`: at most this many (the recorded op's own count under a rule).
+C10_ALWAYS_INLINE size_t recorded_positional(const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs, size_t limit) {
+  size_t positional = std::min(std::min(op.positional, inputs.size()), limit);
+  if (positional <= op.defaults_from) return positional;  // no trailing argument has a default
+  const auto& args = op.live->schema->arguments();
+  while (positional > op.defaults_from && is_default(args[positional - 1], inputs[positional - 1])) --positional;
+  return positional;
+}
+
+// Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack: the
+// op's arguments are its last ones.
+C10_ALWAYS_INLINE c10::ArrayRef<const c10::IValue> op_arguments(const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
+  return inputs.size() > op.args.size() ? inputs.slice(inputs.size() - op.args.size()) : inputs;
+}
+
+// The lock-free path of a repeated call: if this call of `slot`'s op (no context rule, not
+// extended) encodes as the op's previous call did, counts it and returns true. Tensors, most
+// arguments, are compared in place; any other value is encoded into `scratch` and compared.
+// Only this thread changes its CallTable, so reading it needs no lock (CallCount).
+C10_ALWAYS_INLINE bool count_repeat(ThreadBuffer& buffer, const CacheSlot& slot, KeyWriter& scratch,
+                         c10::ArrayRef<const c10::IValue> inputs) {
+  if (slot.last_call == CallTable::kNone) return false;
+  const OpInfo& op = *slot.info;
+  inputs = op_arguments(op, inputs);
+  const size_t positional = recorded_positional(op, inputs, SIZE_MAX);
+  const int64_t* end = nullptr;
+  const int64_t* key = buffer.calls.tokens(slot.last_call, &end);
+  if (key[1] != static_cast<int64_t>(positional)) return false;
+  key += 2;
+  for (size_t i = 0; i < positional; ++i) {
+    const c10::IValue& v = inputs[i];
+    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) {
+      const at::Tensor& t = v.toTensor();
+      const auto sizes = t.sizes();
+      const size_t ndim = sizes.size();
+      if (static_cast<size_t>(end - key) < 3 + ndim) return false;
+      if (((key[0] ^ kTensor) | (key[1] ^ static_cast<int64_t>(t.scalar_type())) | (key[2] ^ static_cast<int64_t>(ndim))) != 0)
+        return false;
+      for (size_t d = 0; d < ndim; ++d)  // an early exit: a loop that the compiler leaves scalar
+        if (key[3 + d] != sizes[d]) return false;
+      key += 3 + ndim;
+      continue;
+    }
+    scratch.clear();
+    encode_value(scratch, v, op.args[i].kind, /*extended=*/false);
+    if (static_cast<size_t>(end - key) < scratch.size() ||
+        std::memcmp(key, scratch.data(), scratch.size() * sizeof(int64_t)) != 0)
+      return false;
+    key += scratch.size();
+  }
+  if (key != end) return false;
+  buffer.calls.entry(slot.last_call).agg.count.add(1);
+  return true;
+}
+
 // Records one call of `slot`'s op, as the reference sees it under `rule` (a context rule that
 // matched, or nullptr).
 inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpInfo::Rule* rule,
@@ -353,19 +447,15 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
   const OpInfo& op = *slot.info;
   const OpInfo& recorded = rule != nullptr ? *rule->recorded : op;
   const auto& args = op.live->schema->arguments();
-  // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack:
-  // the op's arguments are its last ones.
-  if (inputs.size() > args.size()) inputs = inputs.slice(inputs.size() - args.size());
+  inputs = op_arguments(op, inputs);
   std::vector<c10::IValue> changed;  // the inputs with the rule's argument value
   if (rule != nullptr && rule->set_arg >= 0 && static_cast<size_t>(rule->set_arg) < inputs.size()) {
     changed.assign(inputs.begin(), inputs.end());
     changed[static_cast<size_t>(rule->set_arg)] = c10::IValue(rule->set_to);
     inputs = c10::ArrayRef<const c10::IValue>(changed.data(), changed.size());
   }
-  size_t n = std::min(inputs.size(), args.size());
-  size_t positional = std::min(op.positional, n);
-  if (&recorded != &op) positional = std::min(positional, recorded.args.size());
-  while (positional > 0 && is_default(args[positional - 1], inputs[positional - 1])) --positional;
+  const size_t n = inputs.size();
+  const size_t positional = recorded_positional(op, inputs, &recorded != &op ? recorded.args.size() : SIZE_MAX);
   const bool extended = s.settings.extended;
   KeyWriter& key = ts.scratch;
   key.clear();
@@ -391,10 +481,12 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
   ThreadBuffer& buffer = *ts.buffer;
   std::lock_guard<SpinLock> lock(buffer.mutex);
   CallTable& calls = buffer.calls;
-  // The op's previous call first: an op called again with the same arguments (layer after layer,
-  // step after step) skips the hash and the probe.
-  size_t position = rule == nullptr ? slot.last_call : CallTable::kNone;
-  if (position == CallTable::kNone || !calls.holds(position, key.data(), key.size())) {
+  // A repeat of the op's previous call was counted by count_repeat, without the lock, unless
+  // extended (its value ranges are updated here): then that call is tried before the hash.
+  size_t position = CallTable::kNone;
+  if (extended && rule == nullptr && slot.last_call != CallTable::kNone && calls.holds(slot.last_call, key.data(), key.size()))
+    position = slot.last_call;
+  if (position == CallTable::kNone) {
     const size_t hash = hash_tokens(key.data(), key.size());
     position = calls.find(key.data(), key.size(), hash);
     if (position == CallTable::kNone) {
@@ -408,10 +500,10 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
       fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
       position = calls.insert(key.data(), key.size(), hash, std::move(fresh));
     }
-    if (rule == nullptr) slot.last_call = position;
   }
+  if (rule == nullptr) slot.last_call = position;
   Aggregate& agg = calls.entry(position).agg;
-  ++agg.count;
+  agg.count.add(1);
   if (extended) {
     if (agg.ranges.empty()) agg.ranges.resize(positional);
     for (size_t i = 0; i < positional; ++i) {
@@ -437,34 +529,59 @@ inline void count_unreadable(ThreadState& ts, Session& s, const OpInfo& recorded
   if (d.unreadable.empty()) d.unreadable = reason.empty() ? "unknown error" : reason;
 }
 
+// Records a call (`recorded`: the op it is recorded as). An op called again with the same
+// arguments (layer after layer, step after step) is counted without a lock, a hash or a copy of
+// its encoding (count_repeat). A call whose arguments cannot be read (a nested tensor's sizes()
+// throws) is counted as dropped with the reason, never thrown into the user's op. Out of line:
+// on_start stays small enough for the compiler to inline what it calls.
+C10_NOINLINE inline void record(ThreadState& ts, Session& s, CacheSlot& op, const OpInfo::Rule* rule,
+                                const OpInfo& recorded, const at::RecordFunction& fn) {
+  try {
+    if (rule != nullptr || s.settings.extended || !count_repeat(*ts.buffer, op, ts.scratch, fn.inputs()))
+      record_call(ts, s, op, rule, fn.inputs());
+  } catch (const c10::Error& e) {
+    count_unreadable(ts, s, recorded, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    count_unreadable(ts, s, recorded, e.what());
+  } catch (...) {
+    count_unreadable(ts, s, recorded, "unknown exception");
+  }
+}
+
 inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   ThreadState& ts = thread_state();
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {  // an autograd node: context only
     ++ts.backward_nodes;
-    ts.levels.push_back(kBackwardNode);
+    ts.levels.push(kBackwardNode);
     return nullptr;
   }
   Session* s = ts.current();
-  if (s == nullptr || !ts.thread_selected) {
-    ts.levels.push_back(kNoLevel);
+  if (!ts.thread_selected) {  // no session, or not this thread
+    ts.levels.push(kNoLevel);
     return nullptr;
   }
   const bool outermost = !s->settings.all_levels;
   if (outermost && ts.depth > 0) {
-    ts.levels.push_back(kNoLevel);
+    ts.levels.push(kNoLevel);
     return nullptr;
   }
   CacheSlot* op = ts.lookup(fn);
   if (op == nullptr || op->info == nullptr) {
-    ts.levels.push_back(kNoLevel);
+    ts.levels.push(kNoLevel);
+    return nullptr;
+  }
+  if (op->plain) {  // most calls
+    ts.levels.push(outermost ? kNested : kNoLevel);
+    if (outermost) ++ts.depth;
+    record(ts, *s, *op, nullptr, *op->info, fn);
     return nullptr;
   }
   if (outermost && op->info->decomposes) {
     ts.composites.push_back(op->info);
-    ts.levels.push_back(kComposite);
+    ts.levels.push(kComposite);
     return nullptr;
   }
-  ts.levels.push_back(outermost ? kNested : kNoLevel);
+  ts.levels.push(outermost ? kNested : kNoLevel);
   if (outermost) ++ts.depth;
   // What the reference tracer sees of this call (dispatcher.hpp, context_rules).
   const OpInfo::Rule* rule = nullptr;
@@ -472,27 +589,18 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     rule = op->info->rule_within(ts.composites, [&ts] { return ts.backward_nodes == 0 && in_autograd_engine(); });
   const OpInfo* recorded = rule != nullptr ? rule->recorded : op->info;
   const bool selected = recorded == op->info ? op->selected : s->selected(*recorded);
-  if (selected) {
-    try {
-      record_call(ts, *s, *op, rule, fn.inputs());
-    } catch (const c10::Error& e) {
-      count_unreadable(ts, *s, *recorded, e.what_without_backtrace());
-    } catch (const std::exception& e) {
-      count_unreadable(ts, *s, *recorded, e.what());
-    } catch (...) {
-      count_unreadable(ts, *s, *recorded, "unknown exception");
-    }
-  }
+  if (selected) record(ts, *s, *op, rule, *recorded, fn);
   return nullptr;
 }
 
 inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
   ThreadState& ts = thread_state();
   if (ts.levels.empty()) return;
-  if (ts.levels.back() == kNested) --ts.depth;
-  else if (ts.levels.back() == kComposite && !ts.composites.empty()) ts.composites.pop_back();
-  else if (ts.levels.back() == kBackwardNode) --ts.backward_nodes;
-  ts.levels.pop_back();
+  const Level level = ts.levels.top();
+  if (level == kNested) --ts.depth;
+  else if (level == kComposite && !ts.composites.empty()) ts.composites.pop_back();
+  else if (level == kBackwardNode) --ts.backward_nodes;
+  ts.levels.pop();
 }
 
 }  // namespace optrace::detail::op_tracer

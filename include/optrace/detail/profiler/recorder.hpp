@@ -253,11 +253,7 @@ inline OpCache& op_cache() {
 // The op's own inputs: boxed calls (the TorchScript interpreter's) hand over the caller's stack.
 inline c10::ArrayRef<const c10::IValue> op_inputs(const Event& e, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
-  if (e.op != nullptr && e.op->live != nullptr) {
-    const size_t nargs = e.op->live->schema->arguments().size();
-    if (inputs.size() > nargs) inputs = inputs.slice(inputs.size() - nargs);
-  }
-  return inputs;
+  return e.op != nullptr && e.op->live != nullptr ? op_tracer::op_arguments(*e.op, inputs) : inputs;
 }
 
 inline void record_inputs(ThreadBuffer& b, Event& e, const at::RecordFunction& fn) {
