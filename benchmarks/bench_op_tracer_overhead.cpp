@@ -43,6 +43,12 @@ std::unique_ptr<at::ObserverContext> bare_start(const at::RecordFunction& fn) {
 }
 void bare_end(const at::RecordFunction&, at::ObserverContext*) {}
 
+// The bare callback, registered as OpTracer registers its own.
+at::CallbackHandle add_bare_callback() {
+  return at::addGlobalCallback(
+      at::RecordFunctionCallback(&bare_start, &bare_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+}
+
 double run(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
   auto start = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < calls; ++i) at::add(a, b);
@@ -50,7 +56,7 @@ double run(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
 }
 
 // The loop that `count` mode's instruction counts cover (valgrind's --toggle-collect names it).
-__attribute__((noinline)) void counted_loop(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
+C10_NOINLINE void counted_loop(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
   for (int64_t i = 0; i < calls; ++i) at::add(a, b);
 }
 
@@ -60,8 +66,7 @@ int count(const std::string& mode, int64_t calls) {
   optrace::OpTracer tracer;
   at::CallbackHandle handle = 0;
   if (mode == "bare")
-    handle = at::addGlobalCallback(
-        at::RecordFunctionCallback(&bare_start, &bare_end).needsInputs(true).scopes({at::RecordScope::FUNCTION}));
+    handle = add_bare_callback();
   else if (mode == "tracer")
     tracer.start();
   else if (mode != "none") {
@@ -105,9 +110,7 @@ int main(int argc, char** argv) {
         if (mode == 0) {
           t[0] += weight * run(a, b, n);
         } else if (mode == 1) {
-          auto handle = at::addGlobalCallback(at::RecordFunctionCallback(&bare_start, &bare_end)
-                                                  .needsInputs(true)
-                                                  .scopes({at::RecordScope::FUNCTION}));
+          at::CallbackHandle handle = add_bare_callback();
           t[1] += weight * run(a, b, n);
           at::removeCallback(handle);
         } else {

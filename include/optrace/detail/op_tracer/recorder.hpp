@@ -129,7 +129,8 @@ struct CacheSlot {
   const OpInfo* info = nullptr;
   bool selected = false;
   // Recorded as itself whenever it runs at a recorded level: selected, and (outermost only) no
-  // decomposition and no context rule to ask. on_start's short path.
+  // decomposition and no context rule to ask. on_start's short path, ahead of those checks (it
+  // repeats their two lines of nesting: 5 instructions fewer per op than sharing them).
   bool plain = false;
   size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
 };
@@ -242,6 +243,12 @@ inline void push_double(KeyWriter& out, double d) {
   int64_t bits;
   std::memcpy(&bits, &d, sizeof bits);
   out.put(bits);
+}
+
+// Whether `v` is encoded by its dtype and sizes alone (encode_tensor_shape) when not extended: a
+// defined tensor that is not a wrapped number, that is most arguments.
+inline bool is_plain_tensor(const c10::IValue& v) {
+  return v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number();
 }
 
 // A tensor's dtype and sizes. Small, so that it inlines into record_call's loop over arguments.
@@ -416,7 +423,7 @@ C10_ALWAYS_INLINE bool count_repeat(ThreadBuffer& buffer, const CacheSlot& slot,
   key += 2;
   for (size_t i = 0; i < positional; ++i) {
     const c10::IValue& v = inputs[i];
-    if (v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number()) {
+    if (is_plain_tensor(v)) {  // compared with the tokens encode_tensor_shape wrote
       const at::Tensor& t = v.toTensor();
       const auto sizes = t.sizes();
       const size_t ndim = sizes.size();
@@ -465,7 +472,7 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
   head[1] = static_cast<int64_t>(positional);
   for (size_t i = 0; i < positional; ++i) {
     const c10::IValue& v = inputs[i];
-    if (!extended && v.isTensor() && v.toTensor().defined() && !v.toTensor().unsafeGetTensorImpl()->is_wrapped_number())
+    if (!extended && is_plain_tensor(v))
       encode_tensor_shape(key, v.toTensor());  // most arguments
     else
       encode_value(key, v, op.args[i].kind, extended);
