@@ -12,12 +12,14 @@
 // times per mode are printed too.
 // Usage: bench_op_tracer_overhead [calls=200000] [rounds=15]
 //
-// Timing alone cannot tell 20 ns apart on a shared machine. `count MODE CALLS` (MODE: none, bare,
-// tracer) runs one mode's loop once, in the function `counted_loop`, for an instruction count
-// that the machine's load does not move:
+// Timing alone cannot tell 20 ns apart on a shared machine. `count MODE CALLS [OP]` (MODE: none,
+// bare, tracer) runs one mode's loop once, in the function `counted_loop`, for an instruction
+// count that the machine's load does not move:
 //   valgrind --tool=callgrind --collect-atstart=no --toggle-collect="*counted_loop*"
 //     bench_op_tracer_overhead count tracer 20000   (one command)
-// (instructions per op = the total / CALLS; overhead = a mode's figure minus none's).
+// (instructions per op = the total / CALLS; overhead = a mode's figure minus none's). OP: add
+// (the default, as timed) or sum, `at::sum(x, {1})` on a 2x2 tensor: an int list and a trailing
+// default argument, which the tracer's fast path leaves to its full path.
 #include <optrace/op_tracer.hpp>
 
 #include <ATen/ATen.h>
@@ -56,12 +58,21 @@ double run(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
 }
 
 // The loop that `count` mode's instruction counts cover (valgrind's --toggle-collect names it).
-C10_NOINLINE void counted_loop(const at::Tensor& a, const at::Tensor& b, int64_t calls) {
-  for (int64_t i = 0; i < calls; ++i) at::add(a, b);
+void loop(const at::Tensor& a, const at::Tensor& b, int64_t calls, bool sum) {
+  const std::vector<int64_t> dims{1};
+  if (sum)
+    for (int64_t i = 0; i < calls; ++i) at::sum(a, dims);
+  else
+    for (int64_t i = 0; i < calls; ++i) at::add(a, b);
 }
+C10_NOINLINE void counted_loop(const at::Tensor& a, const at::Tensor& b, int64_t calls, bool sum) { loop(a, b, calls, sum); }
 
-// `count MODE CALLS`: one mode, warmed up, then `counted_loop`.
-int count(const std::string& mode, int64_t calls) {
+// `count MODE CALLS [OP]`: one mode, warmed up, then `counted_loop`.
+int count(const std::string& mode, int64_t calls, const std::string& op) {
+  if (op != "add" && op != "sum") {
+    std::fprintf(stderr, "unknown op %s: add or sum\n", op.c_str());
+    return 2;
+  }
   at::Tensor a = at::ones({2, 2}), b = at::ones({2, 2});
   optrace::OpTracer tracer;
   at::CallbackHandle handle = 0;
@@ -73,11 +84,11 @@ int count(const std::string& mode, int64_t calls) {
     std::fprintf(stderr, "unknown mode %s: none, bare or tracer\n", mode.c_str());
     return 2;
   }
-  run(a, b, 1000);  // warm up: the tracer's first call of an op inserts it
-  counted_loop(a, b, calls);
+  loop(a, b, 1000, op == "sum");  // warm up: the tracer's first call of an op inserts it
+  counted_loop(a, b, calls, op == "sum");
   if (handle != 0) at::removeCallback(handle);
   tracer.stop();
-  std::printf("%s: %lld calls counted\n", mode.c_str(), static_cast<long long>(calls));
+  std::printf("%s: %lld calls of %s counted\n", mode.c_str(), static_cast<long long>(calls), op.c_str());
   return 0;
 }
 
@@ -90,7 +101,8 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "count") return count(argc > 2 ? argv[2] : "", argc > 3 ? std::atoll(argv[3]) : 20000);
+  if (argc > 1 && std::string(argv[1]) == "count")
+    return count(argc > 2 ? argv[2] : "", argc > 3 ? std::atoll(argv[3]) : 20000, argc > 4 ? argv[4] : "add");
   int64_t calls = argc > 1 ? std::atoll(argv[1]) : 200000;
   int rounds = argc > 2 ? std::atoi(argv[2]) : 15;
   at::Tensor a = at::ones({2, 2}), b = at::ones({2, 2});

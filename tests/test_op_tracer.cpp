@@ -652,6 +652,13 @@ TEST_CASE("op tracer: a call unlike its op's previous one is never counted as a 
   half.unsafeGetTensorImpl()->set_wrapped_number(true);
   third.unsafeGetTensorImpl()->set_wrapped_number(true);
   const std::vector<int64_t> d0{0}, d1{1}, d01{0, 1};
+  // Ranks 1 to 6 (6: sizes stored out of line), differing in the last size only.
+  at::Tensor e3 = torch::ones({2, 3, 4}), e3b = torch::ones({2, 3, 5}), e4 = torch::ones({1, 2, 3, 4}),
+             e4b = torch::ones({1, 2, 3, 5}), e6 = torch::ones({1, 1, 1, 1, 1, 2}), e6b = torch::ones({1, 1, 1, 1, 1, 3});
+  at::Tensor x3 = torch::ones({2, 3, 4}), x4 = torch::ones({2, 3, 4, 5}), x5 = torch::ones({2, 3, 2, 2, 2}),
+             w = torch::ones({3});
+  const at::Tensor undefined;  // recorded as None, as an absent optional is
+  const c10::optional<at::Tensor> none;
   auto calls = [&] {
     for (int round = 0; round < 3; ++round) {
       at::add(a, a); at::add(a, a); at::add(b, b); at::add(a, a);  // sizes
@@ -659,9 +666,25 @@ TEST_CASE("op tracer: a call unlike its op's previous one is never counted as a 
       at::add(s, s); at::add(s, s); at::add(a, s);  // 0-dim
       at::div(a, half); at::div(a, half); at::div(a, third);  // wrapped numbers: the scalar
       at::sum(a, d0); at::sum(a, d1); at::sum(a, d0, true); at::sum(a, d0, false); at::sum(a, d01);
-      const c10::optional<at::Tensor> none;
       at::clamp(a, s, s); at::clamp(a, s, none); at::clamp(a, none, s); at::clamp(a, s);  // None, a default
       at::cat({a, a}); at::cat({a, a, a}); at::cat({a, a}); at::cat({a, b}, 1);  // tensor lists
+      // The fast path's values (on_start: tensors, ints, bools, floats, None) and what it leaves
+      // to the full path (NaN, a dtype, an undefined tensor).
+      at::add(e3, e3); at::add(e3b, e3b); at::add(e4, e4); at::add(e4b, e4b); at::add(e6, e6); at::add(e6b, e6b);
+      at::add(e6, e6);
+      at::mul(a, 2); at::mul(a, 2); at::mul(a, 2.0); at::mul(a, true); at::mul(a, 1); at::mul(a, 2.0);  // same value, other type
+      at::mul(a, NAN); at::mul(a, NAN); at::mul(a, 0.5); at::mul(a, 0.25);
+      at::transpose(a, 0, 1); at::transpose(a, 0, 1); at::transpose(a, 1, 0);
+      a.view(at::kInt); a.view(at::kInt); a.view(at::kFloat);  // a dtype: its own token
+      at::native_batch_norm(x3, w, none, none, none, true, 0.1, 1e-5);
+      at::native_batch_norm(x3, w, none, none, none, true, 0.1, 1e-5);
+      at::native_batch_norm(x3, undefined, none, none, none, true, 0.1, 1e-5);
+      at::native_batch_norm(x3, none, none, none, none, true, 0.1, 1e-5);  // as the undefined tensor
+      at::native_batch_norm(x3, w, none, none, none, true, 0.2, 1e-5);
+      at::native_batch_norm(x4, w, none, none, none, true, 0.1, 1e-5);
+      at::native_batch_norm(x5, w, none, none, none, true, 0.1, 1e-5);
+      at::native_dropout(a, 0.5, true); at::native_dropout(a, 0.5, true); at::native_dropout(a, 0.5, false);
+      at::native_dropout(a, 0.5, c10::nullopt); at::native_dropout(a, 0.25, true);  // bool? train: None
     }
   };
   auto record = [&](bool extended) {
@@ -694,11 +717,51 @@ TEST_CASE("op tracer: a call unlike its op's previous one is never counted as a 
     for (const auto& in : plain.find(op)->unique_inputs) out.push_back(in.count);
     return out;
   };
-  CHECK(counts("add.Tensor") == std::vector<int64_t>{15, 3, 3, 3, 6, 3});  // a, b, d, c, s, (a, s)
+  // a, b, d, c, s, (a, s), e3, e3b, e4, e4b, e6, e6b
+  CHECK(counts("add.Tensor") == std::vector<int64_t>{15, 3, 3, 3, 6, 3, 3, 3, 3, 3, 6, 3});
   CHECK(counts("div.Tensor") == std::vector<int64_t>{6, 3});
   CHECK(counts("sum.dim_IntList") == std::vector<int64_t>{6, 3, 3, 3});  // keepdim=false is the default: dropped
   CHECK(counts("clamp.Tensor") == std::vector<int64_t>{3, 6, 3});  // (a, s, None) is (a, s)
   CHECK(counts("cat.default") == std::vector<int64_t>{6, 3, 3});
+  CHECK(counts("mul.Scalar") == std::vector<int64_t>{6, 6, 3, 3, 6, 3, 3});  // 2, 2.0, True, 1, nan, 0.5, 0.25
+  CHECK(counts("transpose.int") == std::vector<int64_t>{6, 3});
+  CHECK(counts("view.dtype") == std::vector<int64_t>{6, 3});
+  CHECK(counts("native_batch_norm.default") == std::vector<int64_t>{6, 6, 3, 3, 3});
+  CHECK(counts("native_dropout.default") == std::vector<int64_t>{6, 3, 3, 3});
+  CHECK(plain.find("view.dtype")->unique_inputs[0].non_tensor_inputs[1] == optrace::OpValue::string("torch.int32"));
+}
+
+TEST_CASE("op tracer: a repeat is counted wherever its table stores the call", "[op_tracer]") {
+  // Encodings lie end to end in blocks (CallTable); a repeat is compared in place, reading up to
+  // three tokens past its encoding. Thousands of unique calls, each repeated at once, put
+  // encodings at every place in a block, its end included; a tensor list of 400 is longer than a
+  // block.
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> tensors;
+  for (int64_t i = 1; i <= 3000; ++i) tensors.push_back(torch::ones({1, i}));
+  const std::vector<at::Tensor> many(400, torch::ones({2}));
+  optrace::OpTracer tracer;
+  tracer.start();
+  for (const at::Tensor& t : tensors) {
+    at::add(t, t);
+    at::add(t, t);
+  }
+  at::cat(many);
+  at::cat(many);
+  tracer.stop();
+  const optrace::OpTrace trace = tracer.trace();
+  const optrace::OpEntry* add = trace.find("add.Tensor");
+  REQUIRE(add != nullptr);
+  REQUIRE(add->unique_inputs.size() == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    INFO("call " << i);
+    CHECK(add->unique_inputs[i].count == 2);
+    CHECK(add->unique_inputs[i].input_shapes[0] == std::vector<int64_t>{1, static_cast<int64_t>(i) + 1});
+  }
+  const optrace::OpEntry* cat = trace.find("cat.default");
+  REQUIRE(cat != nullptr);
+  REQUIRE(cat->unique_inputs.size() == 1);
+  CHECK(cat->unique_inputs[0].count == 2);
 }
 
 TEST_CASE("op tracer: misuse errors", "[op_tracer]") {

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -98,19 +100,27 @@ struct Dropped {
   std::string unreadable;   // the first unreadable call's error, if any
 };
 
-// One thread's unique calls. Their encodings lie end to end in `tokens_`; `slots_` is an
-// open-addressing table (power-of-two size, linear probing) of positions in `entries_`. A call
-// seen before costs one hash, one probe and a memcmp against the scratch encoding: no key copy,
-// no node to chase, no modulo by a prime (what std::unordered_map<std::vector<int64_t>> costs).
+// One thread's unique calls. Their encodings lie end to end in blocks that never move, and the
+// entries in a deque, so an op's cache slot can point at its last call's entry (recorder.hpp:
+// count_repeat) however the table grows. `slots_` is an open-addressing table (power-of-two
+// size, linear probing) of positions in `entries_`. A call seen before costs one hash, one probe
+// and a memcmp against the scratch encoding: no key copy, no node to chase, no modulo by a prime
+// (what std::unordered_map<std::vector<int64_t>> costs).
 class CallTable {
  public:
   struct Entry {
     size_t hash;
-    size_t offset, length;  // of the encoding in tokens_
+    const int64_t* tokens;  // the encoding, `length` tokens, in a block of `blocks_`
+    size_t length;
     Aggregate agg;
+    const int64_t* end() const { return tokens + length; }
   };
 
   static constexpr size_t kNone = SIZE_MAX;
+  // Every block holds this many zero tokens past its last encoding: a reader comparing a
+  // tensor's three head tokens at an encoding's end reads them in place of a bounds check, and
+  // finds no kTensor there (a zero, or the next encoding's first token, an OpInfo's address).
+  static constexpr size_t kPadding = 3;
 
   // The position (in first-recorded order) of the entry whose encoding is `key[0..n)`, or kNone.
   size_t find(const int64_t* key, size_t n, size_t hash) const {
@@ -120,37 +130,40 @@ class CallTable {
       uint32_t slot = slots_[i];
       if (slot == 0) return kNone;
       const Entry& e = entries_[slot - 1];
-      if (e.hash == hash && holds(slot - 1, key, n)) return slot - 1;
+      if (e.hash == hash && holds(e, key, n)) return slot - 1;
     }
   }
-  // Whether the entry at `position` is `key[0..n)`.
-  bool holds(size_t position, const int64_t* key, size_t n) const {
-    const Entry& e = entries_[position];
-    return e.length == n && std::memcmp(tokens_.data() + e.offset, key, n * sizeof(int64_t)) == 0;
+  // Whether `e`'s encoding is `key[0..n)`.
+  static bool holds(const Entry& e, const int64_t* key, size_t n) {
+    return e.length == n && std::memcmp(e.tokens, key, n * sizeof(int64_t)) == 0;
   }
   // Adds `key[0..n)`, which `find` did not find; returns its position.
   size_t insert(const int64_t* key, size_t n, size_t hash, Aggregate agg) {
     if (2 * (entries_.size() + 1) > slots_.size()) rehash(std::max<size_t>(64, 2 * slots_.size()));
-    entries_.push_back(Entry{hash, tokens_.size(), n, std::move(agg)});
-    tokens_.insert(tokens_.end(), key, key + n);
+    entries_.push_back(Entry{hash, store(key, n), n, std::move(agg)});
     place(hash, static_cast<uint32_t>(entries_.size()));
     return entries_.size() - 1;
   }
   Entry& entry(size_t position) { return entries_[position]; }
-  // The encoding of the entry at `position`: [begin, end).
-  const int64_t* tokens(size_t position, const int64_t** end) const {
-    const Entry& e = entries_[position];
-    const int64_t* begin = tokens_.data() + e.offset;
-    *end = begin + e.length;
-    return begin;
-  }
-  const std::vector<Entry>& entries() const { return entries_; }
-  std::vector<int64_t> key(const Entry& e) const {
-    return std::vector<int64_t>(tokens_.begin() + static_cast<ptrdiff_t>(e.offset),
-                                tokens_.begin() + static_cast<ptrdiff_t>(e.offset + e.length));
-  }
+  const std::deque<Entry>& entries() const { return entries_; }
+  std::vector<int64_t> key(const Entry& e) const { return std::vector<int64_t>(e.tokens, e.end()); }
 
  private:
+  // Copies an encoding into the current block, or a new one (each twice the last, up to 64 Ki
+  // tokens, or as long as the encoding), keeping kPadding zeros after it.
+  const int64_t* store(const int64_t* key, size_t n) {
+    if (block_left_ < n + kPadding) {
+      size_t size = std::max(std::min<size_t>(2 * block_size_, 64 * 1024), n + kPadding);
+      blocks_.emplace_back(new int64_t[size]());  // zeroed: the padding
+      block_next_ = blocks_.back().get();
+      block_left_ = block_size_ = size;
+    }
+    int64_t* at = block_next_;
+    std::memcpy(at, key, n * sizeof(int64_t));
+    block_next_ += n;
+    block_left_ -= n;
+    return at;
+  }
   void place(size_t hash, uint32_t slot) {
     const size_t mask = slots_.size() - 1;
     size_t i = hash & mask;
@@ -162,8 +175,10 @@ class CallTable {
     for (size_t k = 0; k < entries_.size(); ++k) place(entries_[k].hash, static_cast<uint32_t>(k + 1));
   }
 
-  std::vector<int64_t> tokens_;
-  std::vector<Entry> entries_;  // first-recorded order
+  std::vector<std::unique_ptr<int64_t[]>> blocks_;
+  int64_t* block_next_ = nullptr;
+  size_t block_left_ = 0, block_size_ = 256;
+  std::deque<Entry> entries_;    // first-recorded order; never moved
   std::vector<uint32_t> slots_;  // 0: empty, else a position in entries_ plus one
 };
 

@@ -5,6 +5,10 @@
 //   The callbacks are plain function pointers, so the active session is a global.
 // - Each thread aggregates into its own buffer (registered once per thread and session under a
 //   mutex); the hot path takes only that buffer's uncontended mutex, so `trace()` can read it.
+// - Most calls repeat their op's previous call (layer after layer, step after step). on_start
+//   compares such a call in place with that call's stored encoding and counts it without the
+//   lock, calling nothing out of line but RecordFunction::name() (repeats_simply); what it
+//   cannot tell that way goes to start_op, which compares the rest (count_repeat) or records.
 // - A call is encoded as a flat vector of int64 tokens (op, argument kinds, dtypes, sizes,
 //   values) into a reused scratch buffer; the thread's hash table counts equal encodings. Strings
 //   (names, dtype strings, Python type names) are made only when `trace()` decodes the keys
@@ -129,10 +133,16 @@ struct CacheSlot {
   const OpInfo* info = nullptr;
   bool selected = false;
   // Recorded as itself whenever it runs at a recorded level: selected, and (outermost only) no
-  // decomposition and no context rule to ask. on_start's short path, ahead of those checks (it
-  // repeats their two lines of nesting: 5 instructions fewer per op than sharing them).
+  // decomposition and no context rule to ask. start_op's short path, ahead of those checks (it
+  // repeats their two lines of nesting: 5 instructions fewer per op than sharing them, measured
+  // when the path was on_start's).
   bool plain = false;
-  size_t last_call = CallTable::kNone;  // the op's last recorded call, in this thread's CallTable
+  // Plain, and the session is not extended: on_start's fast path may count a repeat of `last`.
+  bool repeatable = false;
+  // No argument takes a dtype, layout or memory format (ints encoded with their own token): the
+  // fast path reads an int argument without asking its kind.
+  bool ints_plain = false;
+  CallTable::Entry* last = nullptr;  // the op's last recorded call, in this thread's CallTable
 };
 
 // What each open RecordFunction did on entry, undone when it ends.
@@ -148,6 +158,16 @@ class LevelStack {
     ++size_;
   }
   bool empty() const { return size_ == 0; }
+  bool full() const { return size_ >= kInline; }  // a push would spill (out of line)
+  void push_unspilled(Level level) { inline_[size_++] = level; }  // when not full()
+  // Pops the innermost level into `level` if it is in the fixed array: one test for most pops.
+  bool pop_unspilled(Level& level) {
+    const size_t i = size_ - 1;  // wraps around when empty
+    if (i >= kInline) return false;
+    level = inline_[i];
+    size_ = i;
+    return true;
+  }
   Level top() const { return size_ <= kInline ? inline_[size_ - 1] : spill_.back(); }
   void pop() {
     if (size_ > kInline) spill_.pop_back();
@@ -171,9 +191,11 @@ struct ThreadState {
   int64_t backward_nodes = 0;  // autograd nodes running (BACKWARD_FUNCTION ranges)
   // Per session.
   uint64_t generation = 0;
+  uint64_t recording_generation = 0;  // `generation` where thread_selected, else 0 (no generation's)
   std::shared_ptr<Session> session;
   ThreadBuffer* buffer = nullptr;
   bool thread_selected = false;
+  bool outermost = true;  // the session records outermost ops only (not Settings::all_levels)
   static constexpr size_t kCacheSize = 512;
   CacheSlot cache[kCacheSize];
   std::unordered_map<const char*, CacheSlot> overflow;
@@ -181,9 +203,10 @@ struct ThreadState {
 
   // The current session, registering this thread with it first if needed; nullptr if none.
   Session* current() {
-    if (active_generation().load(std::memory_order_acquire) == generation) return session.get();
-    return refresh();
+    return active_generation().load(std::memory_order_acquire) == generation ? session.get() : refresh();
   }
+  // Whether `session` is the current one and records this thread: one test for on_start.
+  bool recording() const { return active_generation().load(std::memory_order_acquire) == recording_generation; }
 
   // Out of line: the first call of a thread under a session, and the first after a start or stop.
   C10_NOINLINE Session* refresh() {
@@ -192,6 +215,8 @@ struct ThreadState {
     session = active_session();
     buffer = nullptr;
     thread_selected = false;
+    outermost = session == nullptr || !session->settings.all_levels;
+    recording_generation = 0;
     for (auto& c : cache) c = CacheSlot{};
     overflow.clear();
     if (session) {
@@ -201,15 +226,18 @@ struct ThreadState {
         std::lock_guard<std::mutex> buffers_lock(session->mutex);
         session->buffers.push_back(std::make_unique<ThreadBuffer>());
         buffer = session->buffers.back().get();
+        recording_generation = generation;
       }
     }
     return session.get();
   }
 
+  // The cache slot for a RecordFunction named `key`: its op's, or another's.
+  CacheSlot& slot_for(const char* key) { return cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kCacheSize]; }
   // The op behind a RecordFunction; nullptr for ranges that are not dispatcher ops.
   CacheSlot* lookup(const at::RecordFunction& fn) {
     const char* key = fn.name();
-    CacheSlot& slot = cache[(reinterpret_cast<uintptr_t>(key) >> 4) % kCacheSize];
+    CacheSlot& slot = slot_for(key);
     return slot.key == key ? &slot : lookup_slow(fn, key, slot);
   }
 
@@ -225,6 +253,11 @@ struct ThreadState {
     fresh.selected = fresh.info != nullptr && session->selected(*fresh.info);
     fresh.plain = fresh.selected &&
                   (session->settings.all_levels || (!fresh.info->decomposes && fresh.info->rules.empty()));
+    fresh.repeatable = fresh.plain && !session->settings.extended;
+    fresh.ints_plain = fresh.info != nullptr &&
+                       std::none_of(fresh.info->args.begin(), fresh.info->args.end(), [](const ArgType& a) {
+                         return a.kind == ArgKind::Dtype || a.kind == ArgKind::Layout || a.kind == ArgKind::MemoryFormat;
+                       });
     if (slot.key == nullptr) {
       slot = fresh;
       return &slot;
@@ -404,35 +437,59 @@ C10_ALWAYS_INLINE size_t recorded_positional(const OpInfo& op, c10::ArrayRef<con
 // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack: the
 // op's arguments are its last ones.
 C10_ALWAYS_INLINE c10::ArrayRef<const c10::IValue> op_arguments(const OpInfo& op, c10::ArrayRef<const c10::IValue> inputs) {
-  return inputs.size() > op.args.size() ? inputs.slice(inputs.size() - op.args.size()) : inputs;
+  const size_t n = op.args.size();  // not slice(): its bounds check is an out-of-line call
+  return inputs.size() > n ? c10::ArrayRef<const c10::IValue>(inputs.data() + (inputs.size() - n), n) : inputs;
+}
+
+// Whether the tokens at `key`, at a value's start in a stored encoding, are encode_tensor_shape's
+// of `t`; if so, moves `key` past them. It may read three tokens past the encoding's end, which
+// hold no kTensor (CallTable::kPadding): no bounds check.
+C10_ALWAYS_INLINE bool same_tensor_shape(const int64_t*& key, const c10::TensorImpl& t) {
+  const auto sizes = t.sizes();
+  const size_t ndim = sizes.size();
+  // The dtype as TypeMeta's index, which is the ScalarType for tensors' types: no conversion
+  // (and no error path) where a stored token is only ever a ScalarType.
+  if ((static_cast<uint64_t>(key[0] ^ kTensor) | static_cast<uint64_t>(key[2] ^ static_cast<int64_t>(ndim)) |
+       static_cast<uint64_t>(!t.dtype().isScalarType(static_cast<c10::ScalarType>(key[1])))) != 0)
+    return false;
+  const int64_t* stored = key + 3;
+  const int64_t* actual = sizes.data();
+  switch (ndim) {  // the usual ranks in one test each, without a loop's counting
+    case 0: break;
+    case 1: if (stored[0] != actual[0]) return false; break;
+    case 2: if (((stored[0] ^ actual[0]) | (stored[1] ^ actual[1])) != 0) return false; break;
+    case 3:
+      if (((stored[0] ^ actual[0]) | (stored[1] ^ actual[1]) | (stored[2] ^ actual[2])) != 0) return false;
+      break;
+    case 4:
+      if (((stored[0] ^ actual[0]) | (stored[1] ^ actual[1]) | (stored[2] ^ actual[2]) | (stored[3] ^ actual[3])) != 0)
+        return false;
+      break;
+    default:
+      for (size_t d = 0; d < ndim; ++d)
+        if (stored[d] != actual[d]) return false;
+  }
+  key = stored + ndim;
+  return true;
 }
 
 // The lock-free path of a repeated call: if this call of `slot`'s op (no context rule, not
 // extended) encodes as the op's previous call did, counts it and returns true. Tensors, most
 // arguments, are compared in place; any other value is encoded into `scratch` and compared.
 // Only this thread changes its CallTable, so reading it needs no lock (CallCount).
-C10_ALWAYS_INLINE bool count_repeat(ThreadBuffer& buffer, const CacheSlot& slot, KeyWriter& scratch,
-                         c10::ArrayRef<const c10::IValue> inputs) {
-  if (slot.last_call == CallTable::kNone) return false;
+C10_ALWAYS_INLINE bool count_repeat(const CacheSlot& slot, KeyWriter& scratch, c10::ArrayRef<const c10::IValue> inputs) {
+  if (slot.last == nullptr) return false;
   const OpInfo& op = *slot.info;
   inputs = op_arguments(op, inputs);
   const size_t positional = recorded_positional(op, inputs, SIZE_MAX);
-  const int64_t* end = nullptr;
-  const int64_t* key = buffer.calls.tokens(slot.last_call, &end);
+  const int64_t* key = slot.last->tokens;
+  const int64_t* end = slot.last->end();
   if (key[1] != static_cast<int64_t>(positional)) return false;
   key += 2;
   for (size_t i = 0; i < positional; ++i) {
     const c10::IValue& v = inputs[i];
-    if (is_plain_tensor(v)) {  // compared with the tokens encode_tensor_shape wrote
-      const at::Tensor& t = v.toTensor();
-      const auto sizes = t.sizes();
-      const size_t ndim = sizes.size();
-      if (static_cast<size_t>(end - key) < 3 + ndim) return false;
-      if (((key[0] ^ kTensor) | (key[1] ^ static_cast<int64_t>(t.scalar_type())) | (key[2] ^ static_cast<int64_t>(ndim))) != 0)
-        return false;
-      for (size_t d = 0; d < ndim; ++d)  // an early exit: a loop that the compiler leaves scalar
-        if (key[3 + d] != sizes[d]) return false;
-      key += 3 + ndim;
+    if (is_plain_tensor(v)) {
+      if (!same_tensor_shape(key, *v.unsafeToTensorImpl())) return false;
       continue;
     }
     scratch.clear();
@@ -443,8 +500,63 @@ C10_ALWAYS_INLINE bool count_repeat(ThreadBuffer& buffer, const CacheSlot& slot,
     key += scratch.size();
   }
   if (key != end) return false;
-  buffer.calls.entry(slot.last_call).agg.count.add(1);
+  slot.last->agg.count.add(1);
   return true;
+}
+
+// TensorImpl::sizes() calls out for a tensor with custom sizes (a virtual sizes_custom(), which
+// throws for a nested tensor). Its test of the policy is protected; a pointer to it, formed
+// through a derived class, reads it (the class is never made).
+struct SizesPolicy : c10::TensorImpl {
+  static bool custom(const c10::TensorImpl& t) {
+    return (t.*&SizesPolicy::matches_policy)(SizesStridesPolicy::CustomSizes);
+  }
+};
+
+// on_start's fast path: whether this call of `slot`'s op (repeatable, with a last call) encodes as
+// that call did, judged from what is read without calling out: tensors (not custom-sized, not
+// wrapped numbers), None, bools, ints and floats. False also for what it leaves to the full
+// path (other values, trailing defaults to drop): count_repeat and record_call decide those.
+C10_ALWAYS_INLINE bool repeats_simply(const CacheSlot& slot, c10::ArrayRef<const c10::IValue> inputs) {
+  inputs = op_arguments(*slot.info, inputs);
+  const size_t positional = std::min(slot.info->positional, inputs.size());
+  if (positional > slot.info->defaults_from) return false;
+  const int64_t* key = slot.last->tokens;
+  if (key[1] != static_cast<int64_t>(positional)) return false;
+  key += 2;
+  const c10::IValue* const stop = inputs.data() + positional;
+  for (const c10::IValue* v = inputs.data(); v != stop; ++v) {
+    int64_t token = kNone, value = 0;
+    if (v->isTensor()) {
+      // An undefined tensor (stored as kNone, a rank-0 tensor here) differs: the full path's.
+      const c10::TensorImpl& t = *v->unsafeToTensorImpl();
+      if (t.is_wrapped_number() || SizesPolicy::custom(t) || !same_tensor_shape(key, t)) return false;
+      continue;
+    }
+    if (v->isBool()) {
+      token = kBool;
+      value = v->toBool();
+    } else if (v->isInt()) {
+      if (!slot.ints_plain) return false;
+      token = kInt;
+      value = v->toInt();
+    } else if (v->isDouble()) {
+      const double d = v->toDouble();
+      if (std::isnan(d)) return false;
+      token = kFloat;
+      std::memcpy(&value, &d, sizeof value);
+    } else if (!v->isNone()) {
+      return false;
+    }
+    if (token == kNone) {
+      if (key[0] != kNone) return false;
+      ++key;
+      continue;
+    }
+    if (((key[0] ^ token) | (key[1] ^ value)) != 0) return false;  // key[1]: in the padding at most
+    key += 2;
+  }
+  return key == slot.last->end();
 }
 
 // Records one call of `slot`'s op, as the reference sees it under `rule` (a context rule that
@@ -490,10 +602,11 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
   CallTable& calls = buffer.calls;
   // A repeat of the op's previous call was counted by count_repeat, without the lock, unless
   // extended (its value ranges are updated here): then that call is tried before the hash.
-  size_t position = CallTable::kNone;
-  if (extended && rule == nullptr && slot.last_call != CallTable::kNone && calls.holds(slot.last_call, key.data(), key.size()))
-    position = slot.last_call;
-  if (position == CallTable::kNone) {
+  CallTable::Entry* entry = nullptr;
+  if (extended && rule == nullptr && slot.last != nullptr && CallTable::holds(*slot.last, key.data(), key.size()))
+    entry = slot.last;
+  if (entry == nullptr) {
+    size_t position;
     const size_t hash = hash_tokens(key.data(), key.size());
     position = calls.find(key.data(), key.size(), hash);
     if (position == CallTable::kNone) {
@@ -507,9 +620,10 @@ inline void record_call(ThreadState& ts, Session& s, CacheSlot& slot, const OpIn
       fresh.first_seen = s.seq.fetch_add(1, std::memory_order_relaxed);
       position = calls.insert(key.data(), key.size(), hash, std::move(fresh));
     }
+    entry = &calls.entry(position);
   }
-  if (rule == nullptr) slot.last_call = position;
-  Aggregate& agg = calls.entry(position).agg;
+  if (rule == nullptr) slot.last = entry;
+  Aggregate& agg = entry->agg;
   agg.count.add(1);
   if (extended) {
     if (agg.ranges.empty()) agg.ranges.resize(positional);
@@ -544,7 +658,7 @@ inline void count_unreadable(ThreadState& ts, Session& s, const OpInfo& recorded
 C10_NOINLINE inline void record(ThreadState& ts, Session& s, CacheSlot& op, const OpInfo::Rule* rule,
                                 const OpInfo& recorded, const at::RecordFunction& fn) {
   try {
-    if (rule != nullptr || s.settings.extended || !count_repeat(*ts.buffer, op, ts.scratch, fn.inputs()))
+    if (rule != nullptr || s.settings.extended || !count_repeat(op, ts.scratch, fn.inputs()))
       record_call(ts, s, op, rule, fn.inputs());
   } catch (const c10::Error& e) {
     count_unreadable(ts, s, recorded, e.what_without_backtrace());
@@ -555,59 +669,94 @@ C10_NOINLINE inline void record(ThreadState& ts, Session& s, CacheSlot& op, cons
   }
 }
 
-inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  ThreadState& ts = thread_state();
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {  // an autograd node: context only
-    ++ts.backward_nodes;
-    ts.levels.push(kBackwardNode);
-    return nullptr;
-  }
-  Session* s = ts.current();
-  if (!ts.thread_selected) {  // no session, or not this thread
+// A call of `op`'s (from this thread's cache) at a level that may be recorded: records it, or
+// opens a composite. Out of line, for on_start's fast path.
+C10_NOINLINE inline void start_op(ThreadState& ts, CacheSlot& op, const at::RecordFunction& fn) {
+  Session& s = *ts.session;
+  const bool outermost = ts.outermost;
+  if (op.info == nullptr) {  // not a dispatcher op
     ts.levels.push(kNoLevel);
-    return nullptr;
+    return;
   }
-  const bool outermost = !s->settings.all_levels;
-  if (outermost && ts.depth > 0) {
-    ts.levels.push(kNoLevel);
-    return nullptr;
-  }
-  CacheSlot* op = ts.lookup(fn);
-  if (op == nullptr || op->info == nullptr) {
-    ts.levels.push(kNoLevel);
-    return nullptr;
-  }
-  if (op->plain) {  // most calls
+  if (op.plain) {  // most calls
     ts.levels.push(outermost ? kNested : kNoLevel);
     if (outermost) ++ts.depth;
-    record(ts, *s, *op, nullptr, *op->info, fn);
-    return nullptr;
+    record(ts, s, op, nullptr, *op.info, fn);
+    return;
   }
-  if (outermost && op->info->decomposes) {
-    ts.composites.push_back(op->info);
+  if (outermost && op.info->decomposes) {
+    ts.composites.push_back(op.info);
     ts.levels.push(kComposite);
-    return nullptr;
+    return;
   }
   ts.levels.push(outermost ? kNested : kNoLevel);
   if (outermost) ++ts.depth;
   // What the reference tracer sees of this call (dispatcher.hpp, context_rules).
   const OpInfo::Rule* rule = nullptr;
-  if (outermost && !op->info->rules.empty())
-    rule = op->info->rule_within(ts.composites, [&ts] { return ts.backward_nodes == 0 && in_autograd_engine(); });
-  const OpInfo* recorded = rule != nullptr ? rule->recorded : op->info;
-  const bool selected = recorded == op->info ? op->selected : s->selected(*recorded);
-  if (selected) record(ts, *s, *op, rule, *recorded, fn);
+  if (outermost && !op.info->rules.empty())
+    rule = op.info->rule_within(ts.composites, [&ts] { return ts.backward_nodes == 0 && in_autograd_engine(); });
+  const OpInfo* recorded = rule != nullptr ? rule->recorded : op.info;
+  const bool selected = recorded == op.info ? op.selected : s.selected(*recorded);
+  if (selected) record(ts, s, op, rule, *recorded, fn);
+}
+
+// on_start's path for what its fast path does not reach: an autograd node, a thread's first call
+// under a session (or the first after a start or stop), a range the cache does not hold yet.
+C10_NOINLINE inline void start_range(const at::RecordFunction& fn) {
+  ThreadState& ts = thread_state();
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {  // an autograd node: context only
+    ++ts.backward_nodes;
+    ts.levels.push(kBackwardNode);
+    return;
+  }
+  ts.current();
+  if (!ts.thread_selected || (ts.outermost && ts.depth > 0)) {  // no session, not this thread, nested
+    ts.levels.push(kNoLevel);
+    return;
+  }
+  CacheSlot* op = ts.lookup(fn);
+  if (op == nullptr) ts.levels.push(kNoLevel);  // a string-named range
+  else start_op(ts, *op, fn);
+}
+
+// The start callback. Its fast path, most calls (one nested in a recorded op, the repeat of an
+// op's previous call with simple arguments), calls only RecordFunction::name(); the rest is out
+// of line: start_op for an op in the thread's cache, start_range before that.
+inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  ThreadState& ts = thread_state();
+  if (C10_LIKELY(fn.scope() != at::RecordScope::BACKWARD_FUNCTION && ts.recording())) {
+    if (ts.outermost && ts.depth > 0 && !ts.levels.full()) {  // inside a recorded op
+      ts.levels.push_unspilled(kNoLevel);
+      return nullptr;
+    }
+    const char* name = fn.name();
+    CacheSlot& slot = ts.slot_for(name);
+    if (slot.key == name) {
+      if (slot.repeatable && slot.last != nullptr && !ts.levels.full() && repeats_simply(slot, fn.inputs())) {
+        slot.last->agg.count.add(1);
+        ts.levels.push_unspilled(ts.outermost ? kNested : kNoLevel);
+        if (ts.outermost) ++ts.depth;
+      } else {
+        start_op(ts, slot, fn);
+      }
+      return nullptr;
+    }
+  }
+  start_range(fn);
   return nullptr;
 }
 
 inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
   ThreadState& ts = thread_state();
-  if (ts.levels.empty()) return;
-  const Level level = ts.levels.top();
+  Level level;
+  if (!ts.levels.pop_unspilled(level)) {
+    if (ts.levels.empty()) return;  // a range opened before the callbacks were added
+    level = ts.levels.top();
+    ts.levels.pop();
+  }
   if (level == kNested) --ts.depth;
   else if (level == kComposite && !ts.composites.empty()) ts.composites.pop_back();
   else if (level == kBackwardNode) --ts.backward_nodes;
-  ts.levels.pop();
 }
 
 }  // namespace optrace::detail::op_tracer
