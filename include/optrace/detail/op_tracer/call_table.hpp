@@ -61,9 +61,9 @@ class KeyWriter {
 };
 
 // A call count that only its recording thread adds to, and without a lock (a repeated call is
-// counted on the lock-free path, recorder.hpp: count_repeat), while `trace()` may read it under
-// the buffer's lock: relaxed atomic loads and stores, no read-modify-write. Copyable, so that
-// entries live in a vector (which only the recording thread grows).
+// counted on the lock-free paths, recorder.hpp: on_start's and count_repeat), while `trace()` may
+// read it under the buffer's lock: relaxed atomic loads and stores, no read-modify-write.
+// Copyable, so that an Aggregate copies (the table's entries, the merge of `trace()`).
 class CallCount {
  public:
   CallCount(int64_t n = 0) : n_(n) {}  // NOLINT: an int64 in all but the atomic access

@@ -191,10 +191,9 @@ struct ThreadState {
   int64_t backward_nodes = 0;  // autograd nodes running (BACKWARD_FUNCTION ranges)
   // Per session.
   uint64_t generation = 0;
-  uint64_t recording_generation = 0;  // `generation` where thread_selected, else 0 (no generation's)
+  uint64_t recording_generation = 0;  // `generation` where this thread records, else 0 (no generation's)
   std::shared_ptr<Session> session;
-  ThreadBuffer* buffer = nullptr;
-  bool thread_selected = false;
+  ThreadBuffer* buffer = nullptr;  // this thread's, where the session records it (Settings::threads)
   bool outermost = true;  // the session records outermost ops only (not Settings::all_levels)
   static constexpr size_t kCacheSize = 512;
   CacheSlot cache[kCacheSize];
@@ -214,15 +213,13 @@ struct ThreadState {
     generation = active_generation().load(std::memory_order_relaxed);
     session = active_session();
     buffer = nullptr;
-    thread_selected = false;
     outermost = session == nullptr || !session->settings.all_levels;
     recording_generation = 0;
     for (auto& c : cache) c = CacheSlot{};
     overflow.clear();
     if (session) {
       const auto& ids = session->settings.threads;
-      thread_selected = ids.empty() || std::find(ids.begin(), ids.end(), std::this_thread::get_id()) != ids.end();
-      if (thread_selected) {
+      if (ids.empty() || std::find(ids.begin(), ids.end(), std::this_thread::get_id()) != ids.end()) {
         std::lock_guard<std::mutex> buffers_lock(session->mutex);
         session->buffers.push_back(std::make_unique<ThreadBuffer>());
         buffer = session->buffers.back().get();
@@ -710,7 +707,7 @@ C10_NOINLINE inline void start_range(const at::RecordFunction& fn) {
     return;
   }
   ts.current();
-  if (!ts.thread_selected || (ts.outermost && ts.depth > 0)) {  // no session, not this thread, nested
+  if (ts.buffer == nullptr || (ts.outermost && ts.depth > 0)) {  // no session, not this thread, nested
     ts.levels.push(kNoLevel);
     return;
   }
