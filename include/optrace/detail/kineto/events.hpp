@@ -9,6 +9,7 @@
 
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/common/pieces.hpp>
 #include <optrace/error.hpp>
 
 #include <simdjson.h>
@@ -226,70 +227,55 @@ template <class Reader, class ReadPiece>
 bool stream_documents(Reader& in, size_t piece_bytes, ReadPiece&& read_piece) {
   static constexpr char kPrefix[] = "{\"traceEvents\":";
   constexpr size_t kFront = sizeof kPrefix - 1, kMaxRegion = size_t(1) << 30, pad = simdjson::SIMDJSON_PADDING;
-  size_t target = std::max<size_t>(piece_bytes, 64);
-  std::unique_ptr<char[]> storage(new char[kFront + target + pad]);
-  char* buffer = storage.get() + kFront;  // room for kPrefix before the last piece
-  size_t filled = 0;
-  bool end = false, first = true, object = false;
-  auto grow = [&] {
-    std::unique_ptr<char[]> bigger(new char[kFront + 2 * target + pad]);
-    std::memcpy(bigger.get() + kFront, buffer, filled);
-    storage = std::move(bigger);
-    buffer = storage.get() + kFront;
-    target *= 2;
-  };
+  PieceBuffer buffer(std::max<size_t>(piece_bytes, 64), kFront, pad);  // room for kPrefix before the last piece
+  bool first = true, object = false;
   for (;;) {
-    while (filled < target && !end) {
-      const size_t n = in.read(buffer + filled, target - filled);
-      if (n == 0) end = true;
-      filled += n;
-    }
-    std::memset(buffer + filled, 0, pad);
+    buffer.fill(in);
+    char* data = buffer.data();
+    const size_t filled = buffer.size();
     if (first) {
       size_t at = 0;
-      while (at < filled && is_json_space(buffer[at])) ++at;
-      if (at == filled || (buffer[at] != '{' && buffer[at] != '[')) return false;
-      object = buffer[at] == '{';
+      while (at < filled && is_json_space(data[at])) ++at;
+      if (at == filled || (data[at] != '{' && data[at] != '[')) return false;
+      object = data[at] == '{';
     }
-    if (end) {
-      if (first || !object) return read_piece(buffer, filled, filled + pad, first), true;
-      std::memcpy(buffer - kFront, kPrefix, kFront);
-      read_piece(buffer - kFront, kFront + filled, kFront + filled + pad, false);
+    if (buffer.end()) {
+      if (first || !object) return read_piece(data, filled, buffer.capacity(), first), true;
+      std::memcpy(data - kFront, kPrefix, kFront);
+      read_piece(data - kFront, kFront + filled, kFront + buffer.capacity(), false);
       return true;
     }
     Cut cut;
-    if (!find_last_cut(buffer, filled, first && object ? 2 : 1, cut)) {
-      if (target >= kMaxRegion) return false;
-      grow();
+    if (!find_last_cut(data, filled, first && object ? 2 : 1, cut)) {
+      if (buffer.target() >= kMaxRegion) return false;
+      buffer.grow();
       continue;
     }
     char saved[2];
-    std::memcpy(saved, buffer + cut.comma, 2);
-    buffer[cut.comma] = ']';
-    if (first && object) buffer[cut.comma + 1] = '}';
+    std::memcpy(saved, data + cut.comma, 2);
+    data[cut.comma] = ']';
+    if (first && object) data[cut.comma + 1] = '}';
     const size_t size = cut.comma + (first && object ? 2 : 1);
     const char* events_end = nullptr;
     bool read = true;
     try {
-      events_end = read_piece(buffer, size, filled + pad, first);  // the text after the piece is its padding
+      events_end = read_piece(data, size, buffer.capacity(), first);  // the text after the piece is its padding
     } catch (const Error&) {
       if (!first) throw;
       read = false;
     }
     // The events list must reach the cut: else the cut lay in a list after it ("after": [{...},\n {...}]).
-    if (!read || events_end != (first && object ? buffer + cut.comma + 1 : nullptr)) {
+    if (!read || events_end != (first && object ? data + cut.comma + 1 : nullptr)) {
       // The first piece's last boundary may lie in a list of objects before the events
       // ("deviceProperties"): a longer first piece has one after them. It is read afresh.
-      if (!first || target >= kMaxRegion) return false;
-      std::memcpy(buffer + cut.comma, saved, 2);
-      grow();
+      if (!first || buffer.target() >= kMaxRegion) return false;
+      std::memcpy(data + cut.comma, saved, 2);
+      buffer.grow();
       continue;
     }
     // The rest after the cut, a list of events from its '[' on.
-    const size_t from = cut.open - 1;
-    std::memmove(buffer, buffer + from, filled - from);
-    filled -= from;
-    buffer[0] = '[';
+    buffer.carry(cut.open - 1);
+    buffer.data()[0] = '[';
     first = false;
   }
 }

@@ -22,6 +22,7 @@
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/common/pieces.hpp>
 #include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/kineto/decode.hpp>
 #include <optrace/detail/kineto/events.hpp>
@@ -897,63 +898,51 @@ template <class Reader, class Whole>
 ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCatalog& catalog, Whole&& whole,
                            size_t piece_bytes = kStreamPieceBytes, bool fold = true) {
   const size_t wanted = options.threads() == 1 ? 1 : pieces_for(SIZE_MAX, options.threads());
-  size_t target = wanted * piece_bytes;
   constexpr size_t kMaxRegion = size_t(1) << 30;
-  const size_t pad = simdjson::SIMDJSON_PADDING;
-  std::unique_ptr<char[]> buffer(new char[target + pad]);
-  size_t filled = 0;
-  bool end = false;
+  PieceBuffer buffer(wanted * piece_bytes, 0, simdjson::SIMDJSON_PADDING);
   bool first = true, object = false;
   Importer result(options, catalog);
   result.fold(fold);
   std::vector<std::unique_ptr<Importer>> importers;
   std::vector<std::unique_ptr<od::parser>> parsers;
   for (;;) {
-    while (filled < target && !end) {
-      const size_t n = in.read(buffer.get() + filled, target - filled);
-      if (n == 0) end = true;
-      filled += n;
-    }
-    std::memset(buffer.get() + filled, 0, pad);
+    buffer.fill(in);
+    char* data = buffer.data();
+    const size_t filled = buffer.size();
+    const bool end = buffer.end();
     if (first) {
-      if (end) return import_in_pieces(buffer.get(), filled, filled + pad, options, catalog, pieces_for(filled, options.threads()));
+      if (end) return import_in_pieces(data, filled, buffer.capacity(), options, catalog, pieces_for(filled, options.threads()));
       size_t at = 0;
-      while (at < filled && is_json_space(buffer[at])) ++at;
-      if (at == filled || (buffer[at] != '{' && buffer[at] != '[')) return whole();
-      object = buffer[at] == '{';
+      while (at < filled && is_json_space(data[at])) ++at;
+      if (at == filled || (data[at] != '{' && data[at] != '[')) return whole();
+      object = data[at] == '{';
     }
-    auto grow = [&] {
-      std::unique_ptr<char[]> bigger(new char[target * 2 + pad]);
-      std::memcpy(bigger.get(), buffer.get(), filled);
-      buffer = std::move(bigger);
-      target *= 2;
-    };
     size_t region = filled;
     Cut cut;
     char saved[2] = {};
     if (!end) {
-      if (!find_last_cut(buffer.get(), filled, first && object ? 2 : 1, cut)) {
-        if (target >= kMaxRegion) return whole();
-        grow();
+      if (!find_last_cut(data, filled, first && object ? 2 : 1, cut)) {
+        if (buffer.target() >= kMaxRegion) return whole();
+        buffer.grow();
         continue;
       }
-      std::memcpy(saved, buffer.get() + cut.comma, 2);
-      buffer[cut.comma] = ']';
-      if (first && object) buffer[cut.comma + 1] = '}';
+      std::memcpy(saved, data + cut.comma, 2);
+      data[cut.comma] = ']';
+      if (first && object) data[cut.comma + 1] = '}';
       region = cut.comma + (first && object ? 2 : 1);
     }
     const bool tail = end && object;  // the last piece of an object: its events, then the rest of it
     const char* next = nullptr;
-    size_t n = read_pieces(buffer.get(), region, filled + pad, tail, wanted, options, catalog, importers, parsers, &next);
+    size_t n = read_pieces(data, region, buffer.capacity(), tail, wanted, options, catalog, importers, parsers, &next);
     // The events list must reach this piece's end (the cut, or the end of a bare list): if it
     // ended before, the cut was in a list after it ("after": [{...},\n {...}]), not between events.
-    if (n > 0 && !tail) n = (first && object && !end ? next == buffer.get() + cut.comma + 1 : next == nullptr) ? n : 0;
+    if (n > 0 && !tail) n = (first && object && !end ? next == data + cut.comma + 1 : next == nullptr) ? n : 0;
     if (n == 0) {
       // The first piece's last boundary may lie in the keys before the events (a list of objects
       // there, as "deviceProperties"): a longer first piece has one after them.
-      if (!first || end || target >= kMaxRegion) return whole();
-      std::memcpy(buffer.get() + cut.comma, saved, 2);
-      grow();
+      if (!first || end || buffer.target() >= kMaxRegion) return whole();
+      std::memcpy(data + cut.comma, saved, 2);
+      buffer.grow();
       continue;
     }
     // An error the fold meets (an event's fields malformed where only decoding reads them) is
@@ -970,10 +959,8 @@ ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCat
       return whole();
     }
     // The rest after the cut, a list of events from its '[' on.
-    const size_t from = cut.open - 1;
-    std::memmove(buffer.get(), buffer.get() + from, filled - from);
-    filled -= from;
-    buffer[0] = '[';
+    buffer.carry(cut.open - 1);
+    buffer.data()[0] = '[';
     first = false;
   }
 }

@@ -5,6 +5,7 @@
 
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/pieces.hpp>
 #include <optrace/detail/op_trace/operator_inputs_text.hpp>
 #include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
@@ -77,27 +78,18 @@ inline operator_inputs::ReadResult result_of(ReadResult r) {
 // stays bounded by the longest line and the result. `source` names it in errors.
 inline operator_inputs::ReadResult read_log(FileReader& in, const std::string& source) {
   Reader reader(source);
-  size_t size = size_t(1) << 20;
-  std::unique_ptr<char[]> buffer(new char[size]);
-  size_t filled = 0;
-  for (bool end = false; !end;) {
-    while (filled < size && !end) {
-      const size_t n = in.read(buffer.get() + filled, size - filled);
-      end = n == 0;
-      filled += n;
-    }
-    const void* newline = end ? nullptr : ::memrchr(buffer.get(), '\n', filled);
-    if (!end && newline == nullptr) {  // a line longer than the buffer
-      std::unique_ptr<char[]> bigger(new char[size * 2]);
-      std::memcpy(bigger.get(), buffer.get(), filled);
-      buffer = std::move(bigger);
-      size *= 2;
+  PieceBuffer buffer(size_t(1) << 20);
+  for (;;) {
+    buffer.fill(in);
+    const void* newline = buffer.end() ? nullptr : ::memrchr(buffer.data(), '\n', buffer.size());
+    if (!buffer.end() && newline == nullptr) {  // a line longer than the buffer
+      buffer.grow();
       continue;
     }
-    const size_t lines = end ? filled : static_cast<size_t>(static_cast<const char*>(newline) - buffer.get()) + 1;
-    reader.feed(std::string_view(buffer.get(), lines));
-    std::memmove(buffer.get(), buffer.get() + lines, filled - lines);
-    filled -= lines;
+    const size_t lines = buffer.end() ? buffer.size() : static_cast<size_t>(static_cast<const char*>(newline) - buffer.data()) + 1;
+    reader.feed(std::string_view(buffer.data(), lines));
+    if (buffer.end()) break;
+    buffer.carry(lines);
   }
   return result_of(reader.finish());
 }
