@@ -30,6 +30,7 @@
 
 #include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
 #include <optrace/error.hpp>
 
@@ -263,10 +264,7 @@ struct ThreadState {
   }
 };
 
-inline ThreadState& thread_state() {
-  thread_local ThreadState state;
-  return state;
-}
+inline ThreadState& thread_state() { return PerThread<ThreadState>::get(); }
 
 inline void push_double(KeyWriter& out, double d) {
   if (std::isnan(d)) d = std::numeric_limits<double>::quiet_NaN();

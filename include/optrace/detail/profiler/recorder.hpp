@@ -19,6 +19,7 @@
 //   libtorch's own functions (the text torch.profiler writes), kept once per distinct text.
 
 #include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
 #include <optrace/detail/op_tracer/recorder.hpp>
 #include <optrace/detail/profiler/et_values.hpp>
@@ -219,10 +220,7 @@ struct ThreadState {
   }
 };
 
-inline ThreadState& thread_state() {
-  thread_local ThreadState state;
-  return state;
-}
+inline ThreadState& thread_state() { return PerThread<ThreadState>::get(); }
 
 // Dispatcher ops by their name's address (see op_tracer::ThreadState::lookup): a small cache per
 // thread, filled on first sight.
