@@ -514,6 +514,132 @@ TEST_CASE("profiler: key_averages counts each kernel toward the range that launc
   CHECK(averages.table("", -1) == from_file.table("", -1));
 }
 
+// A device event's arguments as compact JSON, without the "External id" (each trace's own join).
+std::map<std::string, std::string> device_args_of(Node e) {
+  std::map<std::string, std::string> out;
+  for (auto [key, v] : e["args"].object())
+    if (key != "External id") out[std::string(key)] = simdjson::minify(v.element());
+  return out;
+}
+
+// A trace's kernels, copies, sets and runtime calls in time order: "cat name", then their
+// arguments.
+std::vector<std::pair<std::string, std::map<std::string, std::string>>> device_events_of(const Parsed& p) {
+  std::vector<std::tuple<double, std::string, std::map<std::string, std::string>>> events;
+  for (Node e : p.events().array()) {
+    Node cat(e);
+    if (!e.find("cat", cat) || e["ph"].as_string() != "X") continue;
+    const std::string_view c = cat.as_string();
+    if (c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset" || c == "cuda_runtime" || c == "cuda_driver")
+      events.emplace_back(e["ts"].as_double(), std::string(c) + " " + std::string(e["name"].as_string()), device_args_of(e));
+  }
+  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> out;
+  for (auto& [ts, name, args] : events) out.emplace_back(std::move(name), std::move(args));
+  return out;
+}
+
+TEST_CASE("profiler: CUDA events carry what libtorch's saved trace adds, as torch.profiler's own trace holds it",
+          "[profiler]") {
+  // libtorch's KinetoEvent has no launch configuration, bytes or cbid: the Profiler reads them
+  // from the trace libtorch saves of the same recording (device_details.hpp). Here that trace is
+  // torch.profiler's own, of a training step on an H100 (tests/data/kineto/): the device events
+  // made from it, with what KinetoEvent gives, come out of the Profiler's writer with torch's
+  // arguments, and the trace with torch's deviceProperties and CUDA versions.
+  const std::string path = optrace_test::data_path("kineto/torch211_cuda_train.pt.trace.json.gz");
+  dp::DeviceDetails details = dp::read_device_details_file(path);
+  const Parsed torch_trace = parse(optrace::detail::read_file_maybe_gzip(path));
+  dp::Window window;
+  const std::map<std::string, dp::DeviceKind> kinds{{"kernel", dp::DeviceKind::kKernel},
+                                                    {"gpu_memcpy", dp::DeviceKind::kMemcpy},
+                                                    {"gpu_memset", dp::DeviceKind::kMemset},
+                                                    {"cuda_runtime", dp::DeviceKind::kRuntime},
+                                                    {"cuda_driver", dp::DeviceKind::kDriver}};
+  std::map<std::string, int> counts;
+  for (Node e : torch_trace.events().array()) {
+    Node cat(e);
+    if (!e.find("cat", cat) || e["ph"].as_string() != "X") continue;
+    auto kind = kinds.find(std::string(cat.as_string()));
+    if (kind == kinds.end()) continue;
+    dp::DeviceEvent d;
+    d.name = std::string(e["name"].as_string());
+    d.kind = kind->second;
+    d.start_ns = std::llround(e["ts"].as_double() * 1000);
+    d.dur_ns = std::llround(e["dur"].as_double() * 1000);
+    d.correlation = static_cast<uint64_t>(e["args"]["correlation"].as_int());
+    d.device = dp::on_host(d.kind) ? 0 : e["args"]["device"].as_int();
+    d.stream = dp::on_host(d.kind) ? e["tid"].as_int() : e["args"]["stream"].as_int();
+    window.device_events.push_back(std::move(d));
+    ++counts[kind->first];
+  }
+  std::stable_sort(window.device_events.begin(), window.device_events.end(),
+                   [](const dp::DeviceEvent& a, const dp::DeviceEvent& b) { return a.start_ns < b.start_ns; });
+  INFO(counts["kernel"] << " kernels, " << counts["gpu_memcpy"] << " copies, " << counts["cuda_runtime"] << " runtime calls");
+  REQUIRE(counts["kernel"] > 10);
+  REQUIRE(counts["gpu_memcpy"] > 0);
+  REQUIRE(counts["cuda_runtime"] > 10);
+  CHECK(details.events == static_cast<size_t>(counts["kernel"] + counts["gpu_memcpy"] + counts["gpu_memset"]));
+  CHECK(dp::attach_device_details(window.device_events, details) == window.device_events.size());
+  window.device_metadata = details.metadata;
+  dp::TraceInfo info;
+  const Parsed ours = parse(dp::KinetoWriter(window, info).write(""));
+
+  const auto mine = device_events_of(ours), theirs = device_events_of(torch_trace);
+  REQUIRE(mine.size() == theirs.size());
+  int kernels_with_grid = 0, copies_with_bytes = 0, calls_with_cbid = 0;
+  for (size_t k = 0; k < mine.size(); ++k) {
+    INFO(theirs[k].first);
+    CHECK(mine[k].first == theirs[k].first);
+    CHECK(mine[k].second == theirs[k].second);
+    kernels_with_grid += mine[k].second.count("grid") && mine[k].second.count("block") ? 1 : 0;
+    copies_with_bytes += mine[k].second.count("bytes") && mine[k].second.count("memory bandwidth (GB/s)") ? 1 : 0;
+    calls_with_cbid += mine[k].second.count("cbid");
+  }
+  CHECK(kernels_with_grid == counts["kernel"]);
+  CHECK(copies_with_bytes == counts["gpu_memcpy"] + counts["gpu_memset"]);
+  CHECK(calls_with_cbid == counts["cuda_runtime"] + counts["cuda_driver"]);
+  for (const char* key : {"deviceProperties", "cuda_runtime_version", "cuda_driver_version", "cupti_version"}) {
+    INFO(key);
+    CHECK(simdjson::minify(ours.doc->root()[key].element()) == simdjson::minify(torch_trace.doc->root()[key].element()));
+  }
+  CHECK(ours.doc->root()["deviceProperties"].array().size() == 1);
+  // Each key once: deviceProperties comes from the saved trace instead of the empty list.
+  CHECK(ours.doc->root().object().size() == parse(dp::KinetoWriter(window, info).write("")).doc->root().object().size());
+}
+
+#if OPTRACE_PROFILER_DEVICE_TRACE
+TEST_CASE("profiler: the trace libtorch saves of a recording is read back and its file removed", "[profiler]") {
+  // What runs on a GPU when a trace is first written (save_device_details), here with the CPU
+  // activity: libtorch 2.x saves its Kineto trace into the temporary folder, optrace reads it.
+  namespace impl = torch::profiler::impl;
+  const std::set<impl::ActivityType> cpu{impl::ActivityType::CPU};
+  impl::ProfilerConfig config(impl::ProfilerState::KINETO);
+  try {
+    torch::autograd::profiler::prepareProfiler(config, cpu);
+    torch::autograd::profiler::enableProfiler(config, cpu);
+  } catch (const std::exception& e) {
+    OPTRACE_SKIP("libtorch's Kineto profiler cannot start here: " << e.what());
+  }
+  torch::mm(torch::ones({8, 8}), torch::ones({8, 8}));
+  std::unique_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
+  REQUIRE(result);
+  auto ours = [] {
+    int n = 0;
+    const std::string prefix = "optrace-cuda-" + std::to_string(::getpid()) + "-";
+    for (const auto& f : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+      n += f.path().filename().string().rfind(prefix, 0) == 0 ? 1 : 0;
+    return n;
+  };
+  const int before = ours();
+  dp::Window window;
+  CHECK(dp::save_device_details(*result, window) == "");
+  CHECK(ours() == before);
+  // A second save of the same result is libtorch's error, said, not thrown.
+  CHECK_FALSE(dp::save_device_details(*result, window).empty());
+  CHECK(ours() == before);
+}
+#endif
+
 // A GPU's kernels, recorded by libtorch's Kineto and written with the CPU ops that launched them;
 // their names as torch.profiler's own trace of the same computation holds them.
 TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and flows", "[profiler][cuda]") {
@@ -547,6 +673,7 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
     std::string name, cat;
     int64_t pid = 0, tid = 0, ext = 0, corr = -1;
     double ts = 0, dur = 0;
+    std::string cupti;  // what libtorch's saved trace adds (device_details.hpp), as torch_cuda_kernels.py writes it
   };
   std::vector<Span> spans;
   std::map<int64_t, int> flow_ends;  // ac2g id -> ends seen
@@ -571,6 +698,15 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
     if (e.find("args", args)) {
       if (args.find("External id", v)) s.ext = v.as_int();
       if (args.find("correlation", v)) s.corr = v.as_int();
+      auto list = [](Node l) {
+        std::string t;
+        for (int64_t x : l.as_int_list()) t += (t.empty() ? "" : ",") + std::to_string(x);
+        return t;
+      };
+      if (args.find("grid", v)) s.cupti += " grid=" + list(v);
+      if (args.find("block", v)) s.cupti += " block=" + list(v);
+      if (args.find("bytes", v)) s.cupti += " bytes=" + std::to_string(v.as_int());
+      if (args.find("cbid", v)) s.cupti += " cbid";
     }
     spans.push_back(s);
   }
@@ -586,9 +722,16 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
   REQUIRE(launched.size() >= 3);  // mm, relu, sum; the copy to the host
   std::vector<std::string> names;
   std::set<std::string> launching_ops;
+  // With what libtorch's saved trace adds: launch configurations, bytes, cbid, the device.
+  for (const Span* k : launched) {
+    INFO(k->cat << " " << k->name << k->cupti);
+    CHECK_THAT(k->cupti, OPTRACE_CONTAINS(k->cat == "kernel" ? " grid=" : " bytes="));
+  }
+  for (const auto& [correlation, call] : call_of_corr) CHECK(call->cupti == " cbid");
+  CHECK(p.doc->root()["deviceProperties"].array().size() >= 1);
   for (const Span* k : launched) {
     INFO(k->cat << " " << k->name << " correlation " << k->corr);
-    names.push_back(k->name);
+    names.push_back(k->name + k->cupti);
     auto call = call_of_corr.find(k->corr);
     REQUIRE(call != call_of_corr.end());
     CHECK(flow_ends[k->corr] == 2);

@@ -92,7 +92,7 @@ class ProfilerTrace {
   /// The trace as the JSON text torch.profiler's `export_chrome_trace` writes; `trace_name` is
   /// its "traceName".
   std::string to_json(const std::string& trace_name = "") const {
-    return detail::profiler::KinetoWriter(*window_, info_).write(trace_name);
+    return detail::profiler::KinetoWriter(complete_window(), info_).write(trace_name);
   }
 
   /// Writes the trace to `path` (gzip when it ends in ".gz"), atomically: a failed write leaves
@@ -102,7 +102,7 @@ class ProfilerTrace {
       detail::write_file_maybe_gzip(path, to_json(path));
       return;
     }
-    detail::profiler::KinetoWriter writer(*window_, info_);
+    detail::profiler::KinetoWriter writer(complete_window(), info_);
     detail::write_file_atomic_with(path, [&](auto& sink) { writer.write(path, sink); });
   }
 
@@ -130,6 +130,13 @@ class ProfilerTrace {
   friend class Profiler;
   ProfilerTrace(std::shared_ptr<detail::profiler::Window> window, detail::profiler::TraceInfo info)
       : window_(std::move(window)), info_(std::move(info)) {}
+
+  // The window with what libtorch's saved trace adds to its CUDA events (read once, here rather
+  // than when the window closed: writing stays off the stepping thread).
+  const detail::profiler::Window& complete_window() const {
+    detail::profiler::complete_device_details(*window_);
+    return *window_;
+  }
 
   std::shared_ptr<detail::profiler::Window> window_;
   detail::profiler::TraceInfo info_;
@@ -463,7 +470,7 @@ class Profiler {
       detail::profiler::active_window() = nullptr;
       detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
     }
-    if (device_capture_.running()) window_->device_events = device_capture_.stop(info_.steady_to_epoch);
+    if (device_capture_.running()) device_capture_.stop(info_.steady_to_epoch, *window_);
     if (op_view_active_) {
       std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
       detail::op_tracer::active_session() = nullptr;

@@ -10,18 +10,28 @@
 // call's through the correlation id, and an "ac2g" flow goes from the call to it, as torch
 // writes them (join_device_events below says how the range is found).
 // Kineto's device times are converted to the recording's steady clock (see to_steady_offset).
+// What KinetoEvent does not hold (launch configurations, bytes, cbid, deviceProperties) is read
+// from the trace libtorch saves of the same recording when the trace is first written
+// (device_details.hpp).
 //
 // Where libtorch is older than 2.0, or built without Kineto (Debian's 1.13), or no CUDA device is
 // present, nothing here runs and the Profiler says so in notes().
 
+#include <optrace/detail/profiler/device_details.hpp>
 #include <optrace/detail/profiler/recorder.hpp>
 
 #include <torch/version.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <memory>
 #include <string>
+#include <system_error>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +41,8 @@
 #else
 #define OPTRACE_PROFILER_DEVICE_TRACE 0
 #endif
+
+#include <unistd.h>
 
 namespace optrace::detail::profiler {
 
@@ -56,6 +68,31 @@ inline int64_t to_steady_offset(int64_t first_ns, int64_t steady_to_epoch) {
   const int64_t as_steady = std::llabs(first_ns - now);
   return as_epoch < as_steady ? -steady_to_epoch : 0;
 }
+
+#if OPTRACE_PROFILER_DEVICE_TRACE
+// Has libtorch save `result`'s trace to a temporary file (removed after) and gives `w`'s device
+// events and metadata what it holds beyond KinetoEvent (device_details.hpp). Returns why not, or
+// "" when done.
+inline std::string save_device_details(torch::autograd::profiler::ProfilerResult& result, Window& w) {
+  static std::atomic<uint64_t> saved{0};
+  std::string path, error;
+  try {
+    path = (std::filesystem::temp_directory_path() /
+            ("optrace-cuda-" + std::to_string(::getpid()) + "-" + std::to_string(saved++) + ".pt.trace.json"))
+               .string();
+    result.save(path);
+    DeviceDetails details = read_device_details_file(path);
+    attach_device_details(w.device_events, details);
+    w.device_metadata = std::move(details.metadata);
+  } catch (const std::exception& e) {
+    error = e.what();
+    error = error.substr(0, error.find('\n'));
+  }
+  std::error_code ignored;
+  if (!path.empty()) std::filesystem::remove(path, ignored);
+  return error;
+}
+#endif
 
 // Runs libtorch's Kineto profiler for the CUDA activity over one recording window.
 class DeviceCapture {
@@ -83,14 +120,17 @@ class DeviceCapture {
 #endif
   }
 
-  // Stops it and returns what CUPTI recorded, on the steady clock. Call on the starting thread.
-  std::vector<DeviceEvent> stop(int64_t steady_to_epoch) {
-    std::vector<DeviceEvent> out;
+  // Stops it and gives `window` what CUPTI recorded, on the steady clock, and the reading of the
+  // rest (read_device_details: the first writer of the trace runs it). Call on the starting
+  // thread.
+  void stop(int64_t steady_to_epoch, Window& window) {
+    std::vector<DeviceEvent>& out = window.device_events;
+    out.clear();
 #if OPTRACE_PROFILER_DEVICE_TRACE
-    if (!running_) return out;
+    if (!running_) return;
     running_ = false;
-    std::unique_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
-    if (!result) return out;
+    std::shared_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
+    if (!result) return;
     bool offset_known = false;
     int64_t offset = 0;
     for (const auto& e : result->events()) {
@@ -114,10 +154,17 @@ class DeviceCapture {
       out.push_back(std::move(d));
     }
     std::sort(out.begin(), out.end(), [](const DeviceEvent& a, const DeviceEvent& b) { return a.start_ns < b.start_ns; });
+    if (!out.empty())
+      window.read_device_details = [result](Window& w) {
+        const std::string error = save_device_details(*result, w);
+        if (!error.empty())
+          std::cerr << "optrace: Profiler: the CUDA events are written without what libtorch's saved trace adds "
+                       "(launch configurations, bytes, cbid, deviceProperties): "
+                    << error << "\n";
+      };
 #else
     (void)steady_to_epoch;
 #endif
-    return out;
   }
 
   bool running() const { return running_; }

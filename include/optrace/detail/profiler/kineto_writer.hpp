@@ -5,7 +5,8 @@
 // "user_annotation" for record_function ranges and ProfilerStep#N), "[memory]" instant events,
 // and "fwdbwd" flow events from each forward op to its autograd node; with the CUDA activity, the
 // runtime calls on their threads, kernels, copies and sets on their device and stream, and an
-// "ac2g" flow from each call to what it launched (device_trace.hpp says how they are joined). Times are microseconds
+// "ac2g" flow from each call to what it launched (device_trace.hpp says how they are joined),
+// with what CUPTI adds to them (device_details.hpp). Times are microseconds
 // since `baseTimeNanoseconds` with nanosecond decimals, as Kineto writes them. The arguments'
 // text ("Input Dims", "Input type", "Concrete Inputs", ...) is the Kineto exporter's
 // (kineto/exporter.hpp), the inputs decoded by OpTracer's decoder.
@@ -77,7 +78,12 @@ class KinetoWriter {
     json::Writer w;
     w.begin_object();
     w.key("schemaVersion").value(int64_t{1});
-    w.key("deviceProperties").begin_array().end_array();
+    // With the CUDA activity, the devices' properties and CUDA's versions as libtorch's own
+    // trace holds them (device_details.hpp).
+    bool properties = false;
+    for (const auto& [key, value] : window_.device_metadata) properties = properties || key == "deviceProperties";
+    if (!properties) w.key("deviceProperties").begin_array().end_array();
+    for (const auto& [key, value] : window_.device_metadata) w.key(key).raw(value);
     if (info_.record_shapes) w.key("record_shapes").value(int64_t{1});
     if (info_.profile_memory) w.key("profile_memory").value(int64_t{1});
     if (info_.with_stack) w.key("with_stack").value(int64_t{1});
@@ -296,6 +302,10 @@ class KinetoWriter {
       }
       o += ", \"correlation\": ";
       put_int(static_cast<int64_t>(d.correlation));
+      if (!d.args.empty()) {
+        o += ", ";
+        o += d.args;
+      }
       o += "}}";
     }
     auto flow_end = [&](const char* head, uint64_t id, int64_t pid, int64_t tid, int64_t start_ns, const char* tail) {

@@ -33,11 +33,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -116,6 +118,9 @@ struct DeviceEvent {
   uint64_t correlation = 0;
   int64_t device = 0;  // device side: the device index
   int64_t stream = 0;  // device side: the stream; on the host: the thread (os id)
+  // What CUPTI adds (a kernel's launch configuration, a copy's bytes, a call's cbid): JSON
+  // members from libtorch's saved trace (device_details.hpp); empty until read.
+  std::string args;
 };
 
 struct ThreadBuffer {
@@ -179,7 +184,23 @@ struct Window {
   std::atomic<bool> closed{false};
   // With the CUDA activity: kernels, copies and runtime calls (device_trace.hpp), in start order.
   std::vector<DeviceEvent> device_events;
+  // ... and what CUPTI adds to them and to the trace's metadata ("deviceProperties", versions),
+  // read from libtorch's saved trace the first time the trace is written, off the stepping
+  // thread: read_device_details runs once (complete_device_details), then is dropped.
+  std::vector<std::pair<std::string, std::string>> device_metadata;
+  std::function<void(Window&)> read_device_details;
+  std::once_flag device_details_once;
 };
+
+// Runs the window's read_device_details, once, whichever thread writes its trace first.
+inline void complete_device_details(Window& w) {
+  std::call_once(w.device_details_once, [&w] {
+    if (!w.read_device_details) return;
+    auto read = std::move(w.read_device_details);
+    w.read_device_details = nullptr;
+    read(w);
+  });
+}
 
 inline std::mutex& active_mutex() {
   static std::mutex m;
