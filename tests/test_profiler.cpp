@@ -539,23 +539,17 @@ std::vector<std::pair<std::string, std::map<std::string, std::string>>> device_e
   return out;
 }
 
-TEST_CASE("profiler: CUDA events carry what libtorch's saved trace adds, as torch.profiler's own trace holds it",
-          "[profiler]") {
-  // libtorch's KinetoEvent has no launch configuration, bytes or cbid: the Profiler reads them
-  // from the trace libtorch saves of the same recording (device_details.hpp). Here that trace is
-  // torch.profiler's own, of a training step on an H100 (tests/data/kineto/): the device events
-  // made from it, with what KinetoEvent gives, come out of the Profiler's writer with torch's
-  // arguments, and the trace with torch's deviceProperties and CUDA versions.
-  const std::string path = optrace_test::data_path("kineto/torch211_cuda_train.pt.trace.json.gz");
-  dp::DeviceDetails details = dp::read_device_details_file(path);
-  const Parsed torch_trace = parse(optrace::detail::read_file_maybe_gzip(path));
-  dp::Window window;
+// torch.profiler's own trace of a training step on an H100 (tests/data/kineto/), and a window
+// holding its kernels, copies, sets and runtime calls as libtorch's KinetoEvent gives them (no
+// launch configuration, bytes or cbid), counted by category.
+const char* const kTorchCudaTrace = "kineto/torch211_cuda_train.pt.trace.json.gz";
+std::unique_ptr<dp::Window> device_window_of(const Parsed& torch_trace, std::map<std::string, int>& counts) {
+  auto window = std::make_unique<dp::Window>();
   const std::map<std::string, dp::DeviceKind> kinds{{"kernel", dp::DeviceKind::kKernel},
                                                     {"gpu_memcpy", dp::DeviceKind::kMemcpy},
                                                     {"gpu_memset", dp::DeviceKind::kMemset},
                                                     {"cuda_runtime", dp::DeviceKind::kRuntime},
                                                     {"cuda_driver", dp::DeviceKind::kDriver}};
-  std::map<std::string, int> counts;
   for (Node e : torch_trace.events().array()) {
     Node cat(e);
     if (!e.find("cat", cat) || e["ph"].as_string() != "X") continue;
@@ -569,20 +563,34 @@ TEST_CASE("profiler: CUDA events carry what libtorch's saved trace adds, as torc
     d.correlation = static_cast<uint64_t>(e["args"]["correlation"].as_int());
     d.device = dp::on_host(d.kind) ? 0 : e["args"]["device"].as_int();
     d.stream = dp::on_host(d.kind) ? e["tid"].as_int() : e["args"]["stream"].as_int();
-    window.device_events.push_back(std::move(d));
+    window->device_events.push_back(std::move(d));
     ++counts[kind->first];
   }
-  std::stable_sort(window.device_events.begin(), window.device_events.end(),
+  std::stable_sort(window->device_events.begin(), window->device_events.end(),
                    [](const dp::DeviceEvent& a, const dp::DeviceEvent& b) { return a.start_ns < b.start_ns; });
+  return window;
+}
+
+TEST_CASE("profiler: CUDA events carry what libtorch's saved trace adds, as torch.profiler's own trace holds it",
+          "[profiler]") {
+  // libtorch's KinetoEvent has no launch configuration, bytes or cbid: the Profiler reads them
+  // from the trace libtorch saves of the same recording (device_details.hpp). Here that trace is
+  // torch.profiler's own: the device events made from it come out of the Profiler's writer with
+  // torch's arguments, and the trace with torch's deviceProperties and CUDA versions.
+  const std::string path = optrace_test::data_path(kTorchCudaTrace);
+  dp::DeviceDetails details = dp::read_device_details_file(path);
+  const Parsed torch_trace = parse(optrace::detail::read_file_maybe_gzip(path));
+  std::map<std::string, int> counts;
+  const std::unique_ptr<dp::Window> window = device_window_of(torch_trace, counts);
   INFO(counts["kernel"] << " kernels, " << counts["gpu_memcpy"] << " copies, " << counts["cuda_runtime"] << " runtime calls");
   REQUIRE(counts["kernel"] > 10);
   REQUIRE(counts["gpu_memcpy"] > 0);
   REQUIRE(counts["cuda_runtime"] > 10);
   CHECK(details.events == static_cast<size_t>(counts["kernel"] + counts["gpu_memcpy"] + counts["gpu_memset"]));
-  CHECK(dp::attach_device_details(window.device_events, details) == window.device_events.size());
-  window.device_metadata = details.metadata;
+  CHECK(dp::attach_device_details(window->device_events, details) == window->device_events.size());
+  window->device_metadata = details.metadata;
   dp::TraceInfo info;
-  const Parsed ours = parse(dp::KinetoWriter(window, info).write(""));
+  const Parsed ours = parse(dp::KinetoWriter(*window, info).write(""));
 
   const auto mine = device_events_of(ours), theirs = device_events_of(torch_trace);
   REQUIRE(mine.size() == theirs.size());
@@ -602,9 +610,35 @@ TEST_CASE("profiler: CUDA events carry what libtorch's saved trace adds, as torc
     INFO(key);
     CHECK(simdjson::minify(ours.doc->root()[key].element()) == simdjson::minify(torch_trace.doc->root()[key].element()));
   }
-  CHECK(ours.doc->root()["deviceProperties"].array().size() == 1);
   // Each key once: deviceProperties comes from the saved trace instead of the empty list.
-  CHECK(ours.doc->root().object().size() == parse(dp::KinetoWriter(window, info).write("")).doc->root().object().size());
+  std::set<std::string> keys;
+  for (auto [key, v] : ours.doc->root().object()) CHECK(keys.insert(std::string(key)).second);
+  CHECK(ours.doc->root()["deviceProperties"].array().size() == 1);
+}
+
+TEST_CASE("profiler: HTA reads the launch statistics and memory bandwidth of CUDA events with CUPTI's arguments",
+          "[profiler][python]") {
+  // The window of the test above written by the Profiler's writer, given to HTA's GPU analyses
+  // (tests/python/hta_gpu_check.py: kernel breakdown, launch statistics, memory bandwidth).
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  const std::string path = optrace_test::data_path(kTorchCudaTrace);
+  dp::DeviceDetails details = dp::read_device_details_file(path);
+  std::map<std::string, int> counts;
+  const std::unique_ptr<dp::Window> window = device_window_of(parse(optrace::detail::read_file_maybe_gzip(path)), counts);
+  REQUIRE(dp::attach_device_details(window->device_events, details) == window->device_events.size());
+  window->device_metadata = details.metadata;
+  const std::string dir = temp_dir("profiler_cupti_hta");
+  std::filesystem::create_directories(dir);
+  const std::string trace = dir + "/cuda_events.pt.trace.json";
+  dp::TraceInfo info;
+  info.pid = 587;  // torch's trace's
+  info.process_name = "python";
+  optrace::detail::write_file_atomic(trace, dp::KinetoWriter(*window, info).write(""));
+  const ScriptRun run = run_script("hta_gpu_check.py", std::string(OPTRACE_SOURCE_DIR) + "/../shared/consumers " + trace + " " + dir + "/work");
+  if (run.status == 77) OPTRACE_SKIP(run.first_line());
+  INFO(run.out);
+  CHECK(run.status == 0);
+  CHECK_THAT(run.out, OPTRACE_CONTAINS("HTA memory bandwidth: 6 copies and sets with bytes"));
 }
 
 #if OPTRACE_PROFILER_DEVICE_TRACE

@@ -3,7 +3,8 @@
 #  - get_gpu_kernel_breakdown() lists every kernel, copy and set of the file by name, with the sum,
 #    max and min of the durations the file gives them;
 #  - get_cuda_kernel_launch_stats() pairs each of them with the runtime call that launched it (the
-#    same `correlation`), with both durations and the launch delay the file's times give.
+#    same `correlation`), with both durations and the launch delay the file's times give;
+#  - get_memory_bw_summary() shows the bandwidth of the copies and sets that carry their bytes.
 # HTA reads times in whole microseconds: it rounds a start up and an end down (ceil(ts),
 # floor(ts + dur)), so a kernel under a microsecond can last 0 or -1; the expected values here are
 # the file's own events rounded the same way. Run on optrace's GPU trace and on torch's own.
@@ -118,7 +119,31 @@ print(f"HTA launch statistics: {len(got)} device events paired with their launch
       f"(cpu {sum(r[1] for r in got)} us, gpu {sum(r[2] for r in got)} us, launch delay {sum(r[3] for r in got)} us, as in the file)"
       + (f"; launched by calls HTA does not count: {dict(others)}" if others else ""))
 
+# 3. Memory bandwidth, where the file's copies and sets carry CUPTI's "bytes" and "memory bandwidth
+# (GB/s)" (torch's traces; optrace's from libtorch's saved trace, detail/profiler/device_details.hpp):
+# get_memory_bw_summary() has a row per kind of copy (HTA's names: "Memcpy DtoH", "Memset", ...)
+# that moved bytes. Its figures are of the series HTA sums over overlapping copies, so each kind's
+# largest is at least that of its fastest copy in the file.
+with_bytes = [e for e in gpu if e["cat"] != "kernel" and "bytes" in e["args"]]
+if with_bytes:
+    from hta.utils.utils import get_memory_kernel_type
+    fastest = {}
+    for e in with_bytes:
+        bw = e["args"].get("memory bandwidth (GB/s)", 0)
+        if bw > 0:
+            kind = get_memory_kernel_type(e["name"])
+            fastest[kind] = max(fastest.get(kind, 0), bw)
+    summary = ta.get_memory_bw_summary(ranks=[0])
+    kinds = {} if summary is None else {name: row[("memory_bw_gbps", "max")] for (_, name), row in summary.iterrows()}
+    check(sorted(kinds) == sorted(fastest), f"HTA's memory bandwidth kinds {sorted(kinds)}, the file's {sorted(fastest)}")
+    check(all(kinds.get(k, 0) >= v * (1 - 1e-9) for k, v in fastest.items()),
+          f"HTA's largest bandwidth per kind {kinds} below the file's fastest copy {fastest}")
+    print(f"HTA memory bandwidth: {len(with_bytes)} copies and sets with bytes; largest GB/s per kind",
+          {k: round(float(v), 3) for k, v in sorted(kinds.items())})
+else:
+    print("HTA memory bandwidth: no copy or set in the file carries bytes")
+
 if failures:
     print(f"{len(failures)} difference(s)")
     sys.exit(1)
-print("HTA: kernels, durations and launches as in the file")
+print("HTA: kernels, durations, launches and bandwidth as in the file")
