@@ -202,6 +202,53 @@ inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut
   return false;
 }
 
+// How a streamed trace's text opens: '{' (an object with "traceEvents"), '[' (a bare list of
+// events), or 0 (neither: it cannot be streamed).
+inline char trace_opening(const char* data, size_t size) {
+  size_t at = 0;
+  while (at < size && is_json_space(data[at])) ++at;
+  return at < size && (data[at] == '{' || data[at] == '[') ? data[at] : 0;
+}
+
+// A piece of a streamed trace, in its PieceBuffer, closed at its last event boundary so that it
+// is a JSON document of its own: the first piece of an object then ends "}]}", any other "}]".
+// What both streaming readers do with a piece (stream_documents below, import_stream in
+// importer.hpp): close it, read it, check that the events list reached the cut, then either
+// reopen it (a first piece read again, longer) or carry the events after the cut into the next
+// piece, opened as a list.
+class ClosedPiece {
+ public:
+  // Closes the buffer's piece at its last boundary; false where it holds none.
+  bool close(PieceBuffer& buffer, bool first_of_object) {
+    char* data = buffer.data();
+    if (!find_last_cut(data, buffer.size(), first_of_object ? 2 : 1, cut_)) return false;
+    first_of_object_ = first_of_object;
+    std::memcpy(saved_, data + cut_.comma, 2);
+    data[cut_.comma] = ']';
+    if (first_of_object) data[cut_.comma + 1] = '}';
+    return true;
+  }
+  // The document's size: the text up to the cut, and what closes it.
+  size_t size() const { return cut_.comma + (first_of_object_ ? 2 : 1); }
+  // Whether the events list ended at the cut, given where walk_events says it ended: else the
+  // cut lay in a list after it ("after": [{...},\n {...}]), not between events.
+  bool events_reach_cut(PieceBuffer& buffer, const char* events_end) const {
+    return events_end == (first_of_object_ ? buffer.data() + cut_.comma + 1 : nullptr);
+  }
+  // Undoes close(), for the first piece to be read again.
+  void reopen(PieceBuffer& buffer) const { std::memcpy(buffer.data() + cut_.comma, saved_, 2); }
+  // Keeps the events after the cut as the next piece's front, a list from its '[' on.
+  void carry_rest(PieceBuffer& buffer) const {
+    buffer.carry(cut_.open - 1);
+    buffer.data()[0] = '[';
+  }
+
+ private:
+  Cut cut_;
+  char saved_[2] = {};
+  bool first_of_object_ = false;
+};
+
 // Plain traces at least this long are streamed (import_stream, stream_documents); shorter ones are
 // read from their mapping, in pieces, which is as fast below it. Compressed ones are always streamed.
 inline constexpr size_t kStreamPlainAbove = 4u << 20;
@@ -234,10 +281,9 @@ bool stream_documents(Reader& in, size_t piece_bytes, ReadPiece&& read_piece) {
     char* data = buffer.data();
     const size_t filled = buffer.size();
     if (first) {
-      size_t at = 0;
-      while (at < filled && is_json_space(data[at])) ++at;
-      if (at == filled || (data[at] != '{' && data[at] != '[')) return false;
-      object = data[at] == '{';
+      const char opening = trace_opening(data, filled);
+      if (opening == 0) return false;
+      object = opening == '{';
     }
     if (buffer.end()) {
       if (first || !object) return read_piece(data, filled, buffer.capacity(), first), true;
@@ -245,37 +291,29 @@ bool stream_documents(Reader& in, size_t piece_bytes, ReadPiece&& read_piece) {
       read_piece(data - kFront, kFront + filled, kFront + buffer.capacity(), false);
       return true;
     }
-    Cut cut;
-    if (!find_last_cut(data, filled, first && object ? 2 : 1, cut)) {
+    ClosedPiece piece;
+    if (!piece.close(buffer, first && object)) {
       if (buffer.target() >= kMaxRegion) return false;
       buffer.grow();
       continue;
     }
-    char saved[2];
-    std::memcpy(saved, data + cut.comma, 2);
-    data[cut.comma] = ']';
-    if (first && object) data[cut.comma + 1] = '}';
-    const size_t size = cut.comma + (first && object ? 2 : 1);
     const char* events_end = nullptr;
     bool read = true;
     try {
-      events_end = read_piece(data, size, buffer.capacity(), first);  // the text after the piece is its padding
+      events_end = read_piece(data, piece.size(), buffer.capacity(), first);  // the text after the piece is its padding
     } catch (const Error&) {
       if (!first) throw;
       read = false;
     }
-    // The events list must reach the cut: else the cut lay in a list after it ("after": [{...},\n {...}]).
-    if (!read || events_end != (first && object ? data + cut.comma + 1 : nullptr)) {
+    if (!read || !piece.events_reach_cut(buffer, events_end)) {
       // The first piece's last boundary may lie in a list of objects before the events
       // ("deviceProperties"): a longer first piece has one after them. It is read afresh.
       if (!first || buffer.target() >= kMaxRegion) return false;
-      std::memcpy(data + cut.comma, saved, 2);
+      piece.reopen(buffer);
       buffer.grow();
       continue;
     }
-    // The rest after the cut, a list of events from its '[' on.
-    buffer.carry(cut.open - 1);
-    buffer.data()[0] = '[';
+    piece.carry_rest(buffer);
     first = false;
   }
 }

@@ -912,36 +912,27 @@ ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCat
     const bool end = buffer.end();
     if (first) {
       if (end) return import_in_pieces(data, filled, buffer.capacity(), options, catalog, pieces_for(filled, options.threads()));
-      size_t at = 0;
-      while (at < filled && is_json_space(data[at])) ++at;
-      if (at == filled || (data[at] != '{' && data[at] != '[')) return whole();
-      object = data[at] == '{';
+      const char opening = trace_opening(data, filled);
+      if (opening == 0) return whole();
+      object = opening == '{';
     }
-    size_t region = filled;
-    Cut cut;
-    char saved[2] = {};
-    if (!end) {
-      if (!find_last_cut(data, filled, first && object ? 2 : 1, cut)) {
-        if (buffer.target() >= kMaxRegion) return whole();
-        buffer.grow();
-        continue;
-      }
-      std::memcpy(saved, data + cut.comma, 2);
-      data[cut.comma] = ']';
-      if (first && object) data[cut.comma + 1] = '}';
-      region = cut.comma + (first && object ? 2 : 1);
+    ClosedPiece piece;
+    if (!end && !piece.close(buffer, first && object)) {
+      if (buffer.target() >= kMaxRegion) return whole();
+      buffer.grow();
+      continue;
     }
     const bool tail = end && object;  // the last piece of an object: its events, then the rest of it
     const char* next = nullptr;
-    size_t n = read_pieces(data, region, buffer.capacity(), tail, wanted, options, catalog, importers, parsers, &next);
-    // The events list must reach this piece's end (the cut, or the end of a bare list): if it
-    // ended before, the cut was in a list after it ("after": [{...},\n {...}]), not between events.
-    if (n > 0 && !tail) n = (first && object && !end ? next == data + cut.comma + 1 : next == nullptr) ? n : 0;
+    size_t n = read_pieces(data, end ? filled : piece.size(), buffer.capacity(), tail, wanted, options, catalog,
+                           importers, parsers, &next);
+    // The events list must reach this piece's end (the cut, or the end of a bare list).
+    if (n > 0 && !tail) n = (end ? next == nullptr : piece.events_reach_cut(buffer, next)) ? n : 0;
     if (n == 0) {
       // The first piece's last boundary may lie in the keys before the events (a list of objects
       // there, as "deviceProperties"): a longer first piece has one after them.
       if (!first || end || buffer.target() >= kMaxRegion) return whole();
-      std::memcpy(data + cut.comma, saved, 2);
+      piece.reopen(buffer);
       buffer.grow();
       continue;
     }
@@ -958,9 +949,7 @@ ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCat
     } catch (const Error&) {
       return whole();
     }
-    // The rest after the cut, a list of events from its '[' on.
-    buffer.carry(cut.open - 1);
-    buffer.data()[0] = '[';
+    piece.carry_rest(buffer);
     first = false;
   }
 }
