@@ -39,7 +39,6 @@ struct DeviceDetails {
   std::unordered_map<uint64_t, std::vector<Args>> host, device;
   // The trace's top-level "deviceProperties" and CUDA (or ROCm) versions: key, JSON value.
   std::vector<std::pair<std::string, std::string>> metadata;
-  size_t events = 0;  // the device events read
 };
 
 // The arguments the Profiler writes itself (kineto_writer.hpp): not taken from the saved trace.
@@ -62,38 +61,48 @@ inline DeviceDetails read_device_details(const char* data, size_t size, size_t c
   auto read_events = [&](od::array& events, const std::string& base) {
     uint32_t index = 0;
     for (auto element : events) {
-      const std::string path = kineto::event_path_of(base, index++);
+      std::string path;  // made only for an error, as the key averages' reader does
+      auto event_path = [&]() -> const std::string& {
+        if (path.empty()) path = kineto::event_path_of(base, index);
+        return path;
+      };
+      ++index;
       od::object obj;
-      if (auto e = element.get_object().get(obj)) kineto::malformed(path, e);
-      std::string_view cat, name, ts;
+      if (auto e = element.get_object().get(obj)) kineto::malformed(event_path(), e);
+      std::string_view name, ts;
+      bool has_cat = false;
+      DeviceKind kind = DeviceKind::kKernel;
       DeviceDetails::Args args;
       int64_t correlation = -1;
       for (auto member : obj) {
-        if (auto e = member.error()) kineto::malformed(path, e);
+        if (auto e = member.error()) kineto::malformed(event_path(), e);
         od::field& f = member.value_unsafe();
         const char* k = f.key().raw();
         if (ondemand::key_is(k, "cat")) {
-          if (!ondemand::read_string(f.value(), cat)) kineto::expected(f.value(), path + "/cat", "expected a string");
+          std::string_view cat;
+          if (!ondemand::read_string(f.value(), cat)) kineto::expected(f.value(), event_path() + "/cat", "expected a string");
+          if (!device_kind_of_category(cat, kind)) break;  // a CPU op, an annotation, a flow: the rest unread
+          has_cat = true;
         } else if (ondemand::key_is(k, "name")) {
-          if (!ondemand::read_string(f.value(), name)) kineto::expected(f.value(), path + "/name", "expected a string");
+          if (!ondemand::read_string(f.value(), name)) kineto::expected(f.value(), event_path() + "/name", "expected a string");
         } else if (ondemand::key_is(k, "ts")) {
           ts = ondemand::raw_token(f.value());
         } else if (ondemand::key_is(k, "args")) {
           od::object a;
           if (f.value().get_object().get(a)) continue;  // not an event of a device: no arguments to take
           for (auto arg : a) {
-            if (auto e = arg.error()) kineto::malformed(path + "/args", e);
+            if (auto e = arg.error()) kineto::malformed(event_path() + "/args", e);
             od::field& g = arg.value_unsafe();
             std::string_view key, value;
-            if (auto e = g.unescaped_key().get(key)) kineto::malformed(path + "/args", e);
+            if (auto e = g.unescaped_key().get(key)) kineto::malformed(event_path() + "/args", e);
             if (key == "correlation") {
               if (g.value().get_int64().get(correlation) || correlation < 0)
-                kineto::expected(g.value(), path + "/args/correlation", "expected an id (an integer of at least 0)");
+                kineto::expected(g.value(), event_path() + "/args/correlation", "expected an id (an integer of at least 0)");
               continue;
             }
             if (written_by_profiler(key)) continue;
             const std::string member_key(key);  // `key` lives in the parser's buffer until the next key
-            if (auto e = ondemand::raw_json(g.value(), value)) kineto::malformed(path + "/args/" + member_key, e);
+            if (auto e = ondemand::raw_json(g.value(), value)) kineto::malformed(event_path() + "/args/" + member_key, e);
             if (!args.members.empty()) args.members += ", ";
             json::Writer::append_string(args.members, member_key);
             args.members += ": ";
@@ -101,13 +110,10 @@ inline DeviceDetails read_device_details(const char* data, size_t size, size_t c
           }
         }
       }
-      const bool on_device = cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset";
-      const bool on_host = cat == "cuda_runtime" || cat == "cuda_driver";
-      if ((!on_device && !on_host) || correlation < 0) continue;
-      if (!kineto::parse_time_ns(ts, args.ts_ns)) throw JsonError(path + "/ts", "expected a time in microseconds");
+      if (!has_cat || correlation < 0) continue;
+      if (!kineto::parse_time_ns(ts, args.ts_ns)) throw JsonError(event_path() + "/ts", "expected a time in microseconds");
       args.name = std::string(name);
-      (on_host ? out.host : out.device)[static_cast<uint64_t>(correlation)].push_back(std::move(args));
-      out.events += on_device ? 1 : 0;
+      (on_host(kind) ? out.host : out.device)[static_cast<uint64_t>(correlation)].push_back(std::move(args));
     }
   };
   auto on_field = [&](std::string_view key, od::value& v) {

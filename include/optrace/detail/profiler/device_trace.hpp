@@ -69,6 +69,12 @@ inline int64_t to_steady_offset(int64_t first_ns, int64_t steady_to_epoch) {
   return as_epoch < as_steady ? -steady_to_epoch : 0;
 }
 
+// The first line of a libtorch error (without the backtrace that follows it).
+inline std::string first_line(const char* what) {
+  std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
+
 #if OPTRACE_PROFILER_DEVICE_TRACE
 // Has libtorch save `result`'s trace to a temporary file (removed after) and gives `w`'s device
 // events and metadata what it holds beyond KinetoEvent (device_details.hpp). Returns why not, or
@@ -85,8 +91,7 @@ inline std::string save_device_details(torch::autograd::profiler::ProfilerResult
     attach_device_details(w.device_events, details);
     w.device_metadata = std::move(details.metadata);
   } catch (const std::exception& e) {
-    error = e.what();
-    error = error.substr(0, error.find('\n'));
+    error = first_line(e.what());
   }
   std::error_code ignored;
   if (!path.empty()) std::filesystem::remove(path, ignored);
@@ -170,10 +175,6 @@ class DeviceCapture {
   bool running() const { return running_; }
 
  private:
-  static std::string first_line(const char* what) {
-    std::string s(what);
-    return s.substr(0, s.find('\n'));
-  }
   bool running_ = false;
 };
 

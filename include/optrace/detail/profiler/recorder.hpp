@@ -37,6 +37,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -106,6 +107,14 @@ inline const char* device_category(DeviceKind k) {
     case DeviceKind::kDriver: return "cuda_driver";
   }
   return "kernel";
+}
+
+// The kind whose category is `cat` (a trace's "cat"); false for any other category.
+inline bool device_kind_of_category(std::string_view cat, DeviceKind& kind) {
+  for (DeviceKind k : {DeviceKind::kKernel, DeviceKind::kMemcpy, DeviceKind::kMemset, DeviceKind::kRuntime,
+                       DeviceKind::kDriver})
+    if (cat == device_category(k)) return kind = k, true;
+  return false;
 }
 
 inline bool on_host(DeviceKind k) { return k == DeviceKind::kRuntime || k == DeviceKind::kDriver; }
