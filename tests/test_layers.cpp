@@ -34,7 +34,7 @@ const std::vector<Layer> kLayers = {
      {"detail/kineto/events.hpp", "key_averages_types.hpp", "detail/key_averages/", "key_averages.hpp"}},
     {"operator facts (no libtorch)", {"detail/common/op_schema.hpp", "detail/common/op_catalog.hpp"}},
     {"libtorch vocabulary",
-     {"detail/common/compat.hpp", "python_names.hpp", "detail/common/dispatcher.hpp", "tensor_spec.hpp",
+     {"detail/common/compat.hpp", "detail/common/error_text.hpp", "python_names.hpp", "detail/common/dispatcher.hpp", "tensor_spec.hpp",
       "json/tensor_meta.hpp"}},
     {"materialization", {"detail/materialize/", "materialize.hpp"}},
     {"recorded values", {"value.hpp", "dynamic_shapes.hpp"}},

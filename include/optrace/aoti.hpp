@@ -13,6 +13,7 @@
 #include <optrace/detail/aoti/call_spec.hpp>
 #include <optrace/detail/aoti/guard.hpp>
 #include <optrace/detail/aoti/zip_names.hpp>
+#include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/observer/recorder.hpp>
 #include <optrace/detail/replay/compare.hpp>
@@ -76,7 +77,7 @@ class Package {
       state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, model_name);
     } catch (const std::exception& e) {
       remove_extraction_folder(e.what());
-      detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", first_line(e.what()));
+      detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", detail::first_line(e));
     }
     try {
       std::vector<std::string> spec = state_->loader->get_call_spec();
@@ -213,11 +214,6 @@ class Package {
     if (!has_library)
       detail::raise_about_file<IoError>(path, "not an AOTInductor package for this machine: no compiled model (.so) under ",
                                         prefix);
-  }
-
-  static std::string first_line(const std::string& s) {
-    std::string line = s.substr(0, s.find('\n'));
-    return line.empty() ? "unknown error" : line;
   }
 
   std::shared_ptr<State> state_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/materialize/fill.hpp>
 #include <optrace/error.hpp>
 #include <optrace/tensor_spec.hpp>

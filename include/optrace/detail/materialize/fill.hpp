@@ -63,13 +63,6 @@ inline std::string human_bytes(int64_t bytes) {
   return out.str();
 }
 
-// The first line of a libtorch error, without its backtrace and backend listings.
-inline std::string first_line(const c10::Error& e) {
-  std::string s = e.what_without_backtrace();
-  auto nl = s.find('\n');
-  return nl == std::string::npos ? s : s.substr(0, nl);
-}
-
 // The strides a spec stands for: its own, or contiguous ones when it records none.
 inline std::vector<int64_t> effective_strides(const TensorSpec& spec) {
   return spec.strides.empty() ? TensorSpec::contiguous_strides(spec.sizes) : spec.strides;

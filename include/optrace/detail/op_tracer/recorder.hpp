@@ -30,6 +30,7 @@
 
 #include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
 #include <optrace/error.hpp>
@@ -637,12 +638,10 @@ inline bool in_autograd_engine() { return torch::autograd::get_current_graph_tas
 
 // A call with an argument the encoder cannot read (a nested tensor, whose sizes() throws): counted
 // as a dropped call of its op with the reason, rather than failing the user's op or vanishing.
-inline void count_unreadable(ThreadState& ts, Session& s, const OpInfo& recorded, const char* what) {
-  std::string reason(what);
-  reason = reason.substr(0, reason.find('\n'));
+inline void count_unreadable(ThreadState& ts, Session& s, const OpInfo& recorded, std::string reason) {
   std::lock_guard<SpinLock> lock(ts.buffer->mutex);
   Dropped& d = count_dropped(*ts.buffer, s, recorded);
-  if (d.unreadable.empty()) d.unreadable = reason.empty() ? "unknown error" : reason;
+  if (d.unreadable.empty()) d.unreadable = std::move(reason);
 }
 
 // Records a call (`recorded`: the op it is recorded as). An op called again with the same
@@ -655,10 +654,8 @@ C10_NOINLINE inline void record(ThreadState& ts, Session& s, CacheSlot& op, cons
   try {
     if (rule != nullptr || s.settings.extended || !count_repeat(op, ts.scratch, fn.inputs()))
       record_call(ts, s, op, rule, fn.inputs());
-  } catch (const c10::Error& e) {
-    count_unreadable(ts, s, recorded, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    count_unreadable(ts, s, recorded, e.what());
+    count_unreadable(ts, s, recorded, first_line(e));
   } catch (...) {
     count_unreadable(ts, s, recorded, "unknown exception");
   }

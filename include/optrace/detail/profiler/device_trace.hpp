@@ -17,6 +17,7 @@
 // Where libtorch is older than 2.0, or built without Kineto (Debian's 1.13), or no CUDA device is
 // present, nothing here runs and the Profiler says so in notes().
 
+#include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/profiler/device_details.hpp>
 #include <optrace/detail/profiler/recorder.hpp>
 
@@ -69,12 +70,6 @@ inline int64_t to_steady_offset(int64_t first_ns, int64_t steady_to_epoch) {
   return as_epoch < as_steady ? -steady_to_epoch : 0;
 }
 
-// The first line of a libtorch error (without the backtrace that follows it).
-inline std::string first_line(const char* what) {
-  std::string s(what);
-  return s.substr(0, s.find('\n'));
-}
-
 #if OPTRACE_PROFILER_DEVICE_TRACE
 // Has libtorch save `result`'s trace to a temporary file (removed after) and gives `w`'s device
 // events and metadata what it holds beyond KinetoEvent (device_details.hpp). Returns why not, or
@@ -91,7 +86,7 @@ inline std::string save_device_details(torch::autograd::profiler::ProfilerResult
     attach_device_details(w.device_events, details);
     w.device_metadata = std::move(details.metadata);
   } catch (const std::exception& e) {
-    error = first_line(e.what());
+    error = first_line(e);
   }
   std::error_code ignored;
   if (!path.empty()) std::filesystem::remove(path, ignored);
@@ -114,7 +109,7 @@ class DeviceCapture {
       running_ = true;
       return true;
     } catch (const std::exception& e) {
-      note = std::string("CUDA activity: libtorch's Kineto profiler could not start (") + first_line(e.what()) +
+      note = std::string("CUDA activity: libtorch's Kineto profiler could not start (") + first_line(e) +
              "): kernels are not recorded; CPU ops that launch them are";
       return false;
     }

@@ -13,6 +13,7 @@
 //   it synchronizes and reads the host clock, which adds the launch and synchronization cost.
 
 #include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/progress.hpp>
 #include <optrace/detail/materialize/fill.hpp>
 #include <optrace/detail/replay/compare.hpp>
