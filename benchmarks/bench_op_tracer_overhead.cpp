@@ -13,14 +13,16 @@
 // Usage: bench_op_tracer_overhead [calls=200000] [rounds=15]
 //
 // Timing alone cannot tell 20 ns apart on a shared machine. `count MODE CALLS [OP]` (MODE: none,
-// bare, tracer) runs one mode's loop once, in the function `counted_loop`, for an instruction
-// count that the machine's load does not move:
+// bare, tracer, or profiler: a Profiler with record_shapes and profile_memory) runs one mode's
+// loop once, in the function `counted_loop`, for an instruction count that the machine's load
+// does not move:
 //   valgrind --tool=callgrind --collect-atstart=no --toggle-collect="*counted_loop*"
 //     bench_op_tracer_overhead count tracer 20000   (one command)
 // (instructions per op = the total / CALLS; overhead = a mode's figure minus none's). OP: add
 // (the default, as timed) or sum, `at::sum(x, {1})` on a 2x2 tensor: an int list and a trailing
 // default argument, which the tracer's fast path leaves to its full path.
 #include <optrace/op_tracer.hpp>
+#include <optrace/profiler.hpp>
 
 #include <ATen/ATen.h>
 #include <ATen/record_function.h>
@@ -29,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,19 +78,23 @@ int count(const std::string& mode, int64_t calls, const std::string& op) {
   }
   at::Tensor a = at::ones({2, 2}), b = at::ones({2, 2});
   optrace::OpTracer tracer;
+  std::optional<optrace::Profiler> profiler;
   at::CallbackHandle handle = 0;
   if (mode == "bare")
     handle = add_bare_callback();
   else if (mode == "tracer")
     tracer.start();
+  else if (mode == "profiler")
+    profiler.emplace(optrace::ProfilerOptions().record_shapes(true).profile_memory(true));
   else if (mode != "none") {
-    std::fprintf(stderr, "unknown mode %s: none, bare or tracer\n", mode.c_str());
+    std::fprintf(stderr, "unknown mode %s: none, bare, tracer or profiler\n", mode.c_str());
     return 2;
   }
   loop(a, b, 1000, op == "sum");  // warm up: the tracer's first call of an op inserts it
   counted_loop(a, b, calls, op == "sum");
   if (handle != 0) at::removeCallback(handle);
   tracer.stop();
+  if (profiler) profiler->stop();
   std::printf("%s: %lld calls of %s counted\n", mode.c_str(), static_cast<long long>(calls), op.c_str());
   return 0;
 }

@@ -224,10 +224,34 @@ inline std::atomic<uint64_t>& active_generation() {
   return g;
 }
 
+// Dispatcher ops by their name's address (see op_tracer::ThreadState::lookup): a small cache per
+// thread, filled on first sight.
+struct OpCache {
+  static constexpr size_t kSize = 1024;
+  const char* keys[kSize] = {};
+  const OpInfo* ops[kSize] = {};
+
+  const OpInfo* find(const at::RecordFunction& fn) {
+    const char* key = fn.name();
+    size_t slot = (reinterpret_cast<uintptr_t>(key) >> 4) % kSize;
+    if (keys[slot] == key) return ops[slot];
+    auto name = fn.operator_name();
+    if (!name) return nullptr;
+    const OpInfo* info = op_info(*name);
+    keys[slot] = key;
+    ops[slot] = info;
+    return info;
+  }
+};
+
+// A thread's state, reached once per callback (per_thread.hpp: each reach of a thread_local is a
+// call of __tls_get_addr in a shared library).
 struct ThreadState {
   uint64_t generation = 0;
   std::shared_ptr<Window> window;
   ThreadBuffer* buffer = nullptr;
+  OpCache ops;
+  op_tracer::KeyWriter scratch;  // a call's inputs, encoded before they are copied to the buffer
 
   // The open window's buffer of this thread, registered first if needed; nullptr when none.
   ThreadBuffer* current() {
@@ -252,31 +276,6 @@ struct ThreadState {
 
 inline ThreadState& thread_state() { return PerThread<ThreadState>::get(); }
 
-// Dispatcher ops by their name's address (see op_tracer::ThreadState::lookup): a small cache per
-// thread, filled on first sight.
-struct OpCache {
-  static constexpr size_t kSize = 1024;
-  const char* keys[kSize] = {};
-  const OpInfo* ops[kSize] = {};
-
-  const OpInfo* find(const at::RecordFunction& fn) {
-    const char* key = fn.name();
-    size_t slot = (reinterpret_cast<uintptr_t>(key) >> 4) % kSize;
-    if (keys[slot] == key) return ops[slot];
-    auto name = fn.operator_name();
-    if (!name) return nullptr;
-    const OpInfo* info = op_info(*name);
-    keys[slot] = key;
-    ops[slot] = info;
-    return info;
-  }
-};
-
-inline OpCache& op_cache() {
-  thread_local OpCache cache;
-  return cache;
-}
-
 // Encodes a call's inputs as OpTracer does (every argument, extended: devices and strides).
 // The op's own inputs: boxed calls (the TorchScript interpreter's) hand over the caller's stack.
 inline c10::ArrayRef<const c10::IValue> op_inputs(const Event& e, const at::RecordFunction& fn) {
@@ -284,9 +283,8 @@ inline c10::ArrayRef<const c10::IValue> op_inputs(const Event& e, const at::Reco
   return e.op != nullptr && e.op->live != nullptr ? op_tracer::op_arguments(*e.op, inputs) : inputs;
 }
 
-inline void record_inputs(ThreadBuffer& b, Event& e, const at::RecordFunction& fn) {
+inline void record_inputs(ThreadBuffer& b, op_tracer::KeyWriter& key, Event& e, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = op_inputs(e, fn);
-  op_tracer::KeyWriter& key = op_tracer::thread_state().scratch;
   key.clear();
   try {
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -308,15 +306,16 @@ inline bool op_tracer_scope(at::RecordScope scope) {
 
 inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (op_tracer_scope(fn.scope())) op_tracer::on_start(fn);
-  ThreadBuffer* b = thread_state().current();
+  ThreadState& ts = thread_state();
+  ThreadBuffer* b = ts.current();
   if (b == nullptr) return nullptr;
+  const Settings& settings = ts.window->settings;
   // torch.profiler takes no stack for an autograd node (it runs outside the interpreter).
   Stacks stacks;
-  if (thread_state().window->settings.with_stack && fn.scope() != at::RecordScope::BACKWARD_FUNCTION)
-    stacks = torchscript_stacks();
+  if (settings.with_stack && fn.scope() != at::RecordScope::BACKWARD_FUNCTION) stacks = torchscript_stacks();
   const int64_t start = now_ns();
   std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
-  if (thread_state().window->closed.load(std::memory_order_relaxed)) return nullptr;
+  if (ts.window->closed.load(std::memory_order_relaxed)) return nullptr;
   Event e;
   e.call_stack = intern_stack(*b, std::move(stacks.call_stack));
   e.module_hierarchy = intern_stack(*b, std::move(stacks.module_hierarchy));
@@ -332,17 +331,16 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     case at::RecordScope::USER_SCOPE: e.kind = EventKind::kUserAnnotation; break;
     default: e.kind = EventKind::kOther; break;
   }
-  if (e.kind == EventKind::kOp) e.op = op_cache().find(fn);
+  if (e.kind == EventKind::kOp) e.op = ts.ops.find(fn);
   if (e.op != nullptr) {
     e.name = fn.name();
   } else {
     e.own_name = static_cast<int32_t>(b->names.size());
     b->names.emplace_back(fn.name());
   }
-  const Settings& settings = thread_state().window->settings;
   // Inputs of every range that has them, as torch.profiler: ops, autograd nodes (their
   // gradients), TorchScript functions.
-  if (settings.record_shapes && !fn.inputs().empty()) record_inputs(*b, e, fn);
+  if (settings.record_shapes && !fn.inputs().empty()) record_inputs(*b, ts.scratch, e, fn);
   if (settings.execution_trace) {
     e.et_inputs_begin = static_cast<uint32_t>(b->et_tokens.size());
     et_encode_all(b->et_tokens, op_inputs(e, fn));
@@ -396,7 +394,8 @@ struct MemoryReporter : c10::MemoryReportingInfoBase {
   void reportMemoryUsage(void* ptr, int64_t alloc_size, MemoryTotal total_allocated, MemoryTotal total_reserved,
                          c10::Device device) override {
     if (!enabled.load(std::memory_order_relaxed)) return;
-    ThreadBuffer* b = thread_state().current();
+    ThreadState& ts = thread_state();
+    ThreadBuffer* b = ts.current();
     if (b == nullptr) return;
     MemoryEvent m;
     m.ts_ns = now_ns();
@@ -407,7 +406,7 @@ struct MemoryReporter : c10::MemoryReportingInfoBase {
     m.device_type = static_cast<int8_t>(device.type());
     m.device_index = static_cast<int8_t>(device.index());
     std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
-    if (thread_state().window->closed.load(std::memory_order_relaxed)) return;
+    if (ts.window->closed.load(std::memory_order_relaxed)) return;
     b->memory.push_back(m);
   }
   bool memoryProfilingEnabled() const override { return enabled.load(std::memory_order_relaxed); }
