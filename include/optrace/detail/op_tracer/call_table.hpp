@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>
@@ -36,28 +38,45 @@ struct SignatureHash {
   size_t operator()(const std::vector<int64_t>& v) const noexcept { return hash_tokens(v.data(), v.size()); }
 };
 
-// The encoding of the call being recorded, in a buffer reused from call to call. A value asks
+// Encoded calls: the one being recorded, in a buffer reused from call to call (OpTracer), or
+// every recorded event's inputs one after the other (the Profiler's window). A value asks
 // for the room it needs once (`extend`) and stores its tokens without a capacity check each:
 // vector::push_back's check and out-of-line growth cost as much as the rest of the encoding of
 // a small tensor.
 class KeyWriter {
  public:
   void clear() { size_ = 0; }
-  const int64_t* data() const { return tokens_.data(); }
+  const int64_t* data() const { return tokens_.get(); }
   size_t size() const { return size_; }
   // Room for `n` more tokens, counted as written; valid until the next call.
   int64_t* extend(size_t n) {
-    if (size_ + n > tokens_.size()) grow(size_ + n);
-    int64_t* p = tokens_.data() + size_;
+    if (size_ + n > capacity_) grow(size_ + n);
+    int64_t* p = tokens_.get() + size_;
     size_ += n;
     return p;
   }
   void put(int64_t token) { *extend(1) = token; }
+  // Keeps the first `n` tokens (n <= size()): drops what a failed encoding wrote.
+  void truncate(size_t n) { size_ = n; }
 
  private:
-  void grow(size_t needed) { tokens_.resize(std::max<size_t>({needed, 2 * tokens_.size(), 256})); }
-  std::vector<int64_t> tokens_;  // its size is the capacity; `size_` tokens are written
-  size_t size_ = 0;
+  // realloc, not new and a copy: a Profiler window's tokens grow to megabytes, and glibc moves a
+  // block it has mapped on its own (a large one) by remapping its pages rather than copying them.
+  // The new room is left unfilled.
+  void grow(size_t needed) {
+    const size_t capacity = std::max<size_t>({needed, 2 * capacity_, 256});
+    void* bigger = std::realloc(tokens_.get(), capacity * sizeof(int64_t));
+    if (bigger == nullptr) throw std::bad_alloc();
+    tokens_.release();
+    tokens_.reset(static_cast<int64_t*>(bigger));
+    capacity_ = capacity;
+  }
+  struct Free {
+    void operator()(int64_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<int64_t, Free> tokens_;
+  size_t capacity_ = 0;
+  size_t size_ = 0;  // tokens written
 };
 
 // A call count that only its recording thread adds to, and without a lock (a repeated call is

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -36,11 +37,20 @@ struct Decoded {
 
 class Decoder {
  public:
-  Decoder(const std::vector<int64_t>& key, size_t pos, bool extended) : k_(key), p_(pos), extended_(extended) {}
+  Decoder(const int64_t* key, size_t size, size_t pos, bool extended)
+      : k_(key), size_(size), p_(pos), extended_(extended) {}
+  Decoder(const std::vector<int64_t>& key, size_t pos, bool extended) : Decoder(key.data(), key.size(), pos, extended) {}
   size_t pos() const { return p_; }
-  int64_t next() { return k_.at(p_++); }
-  bool done() const { return p_ >= k_.size(); }
-  int64_t peek() const { return k_.at(p_); }
+  int64_t next() {
+    int64_t token = peek();
+    ++p_;
+    return token;
+  }
+  bool done() const { return p_ >= size_; }
+  int64_t peek() const {
+    if (p_ >= size_) throw std::out_of_range("optrace: an encoded call ends early");
+    return k_[p_];
+  }
 
   Decoded value() {
     Decoded d;
@@ -162,7 +172,8 @@ class Decoder {
     }
   }
 
-  const std::vector<int64_t>& k_;
+  const int64_t* k_;
+  size_t size_;
   size_t p_;
   bool extended_;
 };

@@ -46,7 +46,7 @@ struct TraceInfo {
 // An event's inputs as an OpInput (shapes, dtypes, values, strides of non-contiguous tensors).
 inline OpInput decode_inputs(const ThreadBuffer& b, const Event& e) {
   OpInput in;
-  op_tracer::Decoder dec(b.tokens, e.tokens_begin, /*extended=*/true);
+  op_tracer::Decoder dec(b.tokens.data(), b.tokens.size(), e.tokens_begin, /*extended=*/true);
   for (uint32_t i = 0; i < e.num_args; ++i) {
     op_tracer::Decoded d = dec.value();
     if (d.list) d.value = in.add_tensor_list(std::move(*d.list));

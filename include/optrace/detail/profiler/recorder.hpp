@@ -137,7 +137,7 @@ struct ThreadBuffer {
   int64_t os_tid = 0;
   uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
   std::vector<Event> events;
-  std::vector<int64_t> tokens;
+  op_tracer::KeyWriter tokens;  // with record_shapes: the events' inputs, encoded where they stay
   std::vector<int64_t> et_tokens;
   std::vector<std::string> names;
   std::vector<std::string> stacks;  // with_stack: each distinct text once (stack_index)
@@ -251,7 +251,6 @@ struct ThreadState {
   std::shared_ptr<Window> window;
   ThreadBuffer* buffer = nullptr;
   OpCache ops;
-  op_tracer::KeyWriter scratch;  // a call's inputs, encoded before they are copied to the buffer
 
   // The open window's buffer of this thread, registered first if needed; nullptr when none.
   ThreadBuffer* current() {
@@ -283,19 +282,19 @@ inline c10::ArrayRef<const c10::IValue> op_inputs(const Event& e, const at::Reco
   return e.op != nullptr && e.op->live != nullptr ? op_tracer::op_arguments(*e.op, inputs) : inputs;
 }
 
-inline void record_inputs(ThreadBuffer& b, op_tracer::KeyWriter& key, Event& e, const at::RecordFunction& fn) {
+inline void record_inputs(ThreadBuffer& b, Event& e, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = op_inputs(e, fn);
-  key.clear();
+  const size_t begin = b.tokens.size();
   try {
     for (size_t i = 0; i < inputs.size(); ++i) {
       ArgKind kind = e.op != nullptr && i < e.op->args.size() ? e.op->args[i].kind : ArgKind::Other;
-      op_tracer::encode_value(key, inputs[i], kind, /*extended=*/true);
+      op_tracer::encode_value(b.tokens, inputs[i], kind, /*extended=*/true);
     }
   } catch (...) {  // an argument that cannot be read (a nested tensor): the event keeps no inputs
+    b.tokens.truncate(begin);
     return;
   }
-  e.tokens_begin = static_cast<uint32_t>(b.tokens.size());
-  b.tokens.insert(b.tokens.end(), key.data(), key.data() + key.size());
+  e.tokens_begin = static_cast<uint32_t>(begin);
   e.tokens_end = static_cast<uint32_t>(b.tokens.size());
   e.num_args = static_cast<uint32_t>(inputs.size());
 }
@@ -340,7 +339,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
   }
   // Inputs of every range that has them, as torch.profiler: ops, autograd nodes (their
   // gradients), TorchScript functions.
-  if (settings.record_shapes && !fn.inputs().empty()) record_inputs(*b, ts.scratch, e, fn);
+  if (settings.record_shapes && !fn.inputs().empty()) record_inputs(*b, e, fn);
   if (settings.execution_trace) {
     e.et_inputs_begin = static_cast<uint32_t>(b->et_tokens.size());
     et_encode_all(b->et_tokens, op_inputs(e, fn));
