@@ -303,6 +303,37 @@ TEST_CASE("profiler: inputs, ids and autograd pairs as torch.profiler writes the
   CHECK(flows % 2 == 0);
 }
 
+TEST_CASE("profiler: an op whose inputs cannot be read keeps none, and the ops around it keep theirs", "[profiler]") {
+  // A nested tensor's sizes() throws: its op's encoding fails part way through the window's
+  // tokens, and what it wrote must not end up in its event or in its neighbours'.
+  torch::NoGradGuard no_grad;
+  at::Tensor dense = torch::randn({2, 3, 4});
+  at::Tensor mask = torch::tensor({1, 1, 0, 1, 0, 0}, torch::kBool).reshape({2, 3});
+  at::Tensor nested = at::_nested_tensor_from_mask(dense, mask, false);
+  optrace::Profiler prof(optrace::ProfilerOptions().record_shapes(true));
+  torch::addmm(torch::zeros({4}), torch::randn({2, 3}), torch::randn({3, 4}), 1, 2);
+  at::Tensor padded = nested.to_padded_tensor(0.0);
+  torch::addmm(torch::zeros({5}), torch::randn({2, 6}), torch::randn({6, 5}), 1, 2);
+  prof.stop();
+  CHECK(padded.size(1) == 2);
+  Parsed p = parse(prof.last_trace()->to_json());
+  std::vector<std::string> addmm_dims;
+  bool to_padded = false;
+  for (Node e : p.events().array()) {
+    Node args(e);
+    if (!e.find("args", args)) continue;
+    const std::string name(e["name"].as_string());
+    Node dims(e);
+    if (name == "aten::addmm") addmm_dims.push_back(text_of(args["Input Dims"]));
+    if (name == "aten::to_padded_tensor") {
+      to_padded = true;
+      CHECK_FALSE(args.find("Input Dims", dims));
+    }
+  }
+  CHECK(to_padded);
+  CHECK(addmm_dims == std::vector<std::string>{"[[4],[2,3],[3,4],[],[]]", "[[5],[2,6],[6,5],[],[]]"});
+}
+
 TEST_CASE("profiler: memory events and the memory columns", "[profiler]") {
   optrace::Profiler prof(optrace::ProfilerOptions().profile_memory(true));
   {
