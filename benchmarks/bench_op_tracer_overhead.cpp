@@ -13,7 +13,8 @@
 // Usage: bench_op_tracer_overhead [calls=200000] [rounds=15]
 //
 // Timing alone cannot tell 20 ns apart on a shared machine. `count MODE CALLS [OP]` (MODE: none,
-// bare, tracer, or profiler: a Profiler with record_shapes and profile_memory) runs one mode's
+// bare, tracer, profiler: a Profiler with record_shapes and profile_memory, or profiler_et: the
+// same with an execution trace, written to a temporary file) runs one mode's
 // loop once, in the function `counted_loop`, for an instruction count that the machine's load
 // does not move:
 //   valgrind --tool=callgrind --collect-atstart=no --toggle-collect="*counted_loop*"
@@ -31,9 +32,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -80,14 +84,17 @@ int count(const std::string& mode, int64_t calls, const std::string& op) {
   optrace::OpTracer tracer;
   std::optional<optrace::Profiler> profiler;
   at::CallbackHandle handle = 0;
+  const std::string et_path = std::filesystem::temp_directory_path() / ("bench_op_tracer_et." + std::to_string(::getpid()) + ".json");
   if (mode == "bare")
     handle = add_bare_callback();
   else if (mode == "tracer")
     tracer.start();
   else if (mode == "profiler")
     profiler.emplace(optrace::ProfilerOptions().record_shapes(true).profile_memory(true));
+  else if (mode == "profiler_et")
+    profiler.emplace(optrace::ProfilerOptions().record_shapes(true).profile_memory(true).execution_trace(et_path));
   else if (mode != "none") {
-    std::fprintf(stderr, "unknown mode %s: none, bare, tracer or profiler\n", mode.c_str());
+    std::fprintf(stderr, "unknown mode %s: none, bare, tracer, profiler or profiler_et\n", mode.c_str());
     return 2;
   }
   loop(a, b, 1000, op == "sum");  // warm up: the tracer's first call of an op inserts it
@@ -95,6 +102,7 @@ int count(const std::string& mode, int64_t calls, const std::string& op) {
   if (handle != 0) at::removeCallback(handle);
   tracer.stop();
   if (profiler) profiler->stop();
+  if (mode == "profiler_et") std::remove(et_path.c_str());
   std::printf("%s: %lld calls of %s counted\n", mode.c_str(), static_cast<long long>(calls), op.c_str());
   return 0;
 }

@@ -4,6 +4,8 @@
 // storage's data, besides offset, numel, itemsize, device, sizes and strides. Recording keeps
 // them as tokens, one flat encoding per value; ids and text are made when the trace is written.
 
+#include <optrace/detail/op_tracer/call_table.hpp>
+
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
 
@@ -12,7 +14,6 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <vector>
 
 namespace optrace::detail::profiler {
 
@@ -32,83 +33,96 @@ enum EtToken : int64_t {
 // torch's execution trace writes at most this many elements of a list.
 constexpr size_t kEtMaxListItems = 4097;
 
-inline void et_put_string(std::vector<int64_t>& out, const std::string& s) {
-  out.push_back(static_cast<int64_t>(s.size()));
-  for (size_t i = 0; i < s.size(); i += 8) {
-    int64_t packed = 0;
-    std::memcpy(&packed, s.data() + i, std::min<size_t>(8, s.size() - i));
-    out.push_back(packed);
+// Written straight into the window's tokens (a KeyWriter: a fixed-size part takes one extend).
+
+inline void et_put_string(op_tracer::KeyWriter& out, const std::string& s) {
+  const size_t words = (s.size() + 7) / 8;
+  int64_t* p = out.extend(1 + words);
+  p[0] = static_cast<int64_t>(s.size());
+  if (words > 0) {
+    p[words] = 0;  // the last token's unused bytes
+    std::memcpy(p + 1, s.data(), s.size());
   }
 }
 
-inline void et_encode(std::vector<int64_t>& out, const c10::IValue& v) {
+inline void et_encode(op_tracer::KeyWriter& out, const c10::IValue& v);
+
+template <class Items>
+void et_encode_items(op_tracer::KeyWriter& out, EtToken tag, const Items& items) {
+  const size_t n = std::min<size_t>(items.size(), kEtMaxListItems);
+  int64_t* p = out.extend(2);
+  p[0] = tag;
+  p[1] = static_cast<int64_t>(n);
+  size_t i = 0;
+  for (const c10::IValue& item : items) {
+    if (i++ == n) break;
+    et_encode(out, item);
+  }
+}
+
+inline void et_encode(op_tracer::KeyWriter& out, const c10::IValue& v) {
+  auto put2 = [&out](int64_t a, int64_t b) {
+    int64_t* p = out.extend(2);
+    p[0] = a;
+    p[1] = b;
+  };
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) {
-      out.push_back(kEtNone);
+      out.put(kEtNone);
       return;
     }
     const bool plain = t.layout() == c10::kStrided && !t.is_nested();
-    out.push_back(kEtTensor);
-    out.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl())));
+    const size_t ndim = plain ? static_cast<size_t>(t.dim()) : 0;
     const void* data = plain && t.has_storage() ? static_cast<const void*>(t.storage().data()) : nullptr;
-    out.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(data)));
-    out.push_back(plain ? t.storage_offset() : 0);
-    out.push_back(plain ? t.numel() : 0);
-    out.push_back(plain ? static_cast<int64_t>(t.element_size()) : 0);
-    out.push_back(static_cast<int64_t>(t.device().type()));
-    out.push_back(t.device().index());
-    out.push_back(static_cast<int64_t>(t.scalar_type()));
-    if (!plain) {
-      out.push_back(0);
-      return;
+    int64_t* p = out.extend(10 + 2 * ndim);
+    p[0] = kEtTensor;
+    p[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()));
+    p[2] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data));
+    p[3] = plain ? t.storage_offset() : 0;
+    p[4] = plain ? t.numel() : 0;
+    p[5] = plain ? static_cast<int64_t>(t.element_size()) : 0;
+    p[6] = static_cast<int64_t>(t.device().type());
+    p[7] = t.device().index();
+    p[8] = static_cast<int64_t>(t.scalar_type());
+    p[9] = static_cast<int64_t>(ndim);
+    if (plain) {
+      std::copy(t.sizes().begin(), t.sizes().end(), p + 10);
+      std::copy(t.strides().begin(), t.strides().end(), p + 10 + ndim);
     }
-    const auto sizes = t.sizes();
-    const auto strides = t.strides();
-    out.push_back(static_cast<int64_t>(sizes.size()));
-    out.insert(out.end(), sizes.begin(), sizes.end());
-    out.insert(out.end(), strides.begin(), strides.end());
     return;
   }
-  if (v.isNone()) { out.push_back(kEtNone); return; }
-  if (v.isBool()) { out.push_back(kEtBool); out.push_back(v.toBool()); return; }
-  if (v.isInt()) { out.push_back(kEtInt); out.push_back(v.toInt()); return; }
-  if (v.isSymInt()) { out.push_back(kEtInt); out.push_back(v.toSymInt().expect_int()); return; }
+  if (v.isNone()) { out.put(kEtNone); return; }
+  if (v.isBool()) { put2(kEtBool, v.toBool()); return; }
+  if (v.isInt()) { put2(kEtInt, v.toInt()); return; }
+  if (v.isSymInt()) { put2(kEtInt, v.toSymInt().expect_int()); return; }
   if (v.isDouble()) {
     int64_t bits;
     const double d = v.toDouble();
     std::memcpy(&bits, &d, sizeof bits);
-    out.push_back(kEtDouble);
-    out.push_back(bits);
+    put2(kEtDouble, bits);
     return;
   }
-  if (v.isString()) { out.push_back(kEtString); et_put_string(out, v.toStringRef()); return; }
+  if (v.isString()) {
+    out.put(kEtString);
+    et_put_string(out, v.toStringRef());
+    return;
+  }
   if (v.isDevice()) {
-    out.push_back(kEtDevice);
-    out.push_back(static_cast<int64_t>(v.toDevice().type()));
-    out.push_back(v.toDevice().index());
+    int64_t* p = out.extend(3);
+    p[0] = kEtDevice;
+    p[1] = static_cast<int64_t>(v.toDevice().type());
+    p[2] = v.toDevice().index();
     return;
   }
-  if (v.isList() || v.isTuple()) {
-    const bool list = v.isList();
-    std::vector<c10::IValue> items;
-    if (list) {
-      for (const auto& item : v.toListRef()) items.push_back(item);
-    } else {
-      for (const auto& item : v.toTupleRef().elements()) items.push_back(item);
-    }
-    const size_t n = std::min(items.size(), kEtMaxListItems);
-    out.push_back(list ? kEtList : kEtTuple);
-    out.push_back(static_cast<int64_t>(n));
-    for (size_t i = 0; i < n; ++i) et_encode(out, items[i]);
-    return;
-  }
-  out.push_back(kEtOther);
+  if (v.isList()) return et_encode_items(out, kEtList, v.toListRef());
+  if (v.isTuple()) return et_encode_items(out, kEtTuple, v.toTupleRef().elements());
+  out.put(kEtOther);
   et_put_string(out, v.tagKind());
 }
 
 template <class Values>
-void et_encode_all(std::vector<int64_t>& out, const Values& values) {
+void et_encode_all(op_tracer::KeyWriter& out, const Values& values) {
   for (const c10::IValue& v : values) et_encode(out, v);
 }
 

@@ -95,7 +95,7 @@ class ExecutionTraceWriter {
 
   // One encoded value (et_values.hpp) from `k[p]` on, written into the values, shapes and strides
   // lists; returns its type ("Tensor(float)", "GenericList[Int,Int]", ...).
-  std::string value(const std::vector<int64_t>& k, size_t& p, json::Writer& values, json::Writer& shapes,
+  std::string value(const int64_t* k, size_t& p, json::Writer& values, json::Writer& shapes,
                     json::Writer& strides) {
     const int64_t tag = k[p++];
     auto string_at = [&k, &p] {
@@ -170,7 +170,7 @@ class ExecutionTraceWriter {
 
   void values_of(const ThreadBuffer& b, uint32_t begin, uint32_t end, Values& out) {
     size_t p = begin;
-    while (p < end) out.types.value(value(b.et_tokens, p, out.values, out.shapes, out.strides));
+    while (p < end) out.types.value(value(b.et_tokens.data(), p, out.values, out.shapes, out.strides));
   }
 
   static std::string node_text(int64_t id, const std::string& name, int64_t parent, Values&& inputs, Values&& outputs,

@@ -81,7 +81,7 @@ struct Event {
   uint32_t tokens_begin = 0, tokens_end = 0;  // with record_shapes: the inputs' encoding
   uint32_t num_args = 0;
   // With an execution trace: the inputs and outputs with their tensors' identities
-  // (execution_trace.hpp encodes them into ThreadBuffer::et_tokens).
+  // (et_values.hpp encodes them into ThreadBuffer::et_tokens).
   uint32_t et_inputs_begin = 0, et_inputs_end = 0, et_outputs_begin = 0, et_outputs_end = 0;
   // With with_stack, where TorchScript runs the range: indices in ThreadBuffer::stacks, or -1.
   int32_t call_stack = -1, module_hierarchy = -1;
@@ -138,7 +138,7 @@ struct ThreadBuffer {
   uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
   std::vector<Event> events;
   op_tracer::KeyWriter tokens;  // with record_shapes: the events' inputs, encoded where they stay
-  std::vector<int64_t> et_tokens;
+  op_tracer::KeyWriter et_tokens;  // with an execution trace: the events' inputs and outputs
   std::vector<std::string> names;
   std::vector<std::string> stacks;  // with_stack: each distinct text once (stack_index)
   std::unordered_map<std::string, int32_t> stack_index;
