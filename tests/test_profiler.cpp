@@ -966,6 +966,48 @@ TEST_CASE("profiler: the ops and inputs torch.profiler records for the same Torc
   CHECK(ours == torchs);
 }
 
+// A TorchScript function whose ops take what an execution trace must tell apart: int lists, a
+// string, a double, a bool, None, a device, a dtype, a view of a tensor (same storage), a list of
+// tensors in and out.
+constexpr const char* kEtModel = R"(
+def forward(x: Tensor, w: Tensor, b: Tensor):
+    y = torch.conv2d(x, w, b, [1, 1], [1, 1])
+    y = torch.div(y, w[0, 0, 0, 0], rounding_mode='floor')
+    y = torch.add(y, y[:, :1], alpha=0.5)
+    parts = torch.split(y, [3, 5], 1)
+    z = torch.cat(parts, 1)
+    z = torch.dropout(z, 0.0, False)
+    d = torch.zeros([2], dtype=7, device=torch.device('cpu'))  # 7: float64
+    return z, d
+)";
+
+// The real writer: torch's own ExecutionTraceObserver (torch >= 2) around the same TorchScript
+// calls writes the same nodes, inputs and outputs (tests/python/execution_trace_parity.py).
+TEST_CASE("profiler: the execution trace holds the nodes torch's ExecutionTraceObserver writes for the same calls",
+          "[profiler][python]") {
+  if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
+  auto cu = torch::jit::compile(kEtModel);
+  const std::vector<c10::IValue> inputs{torch::randn({2, 3, 8, 8}), torch::randn({8, 3, 3, 3}), torch::randn({8})};
+  const std::string source = optrace_test::temp_path("profiler_et_model.ts");
+  const std::string pickled_inputs = optrace_test::temp_path("profiler_et_model_inputs.pt");
+  const std::string ours = optrace_test::temp_path("profiler_et_model.optrace.json");
+  const std::string theirs = optrace_test::temp_path("profiler_et_model.torch.json");
+  optrace::detail::write_file_atomic(source, kEtModel);
+  const std::vector<char> pickled = torch::pickle_save(c10::ivalue::Tuple::create(inputs));
+  optrace::detail::write_file_atomic(pickled_inputs, std::string(pickled.begin(), pickled.end()));
+  torch::jit::setGraphExecutorOptimize(false);
+  {
+    torch::NoGradGuard no_grad;
+    optrace::Profiler prof(optrace::ProfilerOptions().execution_trace(ours));
+    for (int i = 0; i < 2; ++i) cu->get_function("forward")(inputs);
+  }
+  torch::jit::setGraphExecutorOptimize(true);
+  const ScriptRun run = run_script("execution_trace_parity.py", source + " " + pickled_inputs + " 2 " + ours + " " + theirs);
+  if (run.status == 77) OPTRACE_SKIP(run.first_line());
+  INFO(run.out);
+  CHECK(run.status == 0);
+}
+
 // The real consumer: HTA's TraceAnalysis on the folder tensorboard_trace_handler wrote (the
 // seed's collection: wait 1, warmup 1, active 3, repeat 1).
 TEST_CASE("profiler: HTA loads the trace folder and shows the ops with the file's durations", "[profiler][python]") {

@@ -18,7 +18,7 @@
 namespace optrace::detail::profiler {
 
 enum EtToken : int64_t {
-  kEtTensor = 1,  // impl, storage data (0: none), offset, numel, itemsize, device type, index, dtype, ndim, sizes, strides
+  kEtTensor = 1,  // impl, has storage, storage data, offset, numel, itemsize, device type, index, dtype, ndim, sizes, strides
   kEtNone,        //
   kEtInt,         // value
   kEtDouble,      // bits
@@ -73,22 +73,25 @@ inline void et_encode(op_tracer::KeyWriter& out, const c10::IValue& v) {
       return;
     }
     const bool plain = t.layout() == c10::kStrided && !t.is_nested();
+    // As torch: a tensor with storage has its storage's id (its data may be null: an empty
+    // tensor's), offset, numel, itemsize and device; one without, zeros and "".
+    const bool stored = plain && t.has_storage();
     const size_t ndim = plain ? static_cast<size_t>(t.dim()) : 0;
-    const void* data = plain && t.has_storage() ? static_cast<const void*>(t.storage().data()) : nullptr;
-    int64_t* p = out.extend(10 + 2 * ndim);
+    int64_t* p = out.extend(11 + 2 * ndim);
     p[0] = kEtTensor;
     p[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()));
-    p[2] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data));
-    p[3] = plain ? t.storage_offset() : 0;
-    p[4] = plain ? t.numel() : 0;
-    p[5] = plain ? static_cast<int64_t>(t.element_size()) : 0;
-    p[6] = static_cast<int64_t>(t.device().type());
-    p[7] = t.device().index();
-    p[8] = static_cast<int64_t>(t.scalar_type());
-    p[9] = static_cast<int64_t>(ndim);
+    p[2] = stored;
+    p[3] = stored ? static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.storage().data())) : 0;
+    p[4] = stored ? t.storage_offset() : 0;
+    p[5] = stored ? t.numel() : 0;
+    p[6] = stored ? static_cast<int64_t>(t.element_size()) : 0;
+    p[7] = static_cast<int64_t>(t.device().type());
+    p[8] = t.device().index();
+    p[9] = static_cast<int64_t>(t.scalar_type());
+    p[10] = static_cast<int64_t>(ndim);
     if (plain) {
-      std::copy(t.sizes().begin(), t.sizes().end(), p + 10);
-      std::copy(t.strides().begin(), t.strides().end(), p + 10 + ndim);
+      std::copy(t.sizes().begin(), t.sizes().end(), p + 11);
+      std::copy(t.strides().begin(), t.strides().end(), p + 11 + ndim);
     }
     return;
   }

@@ -86,8 +86,8 @@ class ExecutionTraceWriter {
     std::string op_schema;
   };
 
+  // As torch's getObjectID: one id per address (a null storage data pointer too).
   int64_t id_of(int64_t address) {
-    if (address == 0) return 0;
     auto [it, fresh] = object_ids_.emplace(address, 0);
     if (fresh) it->second = next_id_++;
     return it->second;
@@ -109,14 +109,14 @@ class ExecutionTraceWriter {
     };
     switch (tag) {
       case kEtTensor: {
-        const int64_t impl = k[p++], data = k[p++], offset = k[p++], numel = k[p++], itemsize = k[p++];
+        const int64_t impl = k[p++], stored = k[p++], data = k[p++], offset = k[p++], numel = k[p++], itemsize = k[p++];
         const auto device_type = static_cast<c10::DeviceType>(k[p++]);
         const auto device_index = static_cast<c10::DeviceIndex>(k[p++]);
         const auto dtype = static_cast<c10::ScalarType>(k[p++]);
         const size_t ndim = static_cast<size_t>(k[p++]);
-        const int64_t tensor_id = id_of(impl), storage_id = id_of(data);
+        const int64_t tensor_id = id_of(impl), storage_id = stored != 0 ? id_of(data) : 0;
         values.begin_array().value(tensor_id).value(storage_id).value(offset).value(numel).value(itemsize);
-        values.value(data == 0 ? std::string() : c10::Device(device_type, device_index).str()).end_array();
+        values.value(stored != 0 ? c10::Device(device_type, device_index).str() : std::string()).end_array();
         shapes.begin_array();
         for (size_t i = 0; i < ndim; ++i) shapes.value(k[p + i]);
         shapes.end_array();

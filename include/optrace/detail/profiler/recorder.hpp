@@ -30,6 +30,7 @@
 #include <torch/csrc/jit/runtime/interpreter.h>
 #include <torch/csrc/profiler/util.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -282,6 +283,15 @@ inline c10::ArrayRef<const c10::IValue> op_inputs(const Event& e, const at::Reco
   return e.op != nullptr && e.op->live != nullptr ? op_tracer::op_arguments(*e.op, inputs) : inputs;
 }
 
+// A call's own outputs: boxed calls leave the caller's stack before them (as op_inputs), and
+// num_outputs() is the schema's count (all of them for a range that is not an op's), as torch's
+// ExecutionTraceObserver takes them.
+inline c10::ArrayRef<const c10::IValue> op_outputs(const at::RecordFunction& fn) {
+  const std::vector<c10::IValue>& outputs = fn.outputs();
+  const size_t n = std::min(fn.num_outputs(), outputs.size());
+  return c10::ArrayRef<const c10::IValue>(outputs.data() + (outputs.size() - n), n);
+}
+
 inline void record_inputs(ThreadBuffer& b, Event& e, const at::RecordFunction& fn) {
   c10::ArrayRef<const c10::IValue> inputs = op_inputs(e, fn);
   const size_t begin = b.tokens.size();
@@ -368,7 +378,7 @@ inline void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
     e.end_ns = end;
     if (ts.window->settings.execution_trace) {
       e.et_outputs_begin = static_cast<uint32_t>(b->et_tokens.size());
-      et_encode_all(b->et_tokens, fn.outputs());
+      et_encode_all(b->et_tokens, op_outputs(fn));
       e.et_outputs_end = static_cast<uint32_t>(b->et_tokens.size());
     }
     b->open.erase(b->open.begin() + static_cast<std::ptrdiff_t>(k));
