@@ -982,12 +982,13 @@ def forward(x: Tensor, w: Tensor, b: Tensor):
 )";
 
 // The real writer: torch's own ExecutionTraceObserver (torch >= 2) around the same TorchScript
-// calls writes the same nodes, inputs and outputs (tests/python/execution_trace_parity.py).
+// calls, forward and backward, writes the same nodes, inputs, outputs and autograd links
+// (tests/python/execution_trace_parity.py).
 TEST_CASE("profiler: the execution trace holds the nodes torch's ExecutionTraceObserver writes for the same calls",
           "[profiler][python]") {
   if (!python_torch_available()) OPTRACE_SKIP("python3-torch is not installed");
   auto cu = torch::jit::compile(kEtModel);
-  const std::vector<c10::IValue> inputs{torch::randn({2, 3, 8, 8}), torch::randn({8, 3, 3, 3}), torch::randn({8})};
+  std::vector<c10::IValue> inputs{torch::randn({2, 3, 8, 8}), torch::randn({8, 3, 3, 3}), torch::randn({8})};
   const std::string source = optrace_test::temp_path("profiler_et_model.ts");
   const std::string pickled_inputs = optrace_test::temp_path("profiler_et_model_inputs.pt");
   const std::string ours = optrace_test::temp_path("profiler_et_model.optrace.json");
@@ -997,9 +998,15 @@ TEST_CASE("profiler: the execution trace holds the nodes torch's ExecutionTraceO
   optrace::detail::write_file_atomic(pickled_inputs, std::string(pickled.begin(), pickled.end()));
   torch::jit::setGraphExecutorOptimize(false);
   {
-    torch::NoGradGuard no_grad;
+    // As the script: two calls under no_grad, then one whose output's sum runs backward.
+    const torch::Tensor seed = torch::ones({});
     optrace::Profiler prof(optrace::ProfilerOptions().execution_trace(ours));
-    for (int i = 0; i < 2; ++i) cu->get_function("forward")(inputs);
+    {
+      torch::NoGradGuard no_grad;
+      for (int i = 0; i < 2; ++i) cu->get_function("forward")(inputs);
+    }
+    for (size_t i = 1; i < 3; ++i) inputs[i].toTensor().requires_grad_(true);
+    cu->get_function("forward")(inputs).toTupleRef().elements()[0].toTensor().sum().backward(seed);
   }
   torch::jit::setGraphExecutorOptimize(true);
   const ScriptRun run = run_script("execution_trace_parity.py", source + " " + pickled_inputs + " 2 " + ours + " " + theirs);

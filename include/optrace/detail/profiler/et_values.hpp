@@ -68,8 +68,12 @@ inline void et_encode(op_tracer::KeyWriter& out, const c10::IValue& v) {
   };
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (!t.defined()) {
-      out.put(kEtNone);
+    if (!t.defined()) {  // as torch: a tensor (libtorch's one undefined TensorImpl) without storage or dtype
+      int64_t* p = out.extend(11);
+      std::fill(p, p + 11, 0);
+      p[0] = kEtTensor;
+      p[1] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()));
+      p[9] = static_cast<int64_t>(c10::ScalarType::Undefined);
       return;
     }
     const bool plain = t.layout() == c10::kStrided && !t.is_nested();

@@ -124,7 +124,9 @@ class ExecutionTraceWriter {
         for (size_t i = 0; i < ndim; ++i) strides.value(k[p + ndim + i]);
         strides.end_array();
         p += 2 * ndim;
-        return "Tensor(" + std::string(c10::scalarTypeToTypeMeta(dtype).name()) + ")";
+        // An undefined tensor's dtype is TypeMeta's uninitialized one, "nullptr (uninitialized)".
+        const caffe2::TypeMeta meta = dtype == c10::ScalarType::Undefined ? caffe2::TypeMeta() : c10::scalarTypeToTypeMeta(dtype);
+        return "Tensor(" + std::string(meta.name()) + ")";
       }
       case kEtList:
       case kEtTuple: {
