@@ -22,6 +22,7 @@
 // (instructions per op = the total / CALLS; overhead = a mode's figure minus none's). OP: add
 // (the default, as timed) or sum, `at::sum(x, {1})` on a 2x2 tensor: an int list and a trailing
 // default argument, which the tracer's fast path leaves to its full path.
+// `latency [CALLS=2000000]` times each op alone under a Profiler and prints the slowest.
 #include <optrace/op_tracer.hpp>
 #include <optrace/profiler.hpp>
 
@@ -107,6 +108,32 @@ int count(const std::string& mode, int64_t calls, const std::string& op) {
   return 0;
 }
 
+// `latency CALLS`: each of CALLS 2x2 adds timed alone under a Profiler (record_shapes,
+// profile_memory), for the slowest: what one op can cost when the recording's storage grows.
+int latency(int64_t calls) {
+  at::Tensor a = at::ones({2, 2}), b = at::ones({2, 2});
+  std::vector<int64_t> ns(static_cast<size_t>(calls));
+  optrace::Profiler profiler(optrace::ProfilerOptions().record_shapes(true).profile_memory(true));
+  for (int64_t i = 0; i < calls; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    at::add(a, b);
+    ns[static_cast<size_t>(i)] = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  }
+  profiler.stop();
+  const size_t worst = static_cast<size_t>(std::max_element(ns.begin(), ns.end()) - ns.begin());
+  const int64_t max_ns = ns[worst];
+  std::vector<int64_t> sorted = ns;
+  std::sort(sorted.begin(), sorted.end());
+  auto at_fraction = [&sorted](double f) { return sorted[std::min(sorted.size() - 1, static_cast<size_t>(f * static_cast<double>(sorted.size())))]; };
+  int64_t over_1ms = 0;
+  for (int64_t t : ns) over_1ms += t > 1000000 ? 1 : 0;
+  std::printf("2x2 add under the Profiler (record_shapes, profile_memory), %lld calls timed one by one\n", static_cast<long long>(calls));
+  std::printf("  median %lld ns, 99.9%% %lld ns, 99.999%% %lld ns, max %.3f ms (call %zu); %lld calls over 1 ms\n",
+              static_cast<long long>(at_fraction(0.5)), static_cast<long long>(at_fraction(0.999)),
+              static_cast<long long>(at_fraction(0.99999)), static_cast<double>(max_ns) / 1e6, worst, static_cast<long long>(over_1ms));
+  return 0;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   size_t n = v.size();
@@ -116,6 +143,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "latency") return latency(argc > 2 ? std::atoll(argv[2]) : 2000000);
   if (argc > 1 && std::string(argv[1]) == "count")
     return count(argc > 2 ? argv[2] : "", argc > 3 ? std::atoll(argv[3]) : 20000, argc > 4 ? argv[4] : "add");
   int64_t calls = argc > 1 ? std::atoll(argv[1]) : 200000;

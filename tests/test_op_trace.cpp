@@ -1,4 +1,5 @@
 // Tests for optrace/op_trace.hpp and optrace/json/reader.hpp (no libtorch header needed).
+#include <optrace/detail/common/block_vector.hpp>
 #include <optrace/detail/common/string_map.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/op_trace.hpp>
@@ -543,6 +544,35 @@ TEST_CASE("StringMap: looked up by string_view, grows, keeps what it holds", "[o
   for (int k = 0; k < 100; ++k) CHECK(*views.find("op" + std::to_string(k)) == k);
   CHECK(views.find("op100") == nullptr);
   CHECK(views.size() == 100);
+}
+
+TEST_CASE("BlockVector: elements kept in order, at addresses that never change", "[op_trace]") {
+  struct Record {
+    int64_t a = -1;
+    int32_t b = -1;
+  };
+  optrace::detail::BlockVector<Record, 4> v;  // blocks of 16
+  CHECK(v.empty());
+  std::vector<const Record*> addresses;
+  for (int64_t k = 0; k < 1000; ++k) {
+    v.push_back(Record{k, static_cast<int32_t>(3 * k)});
+    addresses.push_back(&v[static_cast<size_t>(k)]);
+  }
+  REQUIRE(v.size() == 1000);
+  int64_t k = 0;
+  for (const Record& r : v) {  // in order, each where it was put
+    CHECK(r.a == k);
+    CHECK(r.b == 3 * k);
+    CHECK(&r == addresses[static_cast<size_t>(k)]);
+    ++k;
+  }
+  CHECK(k == 1000);
+  v[17].b = 5;
+  CHECK(v[17].b == 5);
+  CHECK(v[16].b == 48);
+  const optrace::detail::BlockVector<Record, 4> listed{Record{1, 2}, Record{3, 4}};
+  CHECK(listed.size() == 2);
+  CHECK(listed[1].a == 3);
 }
 
 TEST_CASE("OpTrace::reserve adds no op and changes nothing added after it", "[op_trace]") {

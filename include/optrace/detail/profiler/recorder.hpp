@@ -18,6 +18,7 @@
 // - with_stack: the TorchScript interpreter's call stack and module hierarchy of a range, made by
 //   libtorch's own functions (the text torch.profiler writes), kept once per distinct text.
 
+#include <optrace/detail/common/block_vector.hpp>
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
@@ -137,13 +138,13 @@ struct ThreadBuffer {
   op_tracer::SpinLock mutex;  // taken by its thread on each event, and when the window closes
   int64_t os_tid = 0;
   uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
-  std::vector<Event> events;
+  BlockVector<Event> events;  // appended without copying what is there (a window holds millions)
   op_tracer::KeyWriter tokens;  // with record_shapes: the events' inputs, encoded where they stay
   op_tracer::KeyWriter et_tokens;  // with an execution trace: the events' inputs and outputs
   std::vector<std::string> names;
   std::vector<std::string> stacks;  // with_stack: each distinct text once (stack_index)
   std::unordered_map<std::string, int32_t> stack_index;
-  std::vector<MemoryEvent> memory;
+  BlockVector<MemoryEvent> memory;
   std::vector<int32_t> open;  // indices of the open events, innermost last
 };
 
@@ -265,7 +266,6 @@ struct ThreadState {
       auto fresh = std::make_unique<ThreadBuffer>();
       fresh->os_tid = os_thread_id();
       fresh->rf_thread_id = at::RecordFunction::currentThreadId();
-      fresh->events.reserve(4096);
       std::lock_guard<std::mutex> buffers_lock(window->mutex);
       window->buffers.push_back(std::move(fresh));
       buffer = window->buffers.back().get();
