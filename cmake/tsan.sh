@@ -34,9 +34,12 @@ echo "== tsan.sh: built in $(( built - start )) s"
 status=0
 # The threaded tests of the programs built above; of the reliability tests only the threaded
 # stress tests (its kill tests take minutes under TSan); the profiler's (its writer thread, the
-# threads' buffers, the memory reporter) but the one that compares times with the wall clock.
+# threads' buffers, the memory reporter) but the one that compares times with the wall clock, and
+# the execution trace's comparison with torch's: its convolution backward runs in oneDNN's OpenMP
+# threads, and libgomp, not instrumented, hands them libtorch's fresh buffers in a way TSan cannot
+# see (it reported oneDNN's memset of a buffer c10 had just allocated as a race).
 ctest --test-dir "$build" --output-on-failure --parallel "$jobs" \
   -R '^(kineto|op catalog|op tracer|observer|profiler): |^reliability: (8 threads|a long-running tracer)|^cli_many_files$' \
-  -E '^profiler: the step ranges add up' || status=$?
+  -E '^profiler: (the step ranges add up|the execution trace holds the nodes torch)' || status=$?
 echo "== tsan.sh: tests ran in $(( $(date +%s) - built )) s; total $(( $(date +%s) - start )) s; status $status"
 exit $status
