@@ -53,6 +53,17 @@ std::string refusal(const Guard& g, const std::vector<c10::IValue>& args, const 
 
 }  // namespace
 
+// torch 2.7 and newer write a package's files under a top folder named after the archive; the
+// loader takes the first component of the first two names as that folder when they agree.
+TEST_CASE("aoti: a package's top folder, as AOTInductor's loader finds it", "[aoti]") {
+  using optrace::detail::aoti::archive_prefix;
+  CHECK(archive_prefix({"version", "archive_format", "data/aotinductor/model/a.so"}) == "");  // torch 2.6
+  CHECK(archive_prefix({"model/version", "model/archive_format", "model/data/aotinductor/model/a.so"}) == "model/");
+  CHECK(archive_prefix({"data/aotinductor/model/a.cpp", "data/aotinductor/model/a.so"}) == "data/");  // the loader's rule
+  CHECK(archive_prefix({"model/data/aotinductor/model/a.so"}) == "");
+  CHECK(archive_prefix({}) == "");
+}
+
 TEST_CASE("aoti: a call flattens by the in_spec, positional or by name", "[aoti]") {
   CallShape s = shape();
   CHECK(s.describe() == "(x, *, mask)");

@@ -52,8 +52,9 @@ def fill(t, generator=None):
     return t.copy_(torch.randint(0, 2, t.shape, dtype=t.dtype, generator=generator))
 
 
-def example_inputs(doc, device="cpu"):
-    """(args, kwargs) of the file's example call, rebuilt through its in_spec."""
+def example_inputs(doc, device=None):
+    """(args, kwargs) of the file's example call, rebuilt through its in_spec, its tensors on
+    `device` (default: each on the device it was observed on)."""
     from torch.utils._pytree import tree_unflatten, treespec_loads
 
     leaves = []
@@ -73,7 +74,7 @@ def dynamic_shapes(doc_or_spec):
     return tuple(shapes) if isinstance(shapes, list) else shapes
 
 
-def value(v, device="cpu"):
+def value(v, device=None):
     """A value as the file writes it (history calls, scalar inputs): null, `{"int": n}`,
     `{"tensor": TensorMeta}`, `{"list": [...]}`, ... as Python objects."""
     if v is None:
@@ -91,7 +92,7 @@ def value(v, device="cpu"):
     return x
 
 
-def observed_inputs(doc, device="cpu"):
+def observed_inputs(doc, device=None):
     """Yields (args, kwargs, count, skip_reason) for every distinct observed call signature.
     skip_reason is None, or why the exported program cannot take the call as recorded: an
     argument value_if_missing stood in for, or one the call lacks."""

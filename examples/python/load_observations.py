@@ -26,8 +26,16 @@ def sym_int(value):
     return expr["hint"]["as_int"], expr["expr_str"]
 
 
-def rebuild(meta, device="cpu"):
-    """An uninitialized tensor with the recorded shape, dtype, strides and storage offset."""
+def recorded_device(meta):
+    """The device the tensor was observed on (TensorMeta's `device`: type and index)."""
+    d = meta.get("device") or {"type": "cpu"}
+    return torch.device(d["type"]) if d.get("index") is None else torch.device(d["type"], d["index"])
+
+
+def rebuild(meta, device=None):
+    """An uninitialized tensor with the recorded shape, dtype, strides and storage offset, on
+    `device` (default: the device it was observed on)."""
+    device = recorded_device(meta) if device is None else device
     sizes = [sym_int(s)[0] for s in meta["sizes"]]
     strides = [sym_int(s)[0] for s in meta["strides"]]
     offset = sym_int(meta["storage_offset"])[0]
@@ -37,7 +45,7 @@ def rebuild(meta, device="cpu"):
     return storage.as_strided(sizes, strides, offset)
 
 
-def load(path, device="cpu"):
+def load(path, device=None):
     with open(path) as f:
         doc = json.load(f)
     tensors = {}

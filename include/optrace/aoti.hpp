@@ -72,11 +72,11 @@ class Package {
       std::ifstream probe(path, std::ios::binary);
       if (!probe) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
     }
-    check_archive(path, model_name);
+    const std::string top = check_archive(path, model_name);
     try {
       state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, model_name);
     } catch (const std::exception& e) {
-      remove_extraction_folder(e.what());
+      remove_extraction_folder(e.what(), top);
       detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", detail::first_line(e));
     }
     try {
@@ -175,30 +175,48 @@ class Package {
   // removes it in its destructor, which a constructor that throws never reaches. So what it can
   // be told before is checked first (a zip archive holding the model: detail/aoti/zip_names.hpp),
   // and when it fails later (a shared object this libtorch cannot open: its message names the
-  // file) the folder its message names is removed, if it holds only what the loader extracts.
-  static void remove_extraction_folder(const std::string& message) {
-    static const std::regex kFolder("(/tmp/[A-Za-z0-9]{6})/data/aotinductor/");
+  // file) the folder its message names is removed, if it holds only what the loader extracts
+  // (under `top`, the archive's top folder: archive_prefix).
+  static void remove_extraction_folder(const std::string& message, const std::string& top) {
+    static const std::regex kFolder("(/tmp/[A-Za-z0-9]{6})/([^/\\s]+/)?data/aotinductor/");
     std::smatch m;
-    if (!std::regex_search(message, m, kFolder)) return;
+    if (!std::regex_search(message, m, kFolder) || m[2].str() != top) return;
     const std::filesystem::path dir = m[1].str();
     std::error_code ec;
     for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
          it.increment(ec)) {
-      const std::string rel = it->path().lexically_relative(dir).generic_string();
-      if (rel != "data" && rel != "data/aotinductor" && rel.rfind("data/aotinductor/", 0) != 0) return;
+      const std::string rel = it->path().lexically_relative(dir).generic_string() + "/";
+      if (rel != top && rel != top + "data/" && rel.rfind(top + "data/aotinductor/", 0) != 0) return;
     }
     if (!ec) std::filesystem::remove_all(dir, ec);
   }
 
-  // A package is a zip archive with the model's files under data/aotinductor/<model_name>/.
-  static void check_archive(const std::string& path, const std::string& model_name) {
+  // A package is a zip archive with the model's files under data/aotinductor/<model_name>/, in
+  // the archive's top folder where torch 2.7 and newer put them (archive_prefix). Returns the
+  // top folder this libtorch's loader reads them from ("" for torch 2.6's layout).
+  static std::string check_archive(const std::string& path, const std::string& model_name) {
     std::vector<std::string> names;
     try {
       names = detail::aoti::zip_names(path);
     } catch (const Error& e) {
       detail::raise_about_file<IoError>(path, "not an AOTInductor package: ", e.message());
     }
+    std::string top = detail::aoti::archive_prefix(names);
+#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 7
+    // torch 2.6's loader looks for data/aotinductor/ at the root only, and refuses (leaving its
+    // extraction folder behind) a package whose files are under a top folder.
+    if (!top.empty())
+      for (const std::string& n : names)
+        if (n.rfind(top + "data/aotinductor/" + model_name + "/", 0) == 0)
+          detail::raise_about_file<IoError>(path, "a package in the layout of torch 2.7 and newer (its files under '", top,
+                                            "'), which the AOTInductor loader of libtorch ", TORCH_VERSION,
+                                            " cannot read: compile it with torch ", TORCH_VERSION,
+                                            ", or load it with libtorch 2.7 or newer");
+    top.clear();
     const std::string prefix = "data/aotinductor/" + model_name + "/";
+#else
+    const std::string prefix = top + "data/aotinductor/" + model_name + "/";
+#endif
     bool has_model = false, has_library = false;
     for (const std::string& n : names) {
       if (n.rfind(prefix, 0) != 0) continue;
@@ -214,6 +232,7 @@ class Package {
     if (!has_library)
       detail::raise_about_file<IoError>(path, "not an AOTInductor package for this machine: no compiled model (.so) under ",
                                         prefix);
+    return top;
   }
 
   std::shared_ptr<State> state_;

@@ -13,7 +13,8 @@ verify's verdicts are the expected ones; each bad call is refused with the expec
 message, and where the exported program's own input check (ExportedProgram.module()) is the rule
 (ranges, shared dims, ranks, static dims), torch refuses it too; with OPTRACE (the CLI), `optrace
 verify` on the same files gives the same verdicts and exit status. Prints one summary line. Exit 77
-(skipped) where torch < 2.6 or AOTInductor cannot compile here (no C++ compiler, no setuptools).
+(skipped) where torch < 2.6 or AOTInductor cannot compile here (no C++ compiler, no setuptools), and
+for the cuda scenario where torch sees no CUDA device.
 """
 import json
 import os
@@ -55,6 +56,9 @@ def scenarios():
         return torch.ones(b, s, dtype=torch.int64)
 
     r = torch.randn
+
+    def c(*shape):
+        return torch.randn(*shape, device="cuda")
     demo_calls = [((), dict(input_ids=ids(b, s), attention_mask=mask(b, s))) for b, s in ((2, 5), (1, 7), (3, 9), (4, 5))]
     demo_calls.append(((), dict(input_ids=ids(2, 6))))  # no mask: the package cannot serve it
     return {
@@ -80,6 +84,13 @@ def scenarios():
              r"argument x dim 1 is 9; the package was compiled for 8 there \(a static dim\)", True),
             ((), dict(x=r(8, 8), labels=torch.randint(0, 4, (8,))), r"argument x dim 0 is 8, outside the range \[2, 7\]", True),
         ], {"ok": 3}, 4),  # labels of 4 classes
+        # The positional model compiled for CUDA (a GPU only: tests/gpu/run.sh runs it): the
+        # observation file says cuda, the package is compiled, guarded, verified and served there,
+        # and a CPU tensor is refused by the guard's device check.
+        **({"cuda": (e2e.AddModel, [((c(2, 6), c(2, 6)), {}), ((c(3, 7), c(3, 7)), {}), ((c(4, 8), c(4, 8)), {})], [
+            ((r(3, 7), c(3, 7)), {}, r"argument x is on cpu; the package runs on cuda", False),
+            ((c(5, 8), c(5, 8)), {}, r"argument x dim 0 is 5, outside the range \[2, 4\]", True),
+        ], {"ok": 3}, None)} if torch.cuda.is_available() else {}),
         # By hand (compile time), with the default style (the named one refuses resnet18):
         # python3 tests/export/aoti_e2e.py resnet18 build-trixie/tests/observe_scripted \
         #     build-trixie/tests/aoti_serve build-trixie/tests/aoti-e2e/resnet18
@@ -99,7 +110,8 @@ SPEC = {"resnet18": "dynamic_shapes.json"}
 
 def same(a, b):
     if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.shape == b.shape and torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+        return (isinstance(b, torch.Tensor) and a.shape == b.shape and a.device == b.device
+                and torch.allclose(a, b, rtol=1e-5, atol=1e-6))
     if isinstance(a, (list, tuple)):
         return isinstance(b, (list, tuple)) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     return a == b
@@ -114,12 +126,15 @@ def main(name, observe_tool, serve_tool, work, cli=None):
     except ImportError:
         print("SKIPPED: AOTInductor needs setuptools (python3-setuptools) to compile")
         return SKIP
+    if name == "cuda" and not torch.cuda.is_available():
+        print("SKIPPED: no CUDA device (tests/gpu/run.sh runs this scenario on a GPU)")
+        return SKIP
     import compile_package as cp
     import export_from_observations as efo
 
     torch.manual_seed(0)
     factory, calls, bad, expected, int_high = scenarios()[name]
-    model = factory().eval()
+    model = factory().eval().to("cuda" if name == "cuda" else "cpu")
     os.makedirs(work, exist_ok=True)
     scripted = os.path.join(work, "model.pt")
     torch.jit.script(model).save(scripted)
@@ -255,11 +270,33 @@ def check_other_packages(cli, work, program, package, scripted):
             out.writestr(info, open(library, "rb").read() if info.filename.endswith(".so") else z.read(info.filename))
     line = refused(newer, r"newer.pt2: IoError: AOTInductor cannot load it as a package: .*undefined symbol: "
                           r"aoti_torch_from_a_newer_libtorch$")
-    folder = re.search(r"(/tmp/[A-Za-z0-9]{6})/data/aotinductor/", line)
+    folder = re.search(r"(/tmp/[A-Za-z0-9]{6})/(?:model/)?data/aotinductor/", line)
     if folder and os.path.exists(folder.group(1)):
         fail("the loader's extraction folder %s was left behind" % folder.group(1))
-    refused(scripted, r"model.pt: IoError: not an AOTInductor package: a zip archive without data/aotinductor/model/")
-    return "a package without metadata verified, a package for a newer libtorch and a TorchScript file refused"
+    refused(scripted, r"model.pt: IoError: not an AOTInductor package: a zip archive without (model/)?data/aotinductor/model/")
+
+    # The other layout: torch 2.7 and newer put a package's files under a top folder named after
+    # the archive (model/data/aotinductor/...), torch 2.6 at the root. 2.6's loader reads only its
+    # own, and optrace refuses the other in one line; newer loaders read both.
+    with zipfile.ZipFile(package) as z:
+        names = z.namelist()
+    top = names[0].split("/")[0] + "/" if names[0].split("/")[0] == names[1].split("/")[0] else ""
+    other = os.path.join(work, "other_layout.pt2")
+    with zipfile.ZipFile(package) as z, zipfile.ZipFile(other, "w", zipfile.ZIP_STORED) as out:
+        for info in z.infolist():
+            name = info.filename[len(top):] if top else "model/" + info.filename
+            out.writestr(name, z.read(info.filename))
+    if not top:
+        refused(other, r"other_layout.pt2: IoError: a package in the layout of torch 2.7 and newer \(its files under "
+                              r"'model/'\), which the AOTInductor loader of libtorch 2\.6\S* cannot read")
+        layout = "a package in 2.7's layout refused"
+    else:
+        run = subprocess.run([cli, "verify", other, observations, "--reference", scripted, "--runs", "0"],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            fail("a package in torch 2.6's layout: exit %d, %s%s" % (run.returncode, run.stderr, run.stdout))
+        layout = "a package in 2.6's layout verified"
+    return "a package without metadata verified, a package for a newer libtorch and a TorchScript file refused, " + layout
 
 
 def describe(a, k):

@@ -76,4 +76,15 @@ inline std::vector<std::string> zip_names(const std::string& path) {
   return names;
 }
 
+// The folder a package's files are under, as AOTInductor's loader finds it: torch 2.7 and newer
+// write every file under one top folder named after the archive ("model/data/aotinductor/..."),
+// torch 2.6 at the root ("data/aotinductor/..."). The loader (model_package_loader.cpp) takes the
+// first component of the first two names as that folder when they agree. Returns it with its
+// '/' ("model/"), or "" for the layout at the root.
+inline std::string archive_prefix(const std::vector<std::string>& names) {
+  if (names.size() < 2) return "";
+  const std::string first = names[0].substr(0, names[0].find('/')), second = names[1].substr(0, names[1].find('/'));
+  return !first.empty() && first == second ? first + "/" : "";
+}
+
 }  // namespace optrace::detail::aoti
