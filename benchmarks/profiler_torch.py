@@ -1,6 +1,7 @@
 # torch.profiler measured as bench_profiler measures optrace::Profiler (benchmarks/profiler.sh):
 # a TorchScript resnet18 forward on CPU, 2x3x112x112, one thread.
 #   python3 profiler_torch.py MODEL.pt [ROUNDS] [STEPS]
+#   python3 profiler_torch.py --cuda [ITERATIONS]   (bench_profiler --cuda's window, on a GPU)
 # With torch < 2 or without Kineto it only writes MODEL.pt (torchvision's resnet18, scripted).
 import os
 import statistics
@@ -9,7 +10,52 @@ import tempfile
 import time
 
 import torch
-import torchvision
+
+
+def stop_and_export(prof):
+    """Times the profiler's __exit__ and export_chrome_trace (into a temporary file, removed):
+    (exit s, export s, events, bytes)."""
+    t0 = time.perf_counter()
+    prof.__exit__(None, None, None)
+    exit_s = time.perf_counter() - t0
+    out = os.path.join(tempfile.mkdtemp(), "torch.pt.trace.json")
+    t0 = time.perf_counter()
+    prof.export_chrome_trace(out)
+    export_s = time.perf_counter() - t0
+    size = os.path.getsize(out)
+    os.remove(out)
+    return exit_s, export_s, len(prof.events()), size
+
+
+def cuda_window(iterations):
+    """bench_profiler --cuda's window: relu(mm(a, a)) on 64x64 CUDA tensors, with CPU and CUDA
+    activities, record_shapes and profile_memory; __exit__ and export_chrome_trace timed."""
+    if not torch.cuda.is_available():
+        print("no CUDA device: the --cuda mode not measured")
+        return
+    a = torch.randn(64, 64, device="cuda")
+    with torch.no_grad():
+        for _ in range(10):
+            torch.relu(torch.mm(a, a))
+        torch.cuda.synchronize()
+        activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+        prof = torch.profiler.profile(activities=activities, record_shapes=True, profile_memory=True)
+        prof.__enter__()
+        t0 = time.perf_counter()
+        for _ in range(iterations):
+            torch.relu(torch.mm(a, a))
+        torch.cuda.synchronize()
+        run_s = time.perf_counter() - t0
+        exit_s, export_s, events, size = stop_and_export(prof)
+    print(f"torch {torch.__version__}: cuda window: {iterations} iterations of relu(mm) in {run_s:.3f} s; {events} events, "
+          f"{size / 1e6:.1f} MB; __exit__ {exit_s:.4f} s, export_chrome_trace {export_s:.4f} s: {exit_s + export_s:.4f} s in all")
+
+
+if len(sys.argv) > 1 and sys.argv[1] == "--cuda":
+    cuda_window(int(sys.argv[2]) if len(sys.argv) > 2 else 10000)
+    sys.exit(0)
+
+import torchvision  # noqa: E402
 
 path = sys.argv[1]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
@@ -44,15 +90,6 @@ with torch.no_grad():
     prof.__enter__()
     for _ in range(50):
         model(x)
-    t0 = time.perf_counter()
-    prof.__exit__(None, None, None)
-    exit_s = time.perf_counter() - t0
-    out = os.path.join(tempfile.mkdtemp(), "torch.pt.trace.json")
-    t0 = time.perf_counter()
-    prof.export_chrome_trace(out)
-    export_s = time.perf_counter() - t0
-    events = len(prof.events())
-    size = os.path.getsize(out)
-    os.remove(out)
+    exit_s, export_s, events, size = stop_and_export(prof)
     print(f"torch {torch.__version__}: 50 steps: {events} events, {size / 1e6:.1f} MB; __exit__ {exit_s:.4f} s, "
           f"export_chrome_trace {export_s:.4f} s: {exit_s + export_s:.4f} s in all ({(exit_s + export_s) * 1e6 / events:.2f} us per event)")

@@ -826,7 +826,10 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
     INFO(averages.rows()[k].name);
     CHECK(averages.rows()[k].name == from_file.rows()[k].name);
     CHECK(averages.rows()[k].calls == from_file.rows()[k].calls);
-    CHECK(std::fabs(averages.rows()[k].self_device_us - from_file.rows()[k].self_device_us) < 1e-6);
+    // Within the file's resolution (1 ns): in memory, a duration is the difference of two absolute
+    // steady-clock times in microseconds, as torch computes it (aggregate.hpp), whose doubles carry
+    // ~1e-6 us of rounding; the file's times are relative to its base (2e-6 us apart on the H200).
+    CHECK(std::fabs(averages.rows()[k].self_device_us - from_file.rows()[k].self_device_us) < 1e-3);
   }
 
   if (!python_torch_available()) return;

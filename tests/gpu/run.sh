@@ -2,8 +2,12 @@
 # tests/gpu/run.sh: what a machine with an NVIDIA GPU runs. Builds optrace's tests and
 # benchmarks against that machine's libtorch (the one PyTorch's wheel ships), runs every
 # [cuda] test (materialization, replay, the Profiler's kernels against torch.profiler's, with
-# the wheel's own python) and the materialization and replay benchmarks, and leaves the figures in
-# $OPTRACE_GPU_BUILD_DIR/bench_materialize.txt and bench_replay.txt.
+# the wheel's own python), the AOTInductor loop with torch >= 2.6 (ctest aoti_e2e_*: packages this
+# torch compiles, for the CPU and for CUDA, loaded, guarded, verified and served), the Profiler's
+# save of a large CUDA window beside torch.profiler's, and the materialization and replay
+# benchmarks, and leaves the figures in $OPTRACE_GPU_BUILD_DIR/bench_profiler_cuda.txt,
+# bench_materialize.txt and bench_replay.txt. The [cuda] Profiler test leaves the trace files that
+# tests/data/profiler_cuda/ keeps in $OPTRACE_GPU_BUILD_DIR/tests/ (that folder's README says how).
 #
 #   bash tests/gpu/run.sh            (from anywhere; build dir: build-gpu, or $OPTRACE_GPU_BUILD_DIR)
 #
@@ -81,19 +85,41 @@ cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix${OPTRACE_GPU_PREFIX_PATH:+;$OPTRACE_GPU_PREFIX_PATH}" \
   -DOPTRACE_BUILD_EXAMPLES=OFF -DOPTRACE_PYTHON="$(command -v "$PY")" "${cuda_args[@]}"
 say "building"
-# What runs here only: the test program and the two benchmarks (which are not in the default build).
-# Keep going past a failed unit: one lease shows every error that a new libtorch brings.
+# What runs here only: the test program, the benchmarks (which are not in the default build) and,
+# with libtorch >= 2.6, what the AOTInductor loop runs. Keep going past a failed unit: one lease
+# shows every error that a new libtorch brings.
+targets=(optrace_tests bench_materialize bench_replay bench_profiler)
+aoti=0
+"$PY" -c 'import sys, torch; sys.exit(tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 6))' && aoti=1
+[ $aoti = 0 ] || targets+=(observe_scripted aoti_serve optrace_cli optrace_cli_torch)
 keep_going=(-k)
 [ ${#generator[@]} -eq 0 ] || keep_going=(-k 0)
-cmake --build "$build" --parallel "${OPTRACE_GPU_JOBS:-$(nproc)}" --target optrace_tests bench_materialize bench_replay \
-  -- "${keep_going[@]}"
+status=0
+cmake --build "$build" --parallel "${OPTRACE_GPU_JOBS:-$(nproc)}" --target "${targets[@]}" -- "${keep_going[@]}" || status=1
 
 say "[cuda] tests"
-status=0
 "$build/tests/optrace_tests" '[cuda]' || status=1
 
-say "materialization benchmark"
-"$build/benchmarks/bench_materialize" | tee "$build/bench_materialize.txt"
-say "replay benchmark"
-"$build/benchmarks/bench_replay" | tee "$build/bench_replay.txt"
+# Each AOTInductor scenario compiles a package (70-110 s apiece on the H200 machine, 2026-11-28):
+# CUDA's runs before the benchmarks, the CPU ones last.
+if [ $aoti = 1 ]; then
+  say "AOTInductor on CUDA: a package compiled for the GPU, loaded, guarded, verified and served"
+  (cd "$build" && ctest -R '^aoti_e2e_cuda$' --output-on-failure) || status=1
+fi
+
+# OPTRACE_GPU_BENCHMARKS=0 leaves the benchmarks out (a rerun of the tests after a fix).
+if [ "${OPTRACE_GPU_BENCHMARKS:-1}" = 1 ]; then
+  say "Profiler: a large CUDA window stopped and written, beside torch.profiler"
+  "$build/benchmarks/bench_profiler" --cuda | tee "$build/bench_profiler_cuda.txt" || status=1
+  "$PY" benchmarks/profiler_torch.py --cuda | tee -a "$build/bench_profiler_cuda.txt" || status=1
+  say "materialization benchmark"
+  "$build/benchmarks/bench_materialize" | tee "$build/bench_materialize.txt"
+  say "replay benchmark"
+  "$build/benchmarks/bench_replay" | tee "$build/bench_replay.txt"
+fi
+
+if [ $aoti = 1 ]; then
+  say "AOTInductor on the CPU: this torch's packages (its layout, its compiler)"
+  (cd "$build" && ctest -R '^aoti_e2e_' -E '^aoti_e2e_cuda$' --output-on-failure) || status=1
+fi
 exit $status
