@@ -16,13 +16,17 @@ verify` on the same files gives the same verdicts and exit status. Prints one su
 (skipped) where torch < 2.6 or AOTInductor cannot compile here (no C++ compiler, no setuptools), and
 for the cuda scenario where torch sees no CUDA device.
 """
-import json
+import faulthandler
 import os
 import re
 import subprocess
 import sys
 import time
-from typing import Optional
+
+# A crash in torch's native code prints the Python stack that led to it: on torch 2.11 (the GPU
+# machine, 2026-11-28) the demo and positional scenarios ended in a segmentation fault after
+# aoti_serve had run, not yet located (docs/aoti.md, Limits).
+faulthandler.enable()
 
 try:
     import torch
