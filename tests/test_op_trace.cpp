@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "optrace_catch.hpp"
 #include "text_reader.hpp"
@@ -573,6 +574,31 @@ TEST_CASE("BlockVector: elements kept in order, at addresses that never change",
   const optrace::detail::BlockVector<Record, 4> listed{Record{1, 2}, Record{3, 4}};
   CHECK(listed.size() == 2);
   CHECK(listed[1].a == 3);
+}
+
+TEST_CASE("BlockVector: random-access iterators across blocks, for the standard algorithms", "[op_trace]") {
+  using V = optrace::detail::BlockVector<int64_t, 4>;  // blocks of 16
+  static_assert(std::is_same_v<std::iterator_traits<V::const_iterator>::iterator_category, std::random_access_iterator_tag>);
+  V v;
+  for (int64_t k = 0; k < 100; ++k) v.push_back(2 * k);  // 0, 2, ..., 198
+  const V& c = v;
+  CHECK(c.end() - c.begin() == 100);
+  auto it = c.begin() + 17;  // the second block
+  CHECK(*it == 34);
+  CHECK(it[-2] == 30);
+  CHECK(*(it - 1) == 32);
+  CHECK(*(3 + it) == 40);
+  CHECK(*--it == 32);
+  CHECK(*it++ == 32);
+  CHECK(*it == 34);
+  CHECK((c.begin() < it && it <= c.end() && c.end() > it && it >= c.begin()));
+  // The first element above each value, as std::upper_bound finds it in a vector, in every block.
+  for (int64_t x = -1; x <= 200; ++x) {
+    auto found = std::upper_bound(c.begin(), c.end(), x);
+    const int64_t expected = x < 0 ? 0 : std::min<int64_t>(x / 2 + 1, 100);
+    INFO(x);
+    CHECK(found - c.begin() == expected);
+  }
 }
 
 TEST_CASE("OpTrace::reserve adds no op and changes nothing added after it", "[op_trace]") {

@@ -8,6 +8,7 @@
 // never changes, and memory grows one block at a time. Indexing costs a shift and a mask more.
 
 #include <cstddef>
+#include <iterator>
 #include <initializer_list>
 #include <memory>
 #include <new>
@@ -43,21 +44,54 @@ class BlockVector {
     ++size_;
   }
 
+  // Random access (an index into the blocks), so that the standard algorithms that need it
+  // (std::upper_bound's binary search) take a BlockVector as they take a vector.
   class const_iterator {
    public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const T*;
+    using reference = const T&;
+
+    const_iterator() = default;
     const_iterator(const BlockVector* v, size_t i) : v_(v), i_(i) {}
-    const T& operator*() const { return (*v_)[i_]; }
-    const T* operator->() const { return &(*v_)[i_]; }
-    const_iterator& operator++() {
-      ++i_;
+    reference operator*() const { return (*v_)[i_]; }
+    pointer operator->() const { return &(*v_)[i_]; }
+    reference operator[](difference_type n) const { return (*v_)[i_ + static_cast<size_t>(n)]; }
+    const_iterator& operator++() { return *this += 1; }
+    const_iterator operator++(int) {
+      const_iterator old = *this;
+      *this += 1;
+      return old;
+    }
+    const_iterator& operator--() { return *this -= 1; }
+    const_iterator operator--(int) {
+      const_iterator old = *this;
+      *this -= 1;
+      return old;
+    }
+    const_iterator& operator+=(difference_type n) {
+      i_ = static_cast<size_t>(static_cast<difference_type>(i_) + n);
       return *this;
     }
-    bool operator==(const const_iterator& other) const { return i_ == other.i_; }
-    bool operator!=(const const_iterator& other) const { return i_ != other.i_; }
+    const_iterator& operator-=(difference_type n) { return *this += -n; }
+    friend const_iterator operator+(const_iterator it, difference_type n) { return it += n; }
+    friend const_iterator operator+(difference_type n, const_iterator it) { return it += n; }
+    friend const_iterator operator-(const_iterator it, difference_type n) { return it -= n; }
+    friend difference_type operator-(const const_iterator& a, const const_iterator& b) {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    friend bool operator==(const const_iterator& a, const const_iterator& b) { return a.i_ == b.i_; }
+    friend bool operator!=(const const_iterator& a, const const_iterator& b) { return a.i_ != b.i_; }
+    friend bool operator<(const const_iterator& a, const const_iterator& b) { return a.i_ < b.i_; }
+    friend bool operator>(const const_iterator& a, const const_iterator& b) { return a.i_ > b.i_; }
+    friend bool operator<=(const const_iterator& a, const const_iterator& b) { return a.i_ <= b.i_; }
+    friend bool operator>=(const const_iterator& a, const const_iterator& b) { return a.i_ >= b.i_; }
 
    private:
-    const BlockVector* v_;
-    size_t i_;
+    const BlockVector* v_ = nullptr;
+    size_t i_ = 0;
   };
   const_iterator begin() const { return {this, 0}; }
   const_iterator end() const { return {this, size_}; }

@@ -177,13 +177,10 @@ class DeviceCapture {
 // are in start order within a buffer, and ranges nest: the innermost enclosing one is the last
 // one started before `start`, or one of its enclosing ranges.
 inline int32_t enclosing_event(const ThreadBuffer& b, int64_t start, int64_t end) {
-  size_t lo = 0, hi = b.events.size();  // the first event that starts after `start`: hi
-  while (lo < hi) {
-    const size_t mid = lo + (hi - lo) / 2;
-    if (start < b.events[mid].start_ns) hi = mid;
-    else lo = mid + 1;
-  }
-  auto k = static_cast<int32_t>(hi) - 1;
+  // The last event that starts at or before `start`, then out through its parents.
+  auto after = std::upper_bound(b.events.begin(), b.events.end(), start,
+                                [](int64_t t, const Event& e) { return t < e.start_ns; });
+  auto k = static_cast<int32_t>(after - b.events.begin()) - 1;
   while (k >= 0) {
     const Event& e = b.events[static_cast<size_t>(k)];
     if (e.end_ns >= end) return k;
