@@ -13,6 +13,7 @@
 #include <optrace/detail/aoti/call_spec.hpp>
 #include <optrace/detail/aoti/guard.hpp>
 #include <optrace/detail/aoti/zip_names.hpp>
+#include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/observer/recorder.hpp>
@@ -202,7 +203,7 @@ class Package {
       detail::raise_about_file<IoError>(path, "not an AOTInductor package: ", e.message());
     }
     std::string top = detail::aoti::archive_prefix(names);
-#if TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 7
+#if OPTRACE_TORCH_VERSION < 20700
     // torch 2.6's loader looks for data/aotinductor/ at the root only, and refuses (leaving its
     // extraction folder behind) a package whose files are under a top folder.
     if (!top.empty())

@@ -292,7 +292,7 @@ def check_other_packages(cli, work, program, package, scripted):
             out.writestr(name, z.read(info.filename))
     if not top:
         refused(other, r"other_layout.pt2: IoError: a package in the layout of torch 2.7 and newer \(its files under "
-                              r"'model/'\), which the AOTInductor loader of libtorch 2\.6\S* cannot read")
+                       r"'model/'\), which the AOTInductor loader of libtorch 2\.6\S* cannot read")
         layout = "a package in 2.7's layout refused"
     else:
         run = subprocess.run([cli, "verify", other, observations, "--reference", scripted, "--runs", "0"],

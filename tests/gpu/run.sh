@@ -89,8 +89,9 @@ say "building"
 # with libtorch >= 2.6, what the AOTInductor loop runs. Keep going past a failed unit: one lease
 # shows every error that a new libtorch brings.
 targets=(optrace_tests bench_materialize bench_replay bench_profiler)
+IFS=. read -r torch_major torch_minor _ <<<"${torch_version%%+*}"
 aoti=0
-"$PY" -c 'import sys, torch; sys.exit(tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 6))' && aoti=1
+(( torch_major > 2 || (torch_major == 2 && torch_minor >= 6) )) && aoti=1
 [ $aoti = 0 ] || targets+=(observe_scripted aoti_serve optrace_cli optrace_cli_torch)
 keep_going=(-k)
 [ ${#generator[@]} -eq 0 ] || keep_going=(-k 0)

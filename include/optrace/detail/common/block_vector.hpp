@@ -8,8 +8,8 @@
 // never changes, and memory grows one block at a time. Indexing costs a shift and a mask more.
 
 #include <cstddef>
-#include <iterator>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <type_traits>
