@@ -236,6 +236,20 @@ TEST_CASE("materialize: fill ranges", "[materialize]") {
     CHECK_THROWS_WITH(MaterializeOptions().int_range(5, 5),
                       "optrace: ArgumentError: MaterializeOptions::int_range: need low < high, got [5, 5)");
   }
+  SECTION("a range per tensor, and whether the options set one") {
+    CHECK_FALSE(MaterializeOptions().int_range_set());
+    CHECK(MaterializeOptions().int_range(0, 8).int_range_set());
+    Materializer m;
+    at::Tensor t = m.tensor(spec({4000}, c10::kShort), 0, 100, 103).to(c10::kLong);
+    CHECK(t.min().item<int64_t>() == 100);
+    CHECK(t.max().item<int64_t>() == 102);
+    CHECK(torch::equal(m.tensor(spec({40}), 1, 100, 103), m.tensor(spec({40}), 1)));  // floats ignore it
+    CHECK_THROWS_WITH(m.tensor(spec({4}, c10::kByte), 0, 300, 301),
+                      "optrace: MaterializeError: tensor #0 (Byte [4]): int_range [300, 301) does not fit dtype Byte "
+                      "(values 0 to 255)");
+    CHECK_THROWS_WITH(m.tensor(spec({4}, c10::kLong), 0, 3, 3),
+                      "optrace: ArgumentError: Materializer::tensor: need int_low < int_high, got [3, 3)");
+  }
   SECTION("uniform floats") {
     at::Tensor t = optrace::materialize(spec({10000}, c10::kHalf), MaterializeOptions().uniform(2, 3)).to(c10::kFloat);
     CHECK(t.min().item<float>() >= 2.0f);

@@ -45,6 +45,29 @@ std::string edited(const std::string& from, const std::string& to) {
   return text.replace(at, from.size(), to);
 }
 
+// Token ids in [3, 97] over the stored calls (a fourth call, not stored, has 1000), float
+// scores, a bool mask.
+struct Ranked {
+  int64_t operator()(const torch::Tensor& ids, const torch::Tensor& scores, const torch::Tensor& keep) const {
+    return ids.size(0) + scores.size(0) + keep.size(0);
+  }
+};
+
+std::string ranked_json(int indent = 1) {
+  optrace::InputObserver<Ranked> observer(Ranked{}, optrace::ObserverOptions().arg_names({"input_ids", "scores", "keep"}));
+  for (const torch::Tensor& ids : {torch::arange(3, 41).view({2, 19}), torch::arange(10, 98).view({4, 22}),
+                                   torch::full({3, 9}, 50, torch::kLong), torch::full({3, 9}, 1000, torch::kLong)})
+    observer(ids, torch::randn({ids.size(0)}), torch::ones({ids.size(0)}, torch::kBool));
+  return observer.to_json(indent);
+}
+
+/// `text` with `from` replaced by `to` (once; it must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
 struct Batch {
   torch::Tensor input_ids;
   c10::optional<torch::Tensor> attention_mask;
@@ -197,7 +220,7 @@ TEST_CASE("observations: every error names the path and the value", "[observatio
   auto load = [](const std::string& text) { return optrace::Observations::from_json(text); };
   CHECK_THROWS_WITH(load(edited(R"("major": 1)", R"("major": 2)")),
                     "optrace: JsonError at /version/major: unsupported major version 2 (this optrace reads 1.x); upgrade optrace");
-  CHECK_NOTHROW(load(edited(R"("minor": 1)", R"("minor": 7, "new_field": 1)")));
+  CHECK_NOTHROW(load(edited(R"("minor": 2)", R"("minor": 7, "new_field": 1)")));
   CHECK_THROWS_WITH(load(edited(R"("format": "optrace.observations")", R"("format": "x")")),
                     "optrace: JsonError at /format: expected \"optrace.observations\", got string \"x\"");
   CHECK_THROWS_WITH(load(edited(R"({"dtype": 5, "sizes": [{"as_int": 2})", R"({"dtype": 5, "sizes": [{"as_int": -2})")),
@@ -229,6 +252,64 @@ TEST_CASE("observations: every error names the path and the value", "[observatio
   std::string text = observed().to_json(0);
   CHECK_THROWS_WITH(load(text.substr(0, text.size() / 2)), OPTRACE_CONTAINS("optrace: JsonError at /:"));
   CHECK_THROWS_AS(optrace::load_observations(optrace_test::temp_path("no/such/file.json")), optrace::IoError);
+}
+
+TEST_CASE("observations: integer inputs keep their observed range", "[observations]") {
+  const std::string text = ranked_json(0);
+  CHECK_THAT(text, OPTRACE_CONTAINS(R"("version": {"major": 1, "minor": 2})"));
+  CHECK_THAT(text, OPTRACE_CONTAINS(R"("value": null, "int_range": [3, 97]})"));
+  CHECK(text.find("int_range") == text.rfind("int_range"));  // not on the float or bool input
+  auto obs = optrace::Observations::from_json(text);
+  CHECK(obs.to_json(0) == text);
+  CHECK(optrace::Observations::from_json(ranked_json()).to_json() == ranked_json());
+  SECTION("materialize draws within it, unless int_range is set") {
+    auto within = [](const c10::IValue& v, int64_t lo, int64_t hi) {
+      const at::Tensor t = v.toTensor();
+      return t.min().item<int64_t>() >= lo && t.max().item<int64_t>() <= hi;
+    };
+    for (size_t k = 0; k < obs.history().size(); ++k) {
+      auto a = obs.materialize_signature(k);
+      CHECK(within(a.args[0], 3, 97));
+      CHECK(a.args[0].toTensor().max().item<int64_t>() >= 8);  // not the default [0, 8)
+      CHECK(within(obs.materialize_signature(k, optrace::MaterializeOptions().int_range(0, 2)).args[0], 0, 1));
+      CHECK(within(obs.materialize_signature(k, optrace::MaterializeOptions().int_range(0, 8)).args[0], 0, 7));
+    }
+    CHECK(within(obs.materialize().args[0], 3, 97));
+    CHECK(within(obs.materialize(optrace::MaterializeOptions().seed(3).int_range(0, 2)).args[0], 0, 1));
+  }
+  SECTION("a range the dtype cannot hold is clamped to it") {
+    auto bytes = [](const torch::Tensor& ids, const torch::Tensor&, const torch::Tensor&) { return ids.size(0); };
+    optrace::InputObserver<decltype(bytes)> observer(bytes, optrace::ObserverOptions().arg_names({"input_ids", "scores", "keep"}));
+    observer(torch::full({64}, 250, torch::kByte), torch::ones({2}), torch::ones({2}, torch::kBool));
+    std::string edited_text = replaced(observer.to_json(0), R"("int_range": [250, 250])", R"("int_range": [250, 900])");
+    at::Tensor t = optrace::Observations::from_json(edited_text).materialize_signature(0).args[0].toTensor();
+    CHECK(t.min().item<int64_t>() >= 250);
+    CHECK(t.max().item<int64_t>() == 255);
+  }
+  SECTION("a bad int_range names its path") {
+    const std::string range = R"("int_range": [3, 97])";
+    CHECK_THROWS_WITH(optrace::Observations::from_json(replaced(text, range, R"("int_range": [5, 2])")),
+                      "optrace: JsonError at /inputs/0/int_range: expected min <= max, got [5, 2]");
+    CHECK_THROWS_WITH(optrace::Observations::from_json(replaced(text, range, R"("int_range": "3-97")")),
+                      "optrace: JsonError at /inputs/0/int_range: expected [min, max], two integers, got string \"3-97\"");
+    CHECK_THROWS_WITH(optrace::Observations::from_json(replaced(text, range, R"("int_range": [3])")),
+                      "optrace: JsonError at /inputs/0/int_range: expected [min, max], two integers, got a list of 1");
+    CHECK_THROWS_WITH(optrace::Observations::from_json(replaced(text, range, R"("int_range": [3, 9.5])")),
+                      "optrace: JsonError at /inputs/0/int_range/1: expected an integer, got number 9.5");
+    const std::string on_float = replaced(replaced(text, ", " + range, ""), R"("name": "scores")",
+                                          R"("int_range": [0, 1], "name": "scores")");
+    CHECK_THROWS_WITH(optrace::Observations::from_json(on_float),
+                      "optrace: JsonError at /inputs/1/int_range: an int_range belongs to an integer tensor (int8, int16, "
+                      "int32, int64, uint8)");
+  }
+  SECTION("a file without ranges (1.1) still loads, and draws integers in [0, 8)") {
+    std::string older = replaced(replaced(text, R"(, "int_range": [3, 97])", ""), R"("minor": 2)", R"("minor": 1)");
+    auto old_obs = optrace::Observations::from_json(older);
+    CHECK(old_obs.materialize_signature(1).args[0].toTensor().max().item<int64_t>() <= 7);
+    CHECK(old_obs.to_json(0) == replaced(older, R"("minor": 1)", R"("minor": 2)"));
+    auto nested = optrace::Observations::load(optrace_test::data_path("observations/nested.json"));  // written by 1.1
+    CHECK(nested.materialize().args[0].toGenericDict().at("input_ids").toTensor().max().item<int64_t>() <= 7);
+  }
 }
 
 TEST_CASE("observations: a failed save leaves no file", "[observations]") {

@@ -1,4 +1,5 @@
 // Tests for optrace/observer.hpp: module kinds, argument kinds, storage, alignment, errors, threads.
+#include <optrace/json/reader.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 
@@ -240,6 +241,53 @@ TEST_CASE("observer: nested structures and a user struct", "[observer]") {
              std::map<std::string, torch::Tensor>{{"pos", torch::arange(11)}}, std::make_tuple(torch::ones({7}), 0.5));
     CHECK(observer.infer_dynamic_shapes()["batch"].items[1].dims[1].max == 9);
     CHECK(observer.infer_dynamic_shapes()["batch"].items[0].dims[1].max == 11);
+  }
+}
+
+namespace {
+// Each input of an observation file's text with its "int_range" ({} where it has none).
+std::map<std::string, std::vector<int64_t>> int_ranges_in(const std::string& text) {
+  auto doc = optrace::json::Document::parse(text);
+  std::map<std::string, std::vector<int64_t>> out;
+  for (optrace::json::Node input : doc->root()["inputs"].array()) {
+    optrace::json::Node range = input;
+    out[std::string(input["name"].as_string())] = input.find("int_range", range) ? range.as_int_list() : std::vector<int64_t>{};
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("observer: stored calls keep the range of integer inputs", "[observer]") {
+  auto fn = [](const torch::Tensor& ids, const torch::Tensor& scores, const torch::Tensor& keep,
+               const observer_test::Batch& batch, const std::vector<torch::Tensor>& cache) {
+    return ids.size(0) + scores.size(0) + keep.size(0) + batch.input_ids.size(0) + cache[1].size(0);
+  };
+  using Ranges = std::map<std::string, std::vector<int64_t>>;
+  auto observe = [&](int64_t store_n_calls) {
+    optrace::InputObserver<decltype(fn)> observer(
+        fn, optrace::ObserverOptions().arg_names({"input_ids", "scores", "keep", "batch", "cache"}).store_n_calls(store_n_calls));
+    auto call = [&](const torch::Tensor& ids, const torch::Tensor& nested_ids, const torch::Tensor& bytes) {
+      const int64_t n = ids.size(-1);
+      observer(ids, torch::full({n}, 500.0), torch::ones({n}, torch::kBool),
+               observer_test::Batch{nested_ids, torch::ones({2, n}), 4}, std::vector<torch::Tensor>{torch::ones({n}), bytes});
+    };
+    // Stored: ids 3 to 40, 10 to 97, all 50; not stored (store_n_calls 3): 1000.
+    call(torch::arange(3, 41).view({2, 19}), torch::arange(-5, 6, torch::kInt), torch::arange(0, 9, torch::kByte));
+    call(torch::arange(10, 98).view({4, 22}), torch::full({3}, 7, torch::kInt), torch::full({5}, 200, torch::kByte));
+    call(torch::full({3, 9}, 50, torch::kLong), torch::arange(0, 4, torch::kInt), torch::zeros({0}, torch::kByte));
+    call(torch::full({3, 9}, 1000, torch::kLong), torch::full({3}, -99, torch::kInt), torch::full({2}, 255, torch::kByte));
+    return observer.to_json(0);
+  };
+  CHECK(int_ranges_in(observe(3)) == Ranges{{"input_ids", {3, 97}},
+                                            {"scores", {}},
+                                            {"keep", {}},
+                                            {"batch.input_ids", {-5, 7}},
+                                            {"batch.attention_mask", {}},
+                                            {"batch.num_beams", {}},
+                                            {"cache[0]", {}},
+                                            {"cache[1]", {0, 200}}});
+  SECTION("nothing stored, no ranges") {
+    for (const auto& [name, range] : int_ranges_in(observe(0))) CHECK(range.empty());
   }
 }
 

@@ -42,14 +42,23 @@ def read(path):
         return json.load(f)
 
 
-def fill(t, generator=None):
-    """Values for a rebuilt tensor: small non-negative integers (valid indices and labels), ones
-    for bool, normal floats; the recorded strides are kept."""
+def fill(t, generator=None, int_range=None):
+    """Values for a rebuilt tensor: integers within `int_range` ([min, max], what the observer
+    saw; an input's "int_range" in the file), else 0 or 1 (valid indices and labels), ones for
+    bool, normal floats; the recorded strides are kept."""
     if t.dtype == torch.bool:
         return t.fill_(True)
     if t.is_floating_point() or t.is_complex():
         return t.copy_(torch.randn(t.shape, dtype=t.dtype, generator=generator))
-    return t.copy_(torch.randint(0, 2, t.shape, dtype=t.dtype, generator=generator))
+    low, high = 0, 2
+    if int_range is not None:
+        info = torch.iinfo(t.dtype)
+        high = min(max(int_range[1], info.min), info.max)
+        low = min(max(int_range[0], info.min), high)
+        if high < torch.iinfo(torch.int64).max:
+            high += 1  # randint's high is exclusive
+        low = min(low, high - 1)
+    return t.copy_(torch.randint(low, high, t.shape, dtype=t.dtype, generator=generator))
 
 
 def example_inputs(doc, device=None):
@@ -60,7 +69,8 @@ def example_inputs(doc, device=None):
     leaves = []
     for entry in doc["inputs"]:
         meta = entry["meta"]
-        leaves.append(fill(rebuild(meta, device)) if meta is not None else value(entry["value"], device))
+        leaves.append(fill(rebuild(meta, device), int_range=entry.get("int_range")) if meta is not None
+                      else value(entry["value"], device))
     args, kwargs = tree_unflatten(leaves, treespec_loads(doc["in_spec"]))
     return tuple(args), dict(kwargs)
 
@@ -74,21 +84,29 @@ def dynamic_shapes(doc_or_spec):
     return tuple(shapes) if isinstance(shapes, list) else shapes
 
 
-def value(v, device=None):
+def int_ranges(doc):
+    """{input name: [min, max]}: the integer inputs' observed values (files of format 1.2)."""
+    return {e["name"]: e["int_range"] for e in doc["inputs"] if "int_range" in e}
+
+
+def value(v, device=None, name=None, ranges=None):
     """A value as the file writes it (history calls, scalar inputs): null, `{"int": n}`,
-    `{"tensor": TensorMeta}`, `{"list": [...]}`, ... as Python objects."""
+    `{"tensor": TensorMeta}`, `{"list": [...]}`, ... as Python objects. `name` is the value's
+    input name (`ids`, `batch.ids`, `cache[1]`, `extra["pos"]`): integer tensors take their
+    range in `ranges` (int_ranges)."""
     if v is None:
         return None
     (kind, x), = [(k, w) for k, w in v.items() if k != "fields"]
+    ranges = ranges or {}
     if kind == "tensor":
-        return fill(rebuild(x, device))
+        return fill(rebuild(x, device), int_range=ranges.get(name))
     if kind in ("list", "tuple"):
-        items = [value(i, device) for i in x]
+        items = [value(i, device, "%s[%d]" % (name, k), ranges) for k, i in enumerate(x)]
         return items if kind == "list" else tuple(items)
     if kind == "dict":
-        return {k: value(i, device) for k, i in x.items()}
+        return {k: value(i, device, '%s["%s"]' % (name, k), ranges) for k, i in x.items()}
     if kind == "struct":
-        return {k: value(i, device) for k, i in v["fields"].items()}
+        return {k: value(i, device, "%s.%s" % (name, k), ranges) for k, i in v["fields"].items()}
     return x
 
 
@@ -100,6 +118,7 @@ def observed_inputs(doc, device=None):
     # The arguments the program takes tensors for: a call without one (None, or not passed)
     # took another path through the model than the export did.
     tensor_arguments = [n for n in names if any(e["argument"] == n and e["meta"] for e in doc["inputs"])]
+    ranges = int_ranges(doc)
     for row in doc["history"]:
         call = row["call"]["dict"]
         stand_ins = row.get("stand_ins", [])
@@ -109,7 +128,7 @@ def observed_inputs(doc, device=None):
             reason = "value_if_missing stood in for %s" % ", ".join(stand_ins)
         elif lacking:
             reason = "lacks %s" % ", ".join(lacking)
-        values = {n: value(call[n], device) for n in names if n in call}
+        values = {n: value(call[n], device, n, ranges) for n in names if n in call}
         if doc["keyed"]:
             yield (), values, row["count"], reason
         else:

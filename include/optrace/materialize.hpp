@@ -28,7 +28,8 @@ namespace optrace {
 /// - float8 (libtorch 2.1+): drawn like float32 on the same device, then converted;
 /// - complex (complex32, complex64, complex128): real and imaginary parts each drawn as floats;
 /// - integers (uint8, int8, int16, int32, int64; uint16/32/64 on libtorch 2.3+): uniform in
-///   `int_range` [low, high), default [0, 8);
+///   `int_range` [low, high), default [0, 8) (`Observations::materialize` draws an input within
+///   the values its observation file records, unless `int_range` is set);
 /// - bool: true with probability `bool_probability` (default 0.5);
 /// - quantized and other dtypes: `MaterializeError` naming the dtype.
 ///
@@ -90,16 +91,22 @@ class MaterializeOptions {
   /// ids, gather/index_select indices, positions), and fit every integer dtype, uint8 and int8
   /// included. Use [1, n) where a zero would divide. A range the dtype cannot hold is refused
   /// at materialization with `MaterializeError`.
+  /// An observation file's integer inputs are drawn within the values it recorded for them
+  /// (`Observations::materialize`) unless `int_range` is set: then they take this range too.
   /// Throws `optrace::ArgumentError` unless low < high.
   MaterializeOptions& int_range(int64_t low, int64_t high) {
     OPTRACE_CHECK(low < high, ArgumentError, "MaterializeOptions::int_range: need low < high, got [", low, ", ",
                   high, ")");
     int_low_ = low;
     int_high_ = high;
+    int_range_set_ = true;
     return *this;
   }
   int64_t int_low() const { return int_low_; }
   int64_t int_high() const { return int_high_; }
+  /// Whether `int_range` was called (even with the default [0, 8)): it then wins over the
+  /// ranges an observation file records.
+  bool int_range_set() const { return int_range_set_; }
 
   /// Probability that a bool element is true. Default: 0.5.
   /// Throws `optrace::ArgumentError` outside [0, 1].
@@ -130,6 +137,7 @@ class MaterializeOptions {
   double float_b_ = 1.0;
   int64_t int_low_ = 0;
   int64_t int_high_ = 8;
+  bool int_range_set_ = false;
   double bool_probability_ = 0.5;
   int64_t memory_budget_bytes_ = int64_t{4} << 30;
 };
@@ -169,8 +177,19 @@ class Materializer {
   /// `c10::Error` is nested); `optrace::ShapeError` for sizes/strides/offset that describe no
   /// tensor (see `storage_elements`).
   at::Tensor tensor(const TensorSpec& spec, uint64_t stream) {
+    return tensor(spec, stream, options_.int_low(), options_.int_high());
+  }
+
+  /// As `tensor(spec, stream)`, with an integer spec's values drawn from [int_low, int_high)
+  /// in place of the options' `int_range` (other dtypes ignore it): `Observations::materialize`
+  /// passes the values an observation file records for the input this way.
+  /// Throws what `tensor(spec, stream)` throws, and `optrace::ArgumentError` unless
+  /// int_low < int_high.
+  at::Tensor tensor(const TensorSpec& spec, uint64_t stream, int64_t int_low, int64_t int_high) {
+    OPTRACE_CHECK(int_low < int_high, ArgumentError, "Materializer::tensor: need int_low < int_high, got [", int_low,
+                  ", ", int_high, ")");
     const detail::Where where{spec, stream};
-    const detail::FillKind kind = check(spec, where);
+    const detail::FillKind kind = check(spec, where, int_low, int_high);
     const int64_t elements = detail::storage_elements(spec, where);
     const int64_t bytes = bytes_of(spec, elements, where);
     OPTRACE_CHECK(bytes <= options_.memory_budget_bytes(), MaterializeError, where, " needs ",
@@ -186,7 +205,7 @@ class Materializer {
           std::lock_guard<std::mutex> lock(gen.mutex());
           gen.set_current_seed(detail::stream_seed(options_.seed(), stream));
         }
-        detail::fill_storage(storage, kind, fill_params(), gen);
+        detail::fill_storage(storage, kind, fill_params(int_low, int_high), gen);
       }
       at::Tensor t = at::empty({0}, storage.options());
       t.set_(storage.storage(), spec.storage_offset, spec.sizes, detail::effective_strides(spec));
@@ -240,14 +259,16 @@ class Materializer {
 
  private:
   detail::FillKind check(const TensorSpec& spec, const detail::Where& where) const {
+    return check(spec, where, options_.int_low(), options_.int_high());
+  }
+  detail::FillKind check(const TensorSpec& spec, const detail::Where& where, int64_t int_low, int64_t int_high) const {
     OPTRACE_CHECK(spec.layout == c10::kStrided, MaterializeError, where, ": layout ", spec.layout,
                   " cannot be materialized (only strided tensors can)");
     const detail::FillKind kind = detail::fill_kind(spec.dtype, where);
     if (kind == detail::FillKind::integer || kind == detail::FillKind::unsigned_proxy) {
       const auto [lo, hi] = detail::integer_limits(spec.dtype);
-      OPTRACE_CHECK(options_.int_low() >= lo && options_.int_high() - 1 <= hi, MaterializeError, where,
-                    ": int_range [", options_.int_low(), ", ", options_.int_high(), ") does not fit dtype ",
-                    c10::toString(spec.dtype), " (values ", lo, " to ", hi, ")");
+      OPTRACE_CHECK(int_low >= lo && int_high - 1 <= hi, MaterializeError, where, ": int_range [", int_low, ", ",
+                    int_high, ") does not fit dtype ", c10::toString(spec.dtype), " (values ", lo, " to ", hi, ")");
     }
     return kind;
   }
@@ -260,13 +281,13 @@ class Materializer {
     return bytes;
   }
 
-  detail::FillParams fill_params() const {
+  detail::FillParams fill_params(int64_t int_low, int64_t int_high) const {
     detail::FillParams p;
     p.uniform = options_.float_fill() == MaterializeOptions::FloatFill::uniform;
     p.mean_or_low = options_.normal_mean();
     p.std_or_high = options_.normal_std();
-    p.int_low = options_.int_low();
-    p.int_high = options_.int_high();
+    p.int_low = int_low;
+    p.int_high = int_high;
     p.bool_probability = options_.bool_probability();
     return p;
   }

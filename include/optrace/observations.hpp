@@ -13,13 +13,14 @@
 #include <optrace/value.hpp>
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 namespace optrace {
+
+class Plan;
 
 /// The observation file's format version. A reader accepts any minor version of its major
 /// version (newer minors only add fields) and refuses a newer major version.
@@ -60,24 +61,27 @@ class Observations {
     return materialize(MaterializeOptions().device(c10::Device(c10::kMeta)), options);
   }
   /// The export arguments of `infer_arguments(choice)`, with tensors allocated and filled on
-  /// `options.device()` from `options.seed()`. Throws what infer_arguments throws, and
-  /// MaterializeError (unsupported dtype, over the memory budget: refused before allocating).
+  /// `options.device()` from `options.seed()`. An integer input (int8 to int64, uint8) takes
+  /// values in the [min, max] the file records for it (1.2 files), unless `options` sets
+  /// `int_range`. Throws what infer_arguments throws, and MaterializeError (unsupported dtype,
+  /// over the memory budget: refused before allocating).
   Arguments materialize(const MaterializeOptions& options = {}, const InferArgumentsOptions& choice = {}) const {
     // Inputs the chosen call lacks come back synthesized on meta (empty or zeros, see
     // infer_arguments); they are allocated here, after the budget check, with the others.
     Value call = detail::infer_argument_value(calls_, choice, c10::Device(c10::kMeta), detail::zeros_of_spec);
-    std::vector<Value*> recorded, synthesized;
-    std::function<void(Value&)> collect = [&](Value& v) {
-      if (v.is_tensor()) (v.data.defined() ? synthesized : recorded).push_back(&v);
-      for (Value& item : v.items) collect(item);
-    };
-    collect(call);
+    std::vector<std::pair<Value*, std::string>> recorded;
+    std::vector<Value*> synthesized;
+    detail::for_each_tensor_leaf(call, [&](const std::string& name, Value& v) {
+      if (v.data.defined()) synthesized.push_back(&v);
+      else recorded.emplace_back(&v, name);
+    });
     std::vector<TensorSpec> specs;
-    for (Value* v : recorded) specs.push_back(v->spec);
+    for (const auto& [v, name] : recorded) specs.push_back(v->spec);
     for (Value* v : synthesized) specs.push_back(TensorSpec::of(v->data));
     Materializer materializer(options);
     materializer.check_budget(specs);
-    for (Value* v : recorded) v->data = materializer.tensor(v->spec);
+    uint64_t stream = 0;
+    for (const auto& [v, name] : recorded) v->data = leaf_tensor(materializer, name, v->spec, stream++);
     for (Value* v : synthesized) v->data = at::zeros(v->data.sizes(), v->data.options().device(options.device()));
     return detail::to_arguments(calls_, call);
   }
@@ -101,25 +105,21 @@ class Observations {
   }
   /// The arguments of history signature `index` (`history()[index]`), with tensors of its
   /// recorded specs allocated and filled on `options.device()` from `options.seed()` (a stream
-  /// per signature: the same index gives the same values). Arguments the call did not pass are
-  /// left out, as the call had them. Throws ArgumentError for an index out of range, and
-  /// MaterializeError as `materialize`.
+  /// per signature: the same index gives the same values), integers as `materialize` draws
+  /// them. Arguments the call did not pass are left out, as the call had them. Throws
+  /// ArgumentError for an index out of range, and MaterializeError as `materialize`.
   Arguments materialize_signature(size_t index, const MaterializeOptions& options = {}) const {
     OPTRACE_CHECK(index < calls_.signatures.size(), ArgumentError, "no history signature ", index, " (there are ",
                   calls_.signatures.size(), ")");
     Value call = calls_.signatures[index];
-    std::vector<Value*> tensors;
-    std::function<void(Value&)> collect = [&](Value& v) {
-      if (v.is_tensor()) tensors.push_back(&v);
-      for (Value& item : v.items) collect(item);
-    };
-    collect(call);
+    std::vector<std::pair<Value*, std::string>> tensors;
+    detail::for_each_tensor_leaf(call, [&](const std::string& name, Value& v) { tensors.emplace_back(&v, name); });
     std::vector<TensorSpec> specs;
-    for (Value* v : tensors) specs.push_back(v->spec);
+    for (const auto& [v, name] : tensors) specs.push_back(v->spec);
     Materializer materializer(options);
     materializer.check_budget(specs);
     uint64_t stream = static_cast<uint64_t>(index) << 16;
-    for (Value* v : tensors) v->data = materializer.tensor(v->spec, stream++);
+    for (const auto& [v, name] : tensors) v->data = leaf_tensor(materializer, name, v->spec, stream++);
     return detail::to_arguments(calls_, call);
   }
 
@@ -129,6 +129,18 @@ class Observations {
   void save(const std::string& path) const { detail::write_file_atomic(path, to_json() + "\n"); }
 
  private:
+  // Input leaf `name`'s tensor: integers within the values the file records for it (clamped to
+  // the dtype), unless the options set int_range or the file records none.
+  at::Tensor leaf_tensor(Materializer& materializer, const std::string& name, const TensorSpec& spec,
+                         uint64_t stream) const {
+    auto range = calls_.int_ranges.find(name);
+    if (materializer.options().int_range_set() || range == calls_.int_ranges.end() || !detail::has_int_range(spec.dtype))
+      return materializer.tensor(spec, stream);
+    const auto [low, high] = detail::observed_fill_range(spec.dtype, range->second);
+    return materializer.tensor(spec, stream, low, high);
+  }
+
+  friend class Plan;  // plan.hpp groups the calls of several files into packages
   detail::CallSet calls_;
 };
 

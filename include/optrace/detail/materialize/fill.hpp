@@ -135,6 +135,17 @@ inline std::pair<int64_t, int64_t> integer_limits(c10::ScalarType dtype) {
   return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
 }
 
+// The half-open range a fill draws from for values observed in [min, max] (inclusive), both
+// clamped to what `dtype` holds, so that a hand-edited file or a dtype changed since cannot ask
+// for values out of reach. int64's largest value is left out: [low, max + 1) cannot say it.
+inline std::pair<int64_t, int64_t> observed_fill_range(c10::ScalarType dtype, std::pair<int64_t, int64_t> observed) {
+  const auto [lo, hi] = integer_limits(dtype);
+  const int64_t high = std::clamp(observed.second, lo, hi);
+  const int64_t low = std::clamp(observed.first, lo, high);
+  if (high == std::numeric_limits<int64_t>::max()) return {std::min(low, high - 1), high};
+  return {low, high + 1};
+}
+
 // What a fill needs from MaterializeOptions (kept apart so detail does not see the options).
 struct FillParams {
   bool uniform = false;  // else normal

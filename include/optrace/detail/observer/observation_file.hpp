@@ -33,7 +33,9 @@ namespace optrace::detail {
 // The file's format version. A reader accepts any minor version of its major version (newer
 // minors only add fields) and refuses a newer major version.
 inline constexpr int64_t kObservationsMajor = 1;
-inline constexpr int64_t kObservationsMinor = 1;  // 1.1: history rows' "stand_ins"
+// 1.1: history rows' "stand_ins"
+// 1.2: inputs' "int_range"
+inline constexpr int64_t kObservationsMinor = 2;
 
 // ---- writing ----------------------------------------------------------------------------------
 
@@ -76,9 +78,7 @@ inline std::string leaf_name(const std::string& top, const std::vector<PathStep>
   std::string s = top;
   const Value* node = root.find(top);
   for (const PathStep& step : path) {
-    if (node->kind == Value::Kind::Struct) s += "." + step.key;
-    else if (node->kind == Value::Kind::Dict) s += "[\"" + step.key + "\"]";
-    else s += "[" + std::to_string(step.index) + "]";
+    append_leaf_step(s, node->kind, step.key, step.index);
     node = node->is_keyed() ? node->find(step.key) : &node->items[step.index];
   }
   return s;
@@ -194,7 +194,8 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
             }
             return;
           }
-          w.begin_object().key("name").value(leaf_name(top, path, analysis->tmpl())).key("argument").value(top);
+          const std::string name = leaf_name(top, path, analysis->tmpl());
+          w.begin_object().key("name").value(name).key("argument").value(top);
           w.key("meta");
           if (t.is_tensor()) {
             // The example's spec, so that each symbol's hint is its value in the export arguments.
@@ -204,6 +205,9 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
             for (const DimSpec& d : shape.dims) symbols.push_back(d.dynamic ? d.expr() : std::string());
             json::write_tensor_meta(w, spec, symbols);
             w.key("value").null();
+            auto range = calls.int_ranges.find(name);
+            if (range != calls.int_ranges.end() && has_int_range(spec.dtype))
+              w.key("int_range").begin_array().value(range->second.first).value(range->second.second).end_array();
           } else {
             w.null().key("value");
             write_value(w, t);
@@ -401,6 +405,18 @@ inline Value read_call(const json::Node& j) {
   return v;
 }
 
+/// An input's `"int_range": [min, max]` (1.2), into `ranges` under the input's name. Throws
+/// JsonError unless two integers, min <= max, on an integer tensor (has_int_range).
+inline void read_int_range(const json::Node& range, const std::optional<TensorSpec>& spec, std::string_view name,
+                           std::map<std::string, std::pair<int64_t, int64_t>>& ranges) {
+  if (!range.is_array() || range.size() != 2) range.fail("expected [min, max], two integers");
+  std::vector<int64_t> bounds = range.as_int_list();
+  if (bounds[0] > bounds[1]) range.fail_plain(concat("expected min <= max, got [", bounds[0], ", ", bounds[1], "]"));
+  if (!spec || !has_int_range(spec->dtype))
+    range.fail_plain("an int_range belongs to an integer tensor (int8, int16, int32, int64, uint8)");
+  ranges[std::string(name)] = {bounds[0], bounds[1]};
+}
+
 /// The CallSet an observation file's text holds. Throws JsonError naming the path and the bad
 /// value; the Python-facing sections are checked too, so a damaged file is refused as a whole.
 inline CallSet read_observations(std::string_view text) {
@@ -418,9 +434,12 @@ inline CallSet read_observations(std::string_view text) {
   for (json::Node name : root["arg_names"].array()) out.preferred_order.emplace_back(name.as_string());
   // The Python-facing sections are checked, so a damaged file is refused as a whole.
   for (json::Node input : root["inputs"].array()) {
-    input["name"].as_string();
+    const std::string_view name = input["name"].as_string();
     json::Node meta = input["meta"];
-    if (!meta.is_null()) read_tensor_meta(meta);
+    std::optional<TensorSpec> spec;
+    if (!meta.is_null()) spec = read_tensor_meta(meta);
+    json::Node range = input;
+    if (input.find("int_range", range)) read_int_range(range, spec, name, out.int_ranges);
   }
   for (auto [name, range] : root["range_constraints"].object()) {
     int64_t lo = range["min_val"].as_int(), hi = range["max_val"].as_int();

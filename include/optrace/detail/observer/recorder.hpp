@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -117,6 +118,25 @@ inline void merge_min_max(Value& mn, Value& mx, const Value& v, std::string& err
   for (size_t k = 0; k < v.items.size(); ++k) merge_min_max(mn.items[k], mx.items[k], v.items[k], error);
 }
 
+/// Min and max of the values of each integer tensor (has_int_range) of a stored call, by leaf
+/// name. Run only for the calls that are stored, so an ordinary call costs what it did. A tensor
+/// without elements, or whose values cannot be read here (meta, sparse, a backend without
+/// aminmax), has none: the range only guides materialization, so it never fails the call.
+inline std::map<std::string, std::pair<int64_t, int64_t>> int_ranges_of(const Value& call) {
+  std::map<std::string, std::pair<int64_t, int64_t>> out;
+  for_each_tensor_leaf(call, [&](const std::string& name, const Value& v) {
+    const at::Tensor& t = v.data;
+    if (!t.defined() || !has_int_range(t.scalar_type()) || t.numel() == 0 || t.layout() != c10::kStrided || t.is_meta())
+      return;
+    try {
+      const auto [lo, hi] = at::aminmax(t);
+      out.emplace(name, std::make_pair(lo.item<int64_t>(), hi.item<int64_t>()));
+    } catch (const c10::Error&) {
+    }
+  });
+  return out;
+}
+
 /// What a Recorder is made with: the observer's options, resolved against the model.
 struct RecorderSetup {
   int64_t store_n_calls = 3;
@@ -172,6 +192,8 @@ class Recorder {
     const Value& call = normalized.call;
     Value signature = strip_data(call);
     const std::vector<int64_t>& enc = scratch_encoding();
+    std::map<std::string, std::pair<int64_t, int64_t>> ranges;
+    if (slot >= 0) ranges = int_ranges_of(call);  // before the lock: it reads the values
     std::lock_guard<std::mutex> lock(mutex_);
     keyed_ = keyed_ || keyed;
     if (!known) {
@@ -195,7 +217,10 @@ class Recorder {
         }
       }
     }
-    if (slot >= 0) stored_[static_cast<size_t>(slot)] = call;
+    if (slot >= 0) {
+      stored_[static_cast<size_t>(slot)] = call;
+      merge_int_ranges(int_ranges_, ranges);
+    }
   }
 
   void add_output(int64_t slot, Value output) {
@@ -254,6 +279,7 @@ class Recorder {
     s.total_calls = total_calls_;
     s.recording_errors = errors_;
     if (!overflow_error_.empty()) s.recording_errors.push_back(overflow_error_);
+    s.int_ranges = int_ranges_;
     return s;
   }
 
@@ -289,6 +315,7 @@ class Recorder {
   std::vector<int64_t> counts_;
   std::unordered_multimap<uint64_t, size_t> index_;
   std::vector<Value> stored_, outputs_;
+  std::map<std::string, std::pair<int64_t, int64_t>> int_ranges_;  ///< of the stored calls
   int64_t reserved_ = 0, total_calls_ = 0, dropped_ = 0;
   bool keyed_ = false;
   std::optional<Value> overflow_min_, overflow_max_;
