@@ -9,8 +9,11 @@
 #include "optrace_catch.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
+#include <utility>
 
 namespace {
 
@@ -49,6 +52,25 @@ std::string refusal(const Guard& g, const std::vector<c10::IValue>& args, const 
     return e.what_without_prefix();
   }
   return "";
+}
+
+// A zip archive of empty stored files with these names, as a hostile package may be: local
+// headers, the central directory, its end record (APPNOTE.TXT 4.3.7, 4.3.12, 4.3.16).
+void write_zip(const std::string& path, const std::vector<std::string>& names) {
+  auto put = [](std::string& out, std::initializer_list<std::pair<uint64_t, int>> fields) {  // {value, bytes}, little-endian
+    for (const auto& [value, bytes] : fields)
+      for (int i = 0; i < bytes; ++i) out += static_cast<char>((value >> (8 * i)) & 0xFF);
+  };
+  std::string local, dir, end;
+  for (const std::string& n : names) {  // stored, empty, dated 1980-01-01: the CRC and sizes are 0
+    put(dir, {{0x02014b50, 4}, {20, 2}, {20, 2}, {0, 2}, {0, 2}, {0, 2}, {0x21, 2}, {0, 4}, {0, 4}, {0, 4},
+              {n.size(), 2}, {0, 2}, {0, 2}, {0, 2}, {0, 2}, {0, 4}, {local.size(), 4}});
+    dir += n;
+    put(local, {{0x04034b50, 4}, {20, 2}, {0, 2}, {0, 2}, {0, 2}, {0x21, 2}, {0, 4}, {0, 4}, {0, 4}, {n.size(), 2}, {0, 2}});
+    local += n;
+  }
+  put(end, {{0x06054b50, 4}, {0, 2}, {0, 2}, {names.size(), 2}, {names.size(), 2}, {dir.size(), 4}, {local.size(), 4}, {0, 2}});
+  std::ofstream(path, std::ios::binary) << local << dir << end;
 }
 
 }  // namespace
@@ -177,4 +199,33 @@ TEST_CASE("aoti: a package is told by its zip directory, before AOTInductor extr
   const std::string cut = optrace_test::temp_path("aoti_zip_cut.pt");
   std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 30);  // the end of directory cut off
   CHECK_THROWS_AS(optrace::detail::aoti::zip_names(cut), optrace::Error);
+}
+
+// torch 2.6's loader joins each name under data/aotinductor/<model>/ to its folder unchecked:
+// Package refuses, before it runs, an archive with a name that would land outside (zip slip).
+TEST_CASE("aoti: an archive entry that would be extracted outside the loader's folder is found", "[aoti]") {
+  using optrace::detail::aoti::zip_names;
+  auto unsafe = [](const std::vector<std::string>& names) {
+    return optrace::detail::aoti::unsafe_entry_name(names).value_or("(none)");
+  };
+  const std::vector<std::string> ordinary{"data/aotinductor/model/model.so", "data/aotinductor/model/a..b.cpp",
+                                          "model/data/aotinductor/model/x.json"};
+  const std::string path = optrace_test::temp_path("aoti_zip_slip.pt2");
+  write_zip(path, ordinary);
+  CHECK(zip_names(path) == ordinary);
+  CHECK(unsafe(zip_names(path)) == "(none)");
+  for (const std::string& bad : std::vector<std::string>{"data/aotinductor/model/../../../../tmp/evil.so", "/etc/evil",
+                                                         "model/data/aotinductor/model/..\\..\\x"}) {
+    CAPTURE(bad);
+    std::vector<std::string> names = ordinary;
+    names.insert(names.begin() + 1, bad);
+    write_zip(path, names);
+    CHECK(zip_names(path) == names);
+    CHECK(unsafe(zip_names(path)) == bad);
+  }
+  for (const std::string& bad :
+       std::vector<std::string>{"../x", "x/..", "..", "a/../b", "a\\..", "\\x", "C:x", "c:/x", std::string("a\0b", 3)})
+    CHECK(unsafe({"data/aotinductor/model/model.so", bad}) == bad);
+  for (const std::string& good : std::vector<std::string>{"..foo", "foo..", "a/..b/c", "a/.../b", "./a", "a/./b", "1:x", ""})
+    CHECK(unsafe({good}) == "(none)");
 }

@@ -47,6 +47,10 @@
 
 namespace optrace::aoti {
 
+/// Why a package does not take a call (Package::accepts): the message its call would throw, and
+/// for a size outside the compiled range the argument, dim, value and range.
+using Refusal = detail::aoti::Refusal;
+
 /// An AOTInductor package loaded for C++ calls: arguments flattened by the package's in_spec
 /// (positional, keyword, nested tuples, lists and dicts, as the observer records them), every
 /// input checked before it runs, outputs rebuilt by the out_spec. Copies share the loaded model.
@@ -97,6 +101,7 @@ class Package {
       }
       state_->out_spec = detail::aoti::parse_tree_spec(spec[1]);
       state_->shape = detail::aoti::CallShape::of(detail::aoti::parse_tree_spec(spec[0]), std::move(names));
+      if (state_->guarded) guard.none_keywords_into(state_->shape);
       if (state_->guarded) state_->dynamic_shapes = guard.dynamic_shapes(state_->shape);
       auto device = state_->metadata.find("AOTI_DEVICE_KEY");
       state_->device = device != state_->metadata.end() ? device->second : "cpu";
@@ -133,6 +138,17 @@ class Package {
     std::vector<detail::aoti::FlatInput> flat = state_->shape.flatten(args, kwargs);
     if (state_->guarded) state_->guard.check(flat);
     return detail::aoti::Guard::tensors(flat);
+  }
+  /// Whether the package takes this call: the checks `call` makes, without throwing. Leaves the
+  /// flat inputs in `flat`, and the reason for a refusal in `why` when given (null: no message
+  /// is built). PackageSet routes calls with it.
+  bool accepts(const std::vector<c10::IValue>& args, const std::unordered_map<std::string, c10::IValue>& kwargs,
+               std::vector<detail::aoti::FlatInput>& flat, Refusal* why = nullptr) const {
+    return state_->shape.try_flatten(args, kwargs, flat, why) && (!state_->guarded || state_->guard.accepts(flat, why));
+  }
+  /// Runs inputs that `accepts` took, and rebuilds the outputs.
+  c10::IValue run_accepted(const std::vector<detail::aoti::FlatInput>& flat) {
+    return outputs(state_->loader->run(detail::aoti::Guard::tensors(flat)));
   }
   /// The flat outputs of `loader().run` rebuilt by the out_spec.
   c10::IValue outputs(const std::vector<at::Tensor>& flat) const { return detail::aoti::unflatten(state_->out_spec, flat); }
@@ -202,6 +218,10 @@ class Package {
     } catch (const Error& e) {
       detail::raise_about_file<IoError>(path, "not an AOTInductor package: ", e.message());
     }
+    if (const std::optional<std::string> bad = detail::aoti::unsafe_entry_name(names))
+      detail::raise_about_file<IoError>(path, "not a safe AOTInductor package: the archive entry '", *bad,
+                                        "' would be extracted outside the loader's folder (an absolute path, a '..' "
+                                        "component or a NUL); refused before extracting anything");
     std::string top = detail::aoti::archive_prefix(names);
 #if OPTRACE_TORCH_VERSION < 20700
     // torch 2.6's loader looks for data/aotinductor/ at the root only, and refuses (leaving its
@@ -249,9 +269,9 @@ struct VerifyOptions {
     return *this;
   }
   /// How the inputs are built from the recorded specs: seed, float fill, integer range
-  /// (materialize.hpp; its device is replaced by `device()`). Integers are in [0, 8) by
-  /// default: a model that indexes with an input (embedding ids, class labels) needs
-  /// `int_range` within its table.
+  /// (materialize.hpp; its device is replaced by `device()`). By default an integer input is
+  /// drawn within the values the observation file recorded for it (the observer keeps them for
+  /// the calls it stores), else in [0, 8); `int_range` overrides both.
   VerifyOptions& inputs(MaterializeOptions m) {
     inputs_ = std::move(m);
     return *this;

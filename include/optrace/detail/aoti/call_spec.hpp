@@ -15,6 +15,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -82,6 +83,35 @@ struct FlatInput {
   c10::IValue value;
 };
 
+/// Why a package does not take a call, as data: what `flatten` or the guard would throw.
+/// PackageSet (serve.hpp) routes calls and counts refusals with it, without exceptions; the
+/// throwing forms raise `message` as an ArgumentError (the call's arity or structure) or a
+/// ShapeError (an input the package was not compiled for).
+struct Refusal {
+  bool shape = false;       ///< a ShapeError; else an ArgumentError
+  std::string argument;     ///< the input's path (`input_ids`, `pair[1]`), where one input is at fault
+  int64_t dim = -1;         ///< the dim outside its compiled range, else -1
+  int64_t value = 0;        ///< that dim's size
+  std::optional<int64_t> min, max;  ///< its compiled range (torch's lower bounds of 2 or less are not enforced)
+  std::string message;      ///< the exception's text
+
+  [[noreturn]] void raise() const {
+    if (shape) detail::raise<ShapeError>(message);
+    detail::raise<ArgumentError>(message);
+  }
+};
+
+/// Records why (when asked: `why` may be null on a fast path) and returns false. `message` is
+/// only called when `why` is given, so a refusal nobody reads builds no text.
+template <class Message>
+bool refuse(Refusal* why, bool shape, Message&& message) {
+  if (why) {
+    why->shape = shape;
+    why->message = message();
+  }
+  return false;
+}
+
 /// How a call's arguments meet the in_spec: the root is `((args...), {kwargs...})`.
 struct CallShape {
   TreeSpec args;    ///< Tuple of the positional arguments
@@ -105,21 +135,32 @@ struct CallShape {
   std::vector<FlatInput> flatten(const std::vector<c10::IValue>& args,
                                  const std::unordered_map<std::string, c10::IValue>& kwargs) const {
     std::vector<FlatInput> out;
+    Refusal why;
+    if (!try_flatten(args, kwargs, out, &why)) why.raise();
+    return out;
+  }
+
+  /// `flatten` without throwing: false when the call does not fit, with the reason in `why`
+  /// when given (null: no message is built).
+  bool try_flatten(const std::vector<c10::IValue>& args, const std::unordered_map<std::string, c10::IValue>& kwargs,
+                   std::vector<FlatInput>& out, Refusal* why) const {
+    out.clear();
     size_t positional = this->args.children.size();
     // Positional values beyond the package's positional arguments fill keyword ones, by name.
     std::unordered_map<std::string, const c10::IValue*> by_name;
     for (size_t i = positional; i < args.size(); ++i) {
       if (i >= names.size() || !has_key(names[i]))
-        raise<ArgumentError>("the package takes ", describe(), "; the call gives ", args.size(), " positional arguments");
+        return refuse(why, false, [&] { return concat("the package takes ", describe(), "; the call gives ", args.size(), " positional arguments"); });
       by_name[names[i]] = &args[i];
     }
     for (const auto& [name, value] : kwargs) {
       if (!has_key(name)) {
         bool is_positional = false;
         for (size_t i = 0; i < positional; ++i) is_positional |= positional_name(i) == name;
-        if (!is_positional) raise<ArgumentError>("the package has no argument '", name, "'; it takes ", describe());
+        if (!is_positional)
+          return refuse(why, false, [&, n = &name] { return concat("the package has no argument '", *n, "'; it takes ", describe()); });
       }
-      if (by_name.count(name)) raise<ArgumentError>("argument '", name, "' is given twice");
+      if (by_name.count(name)) return refuse(why, false, [&, n = &name] { return concat("argument '", *n, "' is given twice"); });
       by_name[name] = &value;
     }
     for (size_t i = 0; i < positional; ++i) {
@@ -127,11 +168,11 @@ struct CallShape {
       const c10::IValue* v = i < args.size() ? &args[i] : nullptr;
       auto found = by_name.find(name);
       if (found != by_name.end()) {
-        if (v) raise<ArgumentError>("argument '", name, "' is given twice");
+        if (v) return refuse(why, false, [&] { return concat("argument '", name, "' is given twice"); });
         v = found->second;
       }
-      if (!v) raise<ArgumentError>("missing argument '", name, "'; the package takes ", describe());
-      flatten_into(this->args.children[i], *v, name, out);
+      if (!v) return refuse(why, false, [&] { return concat("missing argument '", name, "'; the package takes ", describe()); });
+      if (!flatten_into(this->args.children[i], *v, name, out, why)) return false;
     }
     static const c10::IValue none;
     for (size_t k = 0; k < this->kwargs.keys.size(); ++k) {
@@ -139,10 +180,10 @@ struct CallShape {
       auto found = by_name.find(name);
       const TreeSpec& spec = this->kwargs.children[k];
       if (found == by_name.end() && spec.type != TreeSpec::Type::None)
-        raise<ArgumentError>("missing argument '", name, "'; the package takes ", describe());
-      flatten_into(spec, found == by_name.end() ? none : *found->second, name, out);
+        return refuse(why, false, [&] { return concat("missing argument '", name, "'; the package takes ", describe()); });
+      if (!flatten_into(spec, found == by_name.end() ? none : *found->second, name, out, why)) return false;
     }
-    return out;
+    return true;
   }
 
   /// `(x, mask)` or `(x, *, labels)`: what the package takes, for messages.
@@ -161,39 +202,53 @@ struct CallShape {
     return false;
   }
 
-  static void flatten_into(const TreeSpec& spec, const c10::IValue& v, const std::string& path, std::vector<FlatInput>& out) {
+  static bool flatten_into(const TreeSpec& spec, const c10::IValue& v, const std::string& path, std::vector<FlatInput>& out,
+                           Refusal* why) {
     switch (spec.type) {
       case TreeSpec::Type::Leaf:
         out.push_back({path, v});
-        return;
+        return true;
       case TreeSpec::Type::None:
-        if (!v.isNone()) raise<ArgumentError>("argument ", path, " must be None: the package was compiled without it, got ", v.tagKind());
-        return;
+        if (!v.isNone())
+          return refuse(why, false, [&] {
+            return concat("argument ", path, " must be None: the package was compiled without it, got ", v.tagKind());
+          });
+        return true;
       case TreeSpec::Type::Tuple:
       case TreeSpec::Type::List: {
         c10::ArrayRef<c10::IValue> items;
         if (v.isTuple()) items = v.toTupleRef().elements();
         else if (v.isList()) items = v.toListRef();
-        else raise<ArgumentError>("argument ", path, " must be a ", spec.type == TreeSpec::Type::Tuple ? "tuple" : "list",
-                                  " of ", spec.children.size(), ", got ", v.tagKind());
+        else
+          return refuse(why, false, [&] {
+            return concat("argument ", path, " must be a ", spec.type == TreeSpec::Type::Tuple ? "tuple" : "list", " of ",
+                          spec.children.size(), ", got ", v.tagKind());
+          });
         if (items.size() != spec.children.size())
-          raise<ArgumentError>("argument ", path, " has ", items.size(), " items; the package was compiled for ", spec.children.size());
-        for (size_t i = 0; i < items.size(); ++i) flatten_into(spec.children[i], items[i], path + "[" + std::to_string(i) + "]", out);
-        return;
+          return refuse(why, false, [&] {
+            return concat("argument ", path, " has ", items.size(), " items; the package was compiled for ", spec.children.size());
+          });
+        for (size_t i = 0; i < items.size(); ++i)
+          if (!flatten_into(spec.children[i], items[i], path + "[" + std::to_string(i) + "]", out, why)) return false;
+        return true;
       }
       case TreeSpec::Type::Dict: {
-        if (!v.isGenericDict()) raise<ArgumentError>("argument ", path, " must be a dict, got ", v.tagKind());
+        if (!v.isGenericDict()) return refuse(why, false, [&] { return concat("argument ", path, " must be a dict, got ", v.tagKind()); });
         const c10::impl::GenericDict dict = v.toGenericDict();
         if (dict.size() != spec.keys.size())
-          raise<ArgumentError>("argument ", path, " has ", dict.size(), " keys; the package was compiled for ", spec.keys.size());
+          return refuse(why, false, [&] {
+            return concat("argument ", path, " has ", dict.size(), " keys; the package was compiled for ", spec.keys.size());
+          });
         for (size_t i = 0; i < spec.keys.size(); ++i) {
           auto found = dict.find(c10::IValue(spec.keys[i]));
-          if (found == dict.end()) raise<ArgumentError>("argument ", path, " lacks the key '", spec.keys[i], "'");
-          flatten_into(spec.children[i], found->value(), path + "['" + spec.keys[i] + "']", out);
+          if (found == dict.end())
+            return refuse(why, false, [&] { return concat("argument ", path, " lacks the key '", spec.keys[i], "'"); });
+          if (!flatten_into(spec.children[i], found->value(), path + "['" + spec.keys[i] + "']", out, why)) return false;
         }
-        return;
+        return true;
       }
     }
+    return true;
   }
 };
 

@@ -45,6 +45,7 @@ struct GuardInput {
   std::string path;
   std::string kind;  ///< tensor, int, float, bool, str, NoneType, unknown
   std::string dtype, device;
+  std::optional<c10::ScalarType> scalar_type;  ///< `dtype` in this libtorch (compared per call without a string)
   std::vector<GuardDim> dims;
   c10::IValue value;  ///< non-tensor: the exported value
 };
@@ -72,6 +73,7 @@ struct Guard {
       input.kind = std::string(in["kind"].as_string());
       if (input.kind == "tensor") {
         input.dtype = std::string(in["dtype"].as_string());
+        input.scalar_type = scalar_type_from_python(input.dtype);
         input.device = std::string(in["device"].as_string());
         for (json::Node d : in["sizes"].array()) {
           GuardDim dim;
@@ -125,26 +127,54 @@ struct Guard {
   /// Checks the flat inputs. Throws ShapeError naming the argument, the dim, the value and what
   /// the package was compiled for, ArgumentError for a count that differs.
   void check(const std::vector<FlatInput>& flat) const {
+    Refusal why;
+    if (!accepts(flat, &why)) why.raise();
+  }
+
+  /// `check` without throwing: false when the package was not compiled for these inputs, with
+  /// the reason in `why` when given (null: no message is built, for routing).
+  bool accepts(const std::vector<FlatInput>& flat, Refusal* why) const {
     if (flat.size() != inputs.size())
-      raise<ArgumentError>("the call has ", flat.size(), " inputs; the package was compiled for ", inputs.size());
-    std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol -> value, where from
+      return refuse(why, false, [&] { return concat("the call has ", flat.size(), " inputs; the package was compiled for ", inputs.size()); });
+    Bindings bound;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const GuardInput& in = inputs[i];
       const c10::IValue& v = flat[i].value;
       if (in.kind == "tensor") {
-        if (!v.isTensor()) raise<ShapeError>("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind());
-        check_tensor(in, v.toTensor(), bound);
+        if (!v.isTensor())
+          return refuse(why, true, [&] { return concat("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind()); });
+        if (!accepts_tensor(i, v.toTensor(), bound, why)) return false;
       } else if (in.kind == "NoneType") {
-        if (!v.isNone()) raise<ShapeError>("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind());
+        if (!v.isNone())
+          return refuse(why, true, [&] { return concat("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind()); });
       } else if (!in.value.isNone()) {
         bool same = (in.value.isInt() && v.isInt() && in.value.toInt() == v.toInt()) ||
                     (in.value.isDouble() && v.isDouble() && in.value.toDouble() == v.toDouble()) ||
                     (in.value.isBool() && v.isBool() && in.value.toBool() == v.toBool()) ||
                     (in.value.isString() && v.isString() && in.value.toStringRef() == v.toStringRef());
         if (!same)
-          raise<ShapeError>("argument ", in.path, " is ", show(v), "; the package was compiled with ", show(in.value),
-                            " (a non-tensor input is baked into the package)");
+          return refuse(why, true, [&] {
+            return concat("argument ", in.path, " is ", show(v), "; the package was compiled with ", show(in.value),
+                          " (a non-tensor input is baked into the package)");
+          });
       }
+    }
+    return true;
+  }
+
+  /// A keyword argument exported as None (a call structure without it: torch 2.6 keeps it as a
+  /// leaf of the in_spec, and no input of the program) becomes a None node of `shape`, which a
+  /// call may omit or pass as None, and leaves the inputs checked here.
+  void none_keywords_into(CallShape& shape) {
+    for (size_t k = 0; k < shape.kwargs.keys.size(); ++k) {
+      TreeSpec& spec = shape.kwargs.children[k];
+      if (spec.type != TreeSpec::Type::Leaf) continue;
+      auto none = std::find_if(inputs.begin(), inputs.end(), [&](const GuardInput& in) {
+        return in.path == shape.kwargs.keys[k] && in.kind == "NoneType";
+      });
+      if (none == inputs.end()) continue;
+      spec.type = TreeSpec::Type::None;
+      inputs.erase(none);
     }
   }
 
@@ -194,45 +224,78 @@ struct Guard {
     return out.str();
   }
 
-  void check_tensor(const GuardInput& in, const at::Tensor& t, std::map<std::string, std::pair<int64_t, std::string>>& bound) const {
-    std::string dtype = python_dtype_name(t.scalar_type());
-    if (dtype != in.dtype)
-      raise<ShapeError>("argument ", in.path, " has dtype ", dtype, "; the package was compiled for ", in.dtype);
-    std::string type = c10::DeviceTypeName(t.device().type(), /*lower_case=*/true);
-    std::string want = in.device.substr(0, in.device.find(':'));
-    if (type != want) raise<ShapeError>("argument ", in.path, " is on ", t.device(), "; the package runs on ", in.device);
+  // The symbols a call has bound so far: the symbol, its value, and the input and dim that
+  // bound it (named only in a message). A few entries: a linear search beats a map.
+  struct Binding {
+    const std::string* symbol;
+    int64_t value;
+    size_t input, dim;
+  };
+  using Bindings = std::vector<Binding>;
+
+  bool accepts_tensor(size_t index, const at::Tensor& t, Bindings& bound, Refusal* why) const {
+    const GuardInput& in = inputs[index];
+    if (in.scalar_type ? t.scalar_type() != *in.scalar_type : python_dtype_name(t.scalar_type()) != in.dtype)
+      return refuse(why, true, [&] {
+        return concat("argument ", in.path, " has dtype ", python_dtype_name(t.scalar_type()), "; the package was compiled for ", in.dtype);
+      });
+    std::string_view want = std::string_view(in.device).substr(0, in.device.find(':'));
+    if (c10::DeviceTypeName(t.device().type(), /*lower_case=*/true) != want)
+      return refuse(why, true, [&] { return concat("argument ", in.path, " is on ", t.device(), "; the package runs on ", in.device); });
     if (t.dim() != static_cast<int64_t>(in.dims.size()))
-      raise<ShapeError>("argument ", in.path, " has ", t.dim(), " dims ", t.sizes(), "; the package was compiled for ",
-                        in.dims.size(), " (", describe_sizes(in), ")");
+      return refuse(why, true, [&] {
+        return concat("argument ", in.path, " has ", t.dim(), " dims ", t.sizes(), "; the package was compiled for ", in.dims.size(),
+                      " (", describe_sizes(in), ")");
+      });
     for (size_t d = 0; d < in.dims.size(); ++d) {
       const GuardDim& g = in.dims[d];
       int64_t n = t.size(static_cast<int64_t>(d));
       if (g.is_static) {
         if (n != g.size)
-          raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.size,
-                            " there (a static dim): sizes ", t.sizes(), ", compiled for ", describe_sizes(in));
+          return refuse_dim(why, in, d, n, [&] {
+            return concat("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.size,
+                          " there (a static dim): sizes ", t.sizes(), ", compiled for ", describe_sizes(in));
+          });
         continue;
       }
-      std::string where = in.path + " dim " + std::to_string(d);
       if (g.solvable && !g.symbol.empty()) {
         if ((n - g.offset) % g.coeff != 0)
-          raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.expr,
-                            " there, which ", n, " is not for any integer ", g.symbol);
+          return refuse_dim(why, in, d, n, [&] {
+            return concat("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.expr, " there, which ", n,
+                          " is not for any integer ", g.symbol);
+          });
         int64_t s = (n - g.offset) / g.coeff;
-        auto [it, fresh] = bound.emplace(g.symbol, std::make_pair(s, where));
-        if (!fresh && it->second.first != s)
-          raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, ", which makes ", g.symbol, " = ", s, "; but ",
-                            it->second.second, " made it ", it->second.first, " (both are ", g.symbol,
-                            " in the package: they must agree)");
+        auto it = std::find_if(bound.begin(), bound.end(), [&](const Binding& b) { return *b.symbol == g.symbol; });
+        if (it == bound.end()) {
+          bound.push_back({&g.symbol, s, index, d});
+        } else if (it->value != s) {
+          return refuse_dim(why, in, d, n, [&] {
+            return concat("argument ", in.path, " dim ", d, " is ", n, ", which makes ", g.symbol, " = ", s, "; but ",
+                          inputs[it->input].path, " dim ", it->dim, " made it ", it->value, " (both are ", g.symbol,
+                          " in the package: they must agree)");
+          });
+        }
       }
       // torch's rule: a lower bound of 2 or less is not enforced (sizes 0 and 1 run).
-      if (g.min && *g.min > 2 && n < *g.min)
-        raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
-                          " the package was compiled for (export with a wider range)");
-      if (g.max && n > *g.max)
-        raise<ShapeError>("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
-                          " the package was compiled for (export with a wider range)");
+      if ((g.min && *g.min > 2 && n < *g.min) || (g.max && n > *g.max))
+        return refuse_dim(why, in, d, n, [&] {
+          return concat("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
+                        " the package was compiled for (export with a wider range)");
+        });
     }
+    return true;
+  }
+
+  template <class Message>
+  static bool refuse_dim(Refusal* why, const GuardInput& in, size_t d, int64_t n, Message&& message) {
+    if (!why) return false;
+    why->argument = in.path;
+    why->dim = static_cast<int64_t>(d);
+    why->value = n;
+    const GuardDim& g = in.dims[d];
+    why->min = g.is_static ? std::optional<int64_t>(g.size) : g.min;
+    why->max = g.is_static ? std::optional<int64_t>(g.size) : g.max;
+    return refuse(why, true, std::forward<Message>(message));
   }
 
   static std::string range(const GuardDim& g) {

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,29 @@ inline std::string archive_prefix(const std::vector<std::string>& names) {
   if (names.size() < 2) return "";
   const std::string first = names[0].substr(0, names[0].find('/')), second = names[1].substr(0, names[1].find('/'));
   return !first.empty() && first == second ? first + "/" : "";
+}
+
+/// The first entry name that would land outside the folder it is extracted into, or none. torch
+/// 2.6's AOTIModelPackageLoader (model_package_loader.cpp, its extraction loop) joins each name
+/// under data/aotinductor/<model>/ to its temporary folder unchecked, so such a name writes where
+/// the archive says (zip slip). Refused: an absolute name ('/x', '\x', a drive 'C:x'), a '..'
+/// component (separators '/' and '\': 'a/../b', '../x', 'x/..'; not 'a..b' or '..foo'), a NUL.
+/// Reads the names only, once each.
+inline std::optional<std::string> unsafe_entry_name(const std::vector<std::string>& names) {
+  auto unsafe = [](const std::string& n) {
+    if (!n.empty() && (n[0] == '/' || n[0] == '\\')) return true;
+    if (n.size() >= 2 && n[1] == ':' && ((n[0] >= 'A' && n[0] <= 'Z') || (n[0] >= 'a' && n[0] <= 'z'))) return true;
+    if (n.find('\0') != std::string::npos) return true;
+    for (size_t begin = 0; begin <= n.size();) {
+      const size_t end = std::min(n.find_first_of("/\\", begin), n.size());
+      if (n.compare(begin, end - begin, "..") == 0) return true;
+      begin = end + 1;
+    }
+    return false;
+  };
+  for (const std::string& n : names)
+    if (unsafe(n)) return n;
+  return std::nullopt;
 }
 
 }  // namespace optrace::detail::aoti
