@@ -43,8 +43,9 @@ const std::vector<Layer> kLayers = {
     {"Profiler", {"detail/profiler/", "profiler.hpp"}},
     {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp"}},
     {"observation files", {"detail/observer/", "observations.hpp"}},
+    {"plans of packages", {"plan.hpp"}},
     {"InputObserver", {"observer.hpp"}},
-    {"AOTInductor packages", {"detail/aoti/", "aoti.hpp"}},
+    {"AOTInductor packages", {"detail/aoti/", "aoti.hpp", "serve.hpp"}},
     {"umbrella", {"optrace.hpp"}},
 };
 

@@ -27,7 +27,7 @@ struct UsageError : optrace::Error {
   explicit UsageError(std::string message) : optrace::Error(std::move(message)) {}
 };
 
-enum class Command { none, summary, replay, merge, convert, verify };
+enum class Command { none, summary, replay, merge, convert, verify, plan, drift };
 
 struct CommandInfo {
   Command command;
@@ -92,7 +92,7 @@ inline const CommandInfo kCommands[] = {
      "  --jobs at a time.\n"
      "  Outputs: never an input; an existing file is replaced only with --force.\n"},
     {Command::verify, "verify",
-     "optrace verify PACKAGE.pt2 OBSERVATIONS.json [--reference MODULE.pt] [--device cpu|cuda] [--json OUT]\n"
+     "optrace verify PACKAGE.pt2|PLAN OBSERVATIONS.json [--reference MODULE.pt] [--device cpu|cuda] [--json OUT]\n"
      "               [--force] [--seed N] [--int-range LOW,HIGH] [--runs N] [--atol X] [--rtol X]",
      "  Runs every call signature of an observation file (InputObserver::save) through an AOTInductor\n"
      "  package (compiled by examples/python/compile_package.py, or any .pt2: then only its arity and\n"
@@ -101,9 +101,24 @@ inline const CommandInfo kCommands[] = {
      "  tolerance (or --atol/--rtol). Prints per signature: ok, mismatch, refused (outside what the\n"
      "  package was compiled for: export it with wider ranges) or error, the calls observed with it\n"
      "  and the median time per call of both (--runs timed runs, default 5; 0: none).\n"
-     "  --int-range   integers are drawn in [LOW, HIGH) (default 0,8): token ids, class labels\n"
+     "  PLAN (a plan's folder or its plan.json, optrace plan): each package on the signatures it\n"
+     "  covers, then the signatures no package covers (not ok).\n"
+     "  --int-range   integers are drawn in [LOW, HIGH) (default: within the values the observation file\n"
+     "                recorded for each input, else 0,8): token ids, class labels\n"
      "  --json        also write the report there (an existing file is replaced only with --force)\n"
      "  Needs libtorch >= 2.6. Exit status 1 when a signature is not ok.\n"},
+    {Command::plan, "plan", "optrace plan OBSERVATIONS.json... -o DIR [--max-packages K] [--force]",
+     "  Plans the AOTInductor packages that cover every observed call: one per call structure (which\n"
+     "  arguments are None, the non-tensor values, containers, dtypes and ranks), each with its calls,\n"
+     "  the ranges they span and the example it compiles with (its most frequent export-safe call).\n"
+     "  Writes DIR/plan.json and DIR/pN.observations.json; compile_plan (examples/python/\n"
+     "  compile_package.py) compiles them. Several files merge (their counts add).\n"
+     "  --max-packages K  split the widest structure at the median of its widest dim until there are K\n"
+     "  An existing plan.json is replaced only with --force.\n"},
+    {Command::drift, "drift", "optrace drift PLAN OBSERVATIONS.json... [--json OUT] [--force]",
+     "  The share of the observed calls that no package of the plan (DIR or DIR/plan.json) covers, by\n"
+     "  call structure, argument and dim, with the sizes seen and the planned ranges.\n"
+     "  Exit status 1 when a call is not covered, 0 when all are.\n"},
 };
 
 inline const CommandInfo& info(Command c) {
@@ -138,8 +153,10 @@ struct Invocation {
   std::string reference, device;
   uint64_t seed = 0;
   int64_t int_low = 0, int_high = 8;
+  bool int_range_given = false;  // verify: else the observed values
   int64_t runs = 5;
   double atol = -1, rtol = -1;  // < 0: by dtype
+  int64_t max_packages = 0;     // plan: 0, one per call structure
   // convert
   std::string to;  // "hf", "kineto" or "text" (merge: from -o's extension)
   bool quiet = false;
@@ -341,12 +358,35 @@ inline void parse_verify(const Args& args, Invocation& inv) {
       inv.int_low = int_of(a, bounds[0], INT64_MIN);
       inv.int_high = int_of(a, bounds[1], INT64_MIN);
       if (inv.int_low >= inv.int_high) throw UsageError("option --int-range needs LOW < HIGH, got '" + text + "'");
+      inv.int_range_given = true;
     } else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for verify");
     else inv.inputs.push_back(a);
   }
   if (inv.inputs.size() != 2) throw UsageError("verify needs PACKAGE.pt2 and OBSERVATIONS.json");
   if (!inv.device.empty() && !is_verify_device(inv.device))
     throw UsageError("--device needs cpu, cuda or cuda:N, got '" + inv.device + "'");
+}
+
+inline void parse_plan(const Args& args, Invocation& inv) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
+    else if (args[i] == "--max-packages") inv.max_packages = int_of(args[i], value_of(args, i), 1, 1024);
+    else if (args[i] == "--force") inv.force = true;
+    else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for plan");
+    else inv.inputs.push_back(args[i]);
+  }
+  if (inv.inputs.empty()) throw UsageError("plan needs at least one observation file");
+  if (inv.output.empty()) throw UsageError("plan needs -o DIR");
+}
+
+inline void parse_drift(const Args& args, Invocation& inv) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--json") inv.json_path = value_of(args, i);
+    else if (args[i] == "--force") inv.force = true;
+    else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for drift");
+    else inv.inputs.push_back(args[i]);
+  }
+  if (inv.inputs.size() < 2) throw UsageError("drift needs a plan and at least one observation file");
 }
 
 inline void parse_merge(const Args& args, Invocation& inv) {
@@ -417,6 +457,8 @@ inline Invocation parse_args(int argc, const char* const* argv) {
       case Command::merge: detail::parse_merge(rest, inv); break;
       case Command::convert: detail::parse_convert(rest, inv); break;
       case Command::verify: detail::parse_verify(rest, inv); break;
+      case Command::plan: detail::parse_plan(rest, inv); break;
+      case Command::drift: detail::parse_drift(rest, inv); break;
       case Command::none: break;
     }
     return inv;

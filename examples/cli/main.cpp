@@ -6,6 +6,8 @@
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
 //   optrace verify PACKAGE.pt2 OBSERVATIONS.json [--reference MODULE.pt] [--json OUT] ...  (libtorch >= 2.6)
+//   optrace plan OBSERVATIONS.json... -o DIR [--max-packages K] [--force]
+//   optrace drift PLAN OBSERVATIONS.json... [--json OUT] [--force]
 //   optrace --help
 //
 // TRACE is an hf op trace (hf_op_trace.json), a Kineto trace (*.pt.trace.json, .json.gz) or
@@ -38,6 +40,7 @@
 #include <optrace/key_averages.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/op_trace.hpp>
+#include <optrace/plan.hpp>
 #ifdef OPTRACE_CLI_FRONT_END
 #include <optrace/detail/common/op_catalog.hpp>
 #include <optrace/detail/common/text_table.hpp>
@@ -68,6 +71,8 @@
 #include <climits>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -387,33 +392,96 @@ int replay(const Invocation& inv) {
 
 std::string one_line(std::string s);
 
-// optrace verify: an AOTInductor package on every observed call signature (optrace/aoti.hpp).
+#ifdef OPTRACE_CLI_AOTI
+torch::jit::Module load_reference(const std::string& path) {
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path);
+  } catch (const c10::Error& e) {
+    optrace::detail::raise_about_file<optrace::IoError>(path, "cannot load it as a TorchScript module: ",
+                                                        one_line(e.what_without_backtrace()));
+  }
+  module.eval();
+  return module;
+}
+
+// A plan's folder, or a file whose first KiB names the plan format (anything else is read as a
+// package, and refused as one when it is not).
+bool is_plan_file(const std::string& path) {
+  if (files::is_directory(path)) return true;
+  std::ifstream in(path, std::ios::binary);
+  char head[1024] = {};
+  in.read(head, sizeof head - 1);
+  return std::string(head, static_cast<size_t>(in.gcount())).find("\"optrace.plan\"") != std::string::npos;
+}
+
+// optrace verify PLAN: each package of a plan on the observed signatures it covers (the first
+// package that covers a signature takes it, as PackageSet routes a call), then the signatures no
+// package covers.
+int verify_plan(const Invocation& inv, const optrace::aoti::VerifyOptions& options) {
+  const optrace::Plan plan = optrace::Plan::load(inv.inputs[0]);
+  const std::vector<optrace::Observations> parts = plan.assign(optrace::load_observations(inv.inputs[1]));
+  std::optional<torch::jit::Module> module;
+  if (!inv.reference.empty()) module = load_reference(inv.reference);
+  const std::filesystem::path dir = std::filesystem::path(plan.path()).parent_path();
+  optrace::json::Writer w(1);
+  w.begin_object().key("plan").value(plan.path()).key("packages").begin_array();
+  bool all_ok = true;
+  for (size_t i = 0; i < plan.packages().size(); ++i) {
+    const optrace::PlannedPackage& planned = plan.packages()[i];
+    if (parts[i].history().empty()) continue;
+    optrace::aoti::Package pkg((dir / planned.file).string());
+    optrace::aoti::VerifyReport report =
+        module ? optrace::aoti::verify(pkg, parts[i], *module, options) : optrace::aoti::verify(pkg, parts[i], options);
+    std::cout << planned.name << " (" << planned.file << ") " << pkg.signature() << " on " << pkg.device() << "\n"
+              << report.table() << report.summary() << "\n";
+    all_ok &= report.all_ok();
+    w.begin_object().key("name").value(planned.name).key("file").value(planned.file).key("report").raw(report.to_json(0)).end_object();
+  }
+  const std::vector<std::pair<optrace::Value, int64_t>> uncovered = parts.back().history();
+  int64_t calls = 0;
+  for (const auto& [signature, count] : uncovered) {
+    calls += count;
+    std::cout << "not covered: " << count << " calls  " << optrace::describe(signature) << "\n";
+  }
+  if (!uncovered.empty())
+    std::cout << uncovered.size() << " signatures (" << calls << " calls) no package covers: optrace drift "
+              << plan.path() << " " << inv.inputs[1] << " says why\n";
+  w.end_array().key("uncovered_signatures").value(static_cast<int64_t>(uncovered.size())).key("uncovered_calls").value(calls);
+  w.end_object();
+  std::cout.flush();
+  if (!inv.json_path.empty()) optrace::detail::write_file_atomic(inv.json_path, w.take() + "\n");
+  return all_ok && uncovered.empty() ? 0 : 1;
+}
+#endif
+
+// optrace verify: an AOTInductor package on every observed call signature (optrace/aoti.hpp), or
+// each package of a plan on the signatures it covers.
 int verify(const Invocation& inv) {
 #ifdef OPTRACE_CLI_AOTI
   std::vector<std::string> outputs;
   if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
   files::check_outputs(inv.inputs, outputs, inv.force);
-  optrace::aoti::Package pkg(inv.inputs[0]);
-  const optrace::Observations observations = optrace::load_observations(inv.inputs[1]);
-  for (const std::string& note : pkg.unchecked()) std::cerr << "optrace: note: " << note << "\n";
+  const bool is_plan = is_plan_file(inv.inputs[0]);
   optrace::aoti::VerifyOptions options;
-  options.inputs(optrace::MaterializeOptions().seed(inv.seed).int_range(inv.int_low, inv.int_high));
+  // Integers: in --int-range when given, else within the values the observation file recorded
+  // for each input (else [0, 8)).
+  optrace::MaterializeOptions inputs = optrace::MaterializeOptions().seed(inv.seed);
+  if (inv.int_range_given) inputs.int_range(inv.int_low, inv.int_high);
+  options.inputs(inputs);
   options.timed_runs(static_cast<int>(inv.runs));
   if (!inv.device.empty()) options.device(c10::Device(inv.device));
   if (inv.atol >= 0) options.atol(inv.atol);
   if (inv.rtol >= 0) options.rtol(inv.rtol);
+  if (is_plan) return verify_plan(inv, options);
+  optrace::aoti::Package pkg(inv.inputs[0]);
+  const optrace::Observations observations = optrace::load_observations(inv.inputs[1]);
+  for (const std::string& note : pkg.unchecked()) std::cerr << "optrace: note: " << note << "\n";
   optrace::aoti::VerifyReport report;
   if (inv.reference.empty()) {
     report = optrace::aoti::verify(pkg, observations, options);
   } else {
-    torch::jit::Module module;
-    try {
-      module = torch::jit::load(inv.reference);
-    } catch (const c10::Error& e) {
-      optrace::detail::raise_about_file<optrace::IoError>(inv.reference, "cannot load it as a TorchScript module: ",
-                                                          one_line(e.what_without_backtrace()));
-    }
-    module.eval();
+    torch::jit::Module module = load_reference(inv.reference);
     report = optrace::aoti::verify(pkg, observations, module, options);
   }
   std::cout << inv.inputs[0] << " " << pkg.signature() << " on " << pkg.device() << "\n" << report.table()
@@ -520,8 +588,41 @@ int convert(const Invocation& inv) {
   return 0;
 }
 
+// optrace plan: the packages that cover the observed calls (optrace/plan.hpp).
+int plan(const Invocation& inv) {
+  std::vector<optrace::Observations> observations;
+  for (const std::string& path : inv.inputs) observations.push_back(optrace::load_observations(path));
+  const optrace::Plan p = optrace::Plan::from_observations(
+      observations, optrace::PlanOptions().max_packages(static_cast<int>(inv.max_packages)), inv.inputs);
+  // Every file the plan writes is an output: none an input, none replaced without --force.
+  const std::string plan_file = inv.output + "/plan.json";
+  std::vector<std::string> outputs{plan_file};
+  for (const optrace::PlannedPackage& package : p.packages()) outputs.push_back(inv.output + "/" + package.observations_file);
+  std::error_code made;
+  std::filesystem::create_directories(inv.output, made);
+  files::check_outputs(inv.inputs, outputs, inv.force);
+  p.save(inv.output);
+  std::cout << p.summary() << "wrote " << plan_file << "\n";
+  return 0;
+}
+
+// optrace drift: the observed calls a plan does not cover (optrace/plan.hpp).
+int drift(const Invocation& inv) {
+  std::vector<std::string> outputs;
+  if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
+  files::check_outputs(inv.inputs, outputs, inv.force);
+  const optrace::Plan p = optrace::Plan::load(inv.inputs[0]);
+  std::vector<optrace::Observations> observations;
+  for (size_t i = 1; i < inv.inputs.size(); ++i) observations.push_back(optrace::load_observations(inv.inputs[i]));
+  const optrace::DriftReport report = p.drift(observations);
+  std::cout << report.to_string();
+  std::cout.flush();
+  if (!inv.json_path.empty()) optrace::detail::write_file_atomic(inv.json_path, report.to_json() + "\n");
+  return report.all_covered() ? 0 : 1;
+}
+
 void print_help(std::ostream& out) {
-  out << "optrace: read, replay, merge and convert op traces; show observation files; verify AOTInductor packages\n\nusage:\n";
+  out << "optrace: read, replay, merge and convert op traces; show observation files; plan, verify AOTInductor packages\n\nusage:\n";
   for (const CommandInfo& c : kCommands) out << "  " << c.usage << "\n";
   out << "  optrace --help | optrace COMMAND --help\n\n"
          "TRACE is an hf op trace (hf_op_trace.json), a Kineto trace (*.pt.trace.json, .json.gz) or an\n"
@@ -530,7 +631,7 @@ void print_help(std::ostream& out) {
          "by default an import holds what OpTracer writes by default.\n\n";
   for (const CommandInfo& c : kCommands) out << c.name << ":\n" << c.help << "\n";
   out << "exit status: 0 success; 1 replay found errors or mismatches, or ran nothing, or verify found a\n"
-         "signature not ok; 2 bad usage or bad input; 130/143 replay stopped by SIGINT/SIGTERM (partial report kept)\n";
+         "signature not ok, or drift found a call not covered; 2 bad usage or bad input; 130/143 replay stopped by SIGINT/SIGTERM (partial report kept)\n";
 }
 
 // One line, whatever the message holds.
@@ -586,6 +687,8 @@ int run(int argc, char** argv) {
 #endif
     case Command::merge: return merge(inv);
     case Command::convert: return convert(inv);
+    case Command::plan: return plan(inv);
+    case Command::drift: return drift(inv);
     case Command::none: break;
   }
   return 2;

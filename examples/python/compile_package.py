@@ -1,6 +1,7 @@
 """Compile an AOTInductor package from an optrace observation file (torch >= 2.6).
 
     python3 compile_package.py observations.json model.pt2 [dynamic_shapes.json]
+    python3 compile_package.py --plan DIR/plan.json
 
 Exports the model with the file's example arguments and dynamic-shapes spec (as
 export_from_observations.py does), compiles it with torch._inductor.aoti_compile_and_package, and
@@ -12,6 +13,7 @@ function is the part to reuse:
 
     doc = read("observations.json")
     path, program = compile_package(model, doc, "model.pt2")
+    paths = compile_plan(model, "plan/plan.json")   # every package of `optrace plan ... -o plan`
 
 The metadata key is "optrace.guard" (GUARD_KEY); docs/aoti.md describes its content.
 """
@@ -45,6 +47,50 @@ def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_conf
     return path, program
 
 
+def compile_plan(model, plan_path, inductor_configs=None, progress=print):
+    """Compiles every package of an optrace plan (`optrace plan ... -o DIR`; DIR/plan.json, or
+    DIR) into the plan's folder: each with its own observation file's example arguments and the
+    plan's named dynamic-shapes spec (its observed ranges), and optrace's guard metadata, as
+    compile_package does. Returns the packages' paths, in the plan's order. `progress` gets one
+    line per package (None: silent)."""
+    import os
+    import time
+
+    efo.require_torch()
+    if os.path.isdir(plan_path):
+        plan_path = os.path.join(plan_path, "plan.json")
+    folder = os.path.dirname(os.path.abspath(plan_path))
+    plan = efo.read(plan_path)
+    if plan.get("format") != "optrace.plan" or plan.get("version") != PLAN_VERSION:
+        raise ValueError("%s: not an optrace plan of version %d" % (plan_path, PLAN_VERSION))
+    paths = []
+    for i, package in enumerate(plan["packages"]):
+        target = inside(folder, package["file"], plan_path)
+        doc = efo.read(inside(folder, package["observations"], plan_path))
+        started = time.time()
+        path, _ = compile_package(model, doc, target, dynamic_shapes=package["dynamic_shapes"],
+                                  inductor_configs=inductor_configs)
+        if progress:
+            progress("compiled %s (%d/%d, %d calls: %s) in %.1f s" % (package["file"], i + 1, len(plan["packages"]),
+                                                                    package["calls"], package["structure"],
+                                                                    time.time() - started))
+        paths.append(path)
+    return paths
+
+
+PLAN_VERSION = 1
+
+
+def inside(folder, name, plan_path):
+    """`folder/name`, refusing a name that leaves the folder (absolute, or with '..')."""
+    import os
+
+    parts = name.replace("\\", "/").split("/")
+    if not name or os.path.isabs(name) or any(p in ("", ".", "..") for p in parts):
+        raise ValueError("%s: %r is not a file name inside the plan's folder" % (plan_path, name))
+    return os.path.join(folder, name)
+
+
 def guard_metadata(program, arg_names=()):
     """What the C++ guard checks, from the exported program: its user inputs in the order the
     package's run() takes them (the in_spec's leaves), each with its path (`x`, `pair[1]`,
@@ -58,12 +104,20 @@ def guard_metadata(program, arg_names=()):
     placeholders = [n for n in program.graph.nodes if n.op == "placeholder" and n.name in user_inputs]
     args, kwargs = program.example_inputs
     flat, _ = tree_flatten_with_path((args, kwargs))
-    if len(flat) != len(placeholders):
+    # A None argument (a call structure without the mask) is a leaf of the in_spec but no input of
+    # the exported program: the C++ side flattens it to a None the guard checks, and run() takes
+    # the tensors only.
+    nones = sum(1 for _, value in flat if value is None) if len(flat) != len(placeholders) else 0
+    if len(flat) - nones != len(placeholders):
         raise RuntimeError("guard_metadata: %d flat inputs, %d user placeholders" % (len(flat), len(placeholders)))
     ranges = {}
     inputs = []
-    for (key_path, _), node in zip(flat, placeholders):
-        val = node.meta.get("val")
+    nodes = iter(placeholders)
+    for key_path, value in flat:
+        if nones and value is None:
+            inputs.append({"path": input_path(key_path, arg_names), "kind": "NoneType", "value": None})
+            continue
+        val = next(nodes).meta.get("val")
         entry = {"path": input_path(key_path, arg_names)}
         if isinstance(val, torch.Tensor):
             entry.update(kind="tensor", dtype=str(val.dtype), device=str(val.device),
@@ -132,6 +186,10 @@ def main(path, package_path, spec_path=None):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) == 3 and sys.argv[1] == "--plan":
+        efo.require_torch()
+        compile_plan(efo.Model(), sys.argv[2])
+    elif len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
-    main(*sys.argv[1:])
+    else:
+        main(*sys.argv[1:])

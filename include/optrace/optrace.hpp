@@ -29,9 +29,11 @@
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
+#include <optrace/plan.hpp>
 
 // AOTInductor packages: libtorch >= 2.6 only (aoti.hpp stops older builds with an #error).
 #include <torch/version.h>
 #if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
 #include <optrace/aoti.hpp>
+#include <optrace/serve.hpp>
 #endif

@@ -121,14 +121,28 @@ def same(a, b):
     return a == b
 
 
-def main(name, observe_tool, serve_tool, work, cli=None):
+def aoti_unavailable():
+    """Why AOTInductor cannot compile here (the reason to print before skipping), or None."""
     if not hasattr(torch, "export") or not hasattr(torch._inductor, "aoti_compile_and_package"):
-        print("SKIPPED: torch %s has no torch.export / aoti_compile_and_package" % torch.__version__)
-        return SKIP
+        return "torch %s has no torch.export / aoti_compile_and_package" % torch.__version__
     try:
         import setuptools.command.build_ext  # noqa: F401  (AOTInductor's cpp_builder imports it)
     except ImportError:
-        print("SKIPPED: AOTInductor needs setuptools (python3-setuptools) to compile")
+        return "AOTInductor needs setuptools (python3-setuptools) to compile"
+    return None
+
+
+def cannot_compile(error):
+    """The reason, when a compile failed for want of a working C++ toolchain here; else None."""
+    text = str(error)
+    if "setuptools" in text or "compiler" in text.lower() and "not found" in text.lower():
+        return "AOTInductor cannot compile here: %s" % text.splitlines()[0]
+    return None
+
+
+def main(name, observe_tool, serve_tool, work, cli=None):
+    if aoti_unavailable():
+        print("SKIPPED: " + aoti_unavailable())
         return SKIP
     if name == "cuda" and not torch.cuda.is_available():
         print("SKIPPED: no CUDA device (tests/gpu/run.sh runs this scenario on a GPU)")
@@ -155,8 +169,8 @@ def main(name, observe_tool, serve_tool, work, cli=None):
     try:
         _, program = cp.compile_package(model, doc, package, dynamic_shapes=spec)
     except Exception as e:  # a machine without a working C++ toolchain for AOTInductor
-        if "setuptools" in str(e) or "compiler" in str(e).lower() and "not found" in str(e).lower():
-            print("SKIPPED: AOTInductor cannot compile here: %s" % str(e).splitlines()[0])
+        if cannot_compile(e):
+            print("SKIPPED: " + cannot_compile(e))
             return SKIP
         raise
     compile_s = time.time() - started

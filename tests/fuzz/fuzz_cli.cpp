@@ -39,6 +39,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         ok = ok || (inv.inputs.size() == 2 && (inv.device.empty() || cli::detail::is_verify_device(inv.device)) &&
                     inv.int_low < inv.int_high && inv.runs >= 0);
         break;
+      case cli::Command::plan: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && inv.max_packages >= 0); break;
+      case cli::Command::drift: ok = ok || inv.inputs.size() >= 2; break;
       case cli::Command::none: break;
     }
     if (!ok) optrace_fuzz::property_failed("parse_args accepted a command line main cannot run");

@@ -1,0 +1,667 @@
+// optrace/plan.hpp: the packages that cover observed traffic, planned from observation files, and the drift of new traffic from them
+#pragma once
+// A plan groups every observed call signature by its call structure (which arguments are None,
+// the non-tensor values, the containers, each tensor's dtype, rank and device: what torch.export
+// bakes into a program) and gives each group a package: its calls as an observation file of
+// their own (whose example is their most frequent export-safe signature) and the named
+// dynamic-shapes spec of their observed ranges. examples/python/compile_package.py's
+// compile_plan compiles it; serve.hpp's PackageSet serves it. Needs no AOTInductor: `optrace
+// plan` and `optrace drift` run on every libtorch. docs/serve.md describes the format.
+
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/observer/analysis.hpp>
+#include <optrace/detail/observer/call_set.hpp>
+#include <optrace/dynamic_shapes.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/json/writer.hpp>
+#include <optrace/observations.hpp>
+#include <optrace/python_names.hpp>
+#include <optrace/value.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace {
+
+inline constexpr std::string_view kPlanFormat = "optrace.plan";
+inline constexpr int64_t kPlanVersion = 1;
+
+/// How `Plan::from_observations` groups the calls.
+struct PlanOptions {
+  /// At most this many packages (0, the default: one per call structure). More packages than
+  /// structures split the structure of widest range at the median of its widest dim, again
+  /// until there are `k`; fewer than the structures is an ArgumentError (each structure needs a
+  /// package of its own).
+  PlanOptions& max_packages(int k) {
+    OPTRACE_CHECK(k >= 0, ArgumentError, "PlanOptions::max_packages: need >= 0, got ", k);
+    max_packages_ = k;
+    return *this;
+  }
+  int max_packages() const { return max_packages_; }
+
+ private:
+  int max_packages_ = 0;
+};
+
+/// One package of a plan: the calls it covers and what it is compiled for.
+struct PlannedPackage {
+  std::string name;          ///< `p0`, `p1`, ... (most calls first)
+  std::string file;          ///< the package, relative to the plan's folder: `p0.pt2`
+  std::string observations_file;  ///< its calls, relative to the plan's folder: `p0.observations.json`
+  std::string structure;     ///< `input_ids: int64[*, *], attention_mask: None`
+  int64_t calls = 0;         ///< observed calls it covers
+  Observations observations;  ///< those calls; its example (infer_arguments) is the most frequent export-safe one
+  DynamicShapes dynamic_shapes;  ///< the named spec of their ranges: what compile_plan exports with
+};
+
+/// One way observed calls leave a plan: an argument's dim outside every planned range (or, with
+/// `dim` -1, a call structure no package has), with the sizes seen and the planned range.
+struct DriftRow {
+  std::string structure;
+  std::string argument;  ///< empty for a structure no package has
+  int64_t dim = -1;
+  int64_t calls = 0;     ///< calls refused here
+  int64_t seen_min = 0, seen_max = 0;
+  int64_t planned_min = 0, planned_max = 0;
+  std::string package;   ///< the closest package (same structure, fewest dims outside)
+};
+
+/// What `Plan::drift` found: the share of observed calls no package of the plan covers.
+struct DriftReport {
+  struct Structure {
+    std::string structure;
+    int64_t calls = 0, covered = 0;
+    bool planned = false;
+  };
+  std::string plan;  ///< the plan's file, for the report's first line
+  int64_t calls = 0, covered = 0;
+  std::vector<Structure> structures;  ///< in the order first seen
+  std::vector<DriftRow> rows;         ///< most calls first
+
+  bool all_covered() const { return covered == calls; }
+  /// `plan.json: 12 of 40 observed calls (30%) are not covered`, then per structure and dim.
+  std::string to_string() const {
+    std::ostringstream out;
+    int64_t missed = calls - covered;
+    out << (plan.empty() ? "the plan" : plan) << ": ";
+    if (missed == 0) out << "all " << calls << " observed calls are covered\n";
+    else out << missed << " of " << calls << " observed calls (" << percent(missed, calls) << ") are not covered\n";
+    for (const Structure& s : structures) {
+      out << "  (" << s.structure << "): ";
+      if (!s.planned) out << s.calls << " calls, a call structure no package has\n";
+      else if (s.covered == s.calls) out << "all " << s.calls << " calls covered\n";
+      else out << s.calls - s.covered << " of " << s.calls << " calls not covered\n";
+      for (const DriftRow& r : rows) {
+        if (r.structure != s.structure || r.dim < 0) continue;
+        out << "    " << r.argument << " dim " << r.dim << ": " << r.calls << " calls at " << r.seen_min;
+        if (r.seen_max != r.seen_min) out << ".." << r.seen_max;
+        out << ", planned [" << r.planned_min << ", " << r.planned_max << "] (" << r.package << ")\n";
+      }
+    }
+    return out.str();
+  }
+  std::string to_json(int indent = 1) const {
+    json::Writer w(indent);
+    w.begin_object().key("plan").value(plan).key("calls").value(calls).key("covered").value(covered);
+    w.key("structures").begin_array();
+    for (const Structure& s : structures)
+      w.begin_object().key("structure").value(s.structure).key("planned").value(s.planned).key("calls").value(s.calls)
+          .key("covered").value(s.covered).end_object();
+    w.end_array().key("refusals").begin_array();
+    for (const DriftRow& r : rows) {
+      w.begin_object().key("structure").value(r.structure).key("argument").value(r.argument).key("dim").value(r.dim);
+      w.key("calls").value(r.calls).key("seen").begin_array().value(r.seen_min).value(r.seen_max).end_array();
+      w.key("planned").begin_array().value(r.planned_min).value(r.planned_max).end_array();
+      w.key("package").value(r.package).end_object();
+    }
+    w.end_array().end_object();
+    return w.take();
+  }
+
+ private:
+  static std::string percent(int64_t part, int64_t whole) {
+    std::ostringstream out;
+    out.precision(3);
+    out << (whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0) << "%";
+    return out.str();
+  }
+};
+
+namespace detail::plan {
+
+/// A value's call structure: what torch.export bakes into a program. Tensors by dtype, rank and
+/// device (`int64[*, *]`, `float32[*]@cuda`), None, scalars by value, containers by kind, length
+/// and keys. Sizes and strides are left out: they are what a package's ranges cover.
+inline void structure_into(std::string& out, const Value* v) {
+  using K = Value::Kind;
+  if (!v || v->is_none()) {
+    out += "None";
+    return;
+  }
+  switch (v->kind) {
+    case K::None: out += "None"; return;
+    case K::Tensor: {
+      out += python_dtype_name(v->spec.dtype).substr(6);  // "torch." dropped
+      out += "[";
+      for (size_t d = 0; d < v->spec.sizes.size(); ++d) out += d ? ", *" : "*";
+      out += "]";
+      if (v->spec.device.type() != c10::kCPU) out += "@" + c10::DeviceTypeName(v->spec.device.type(), true);
+      return;
+    }
+    case K::Int: out += std::to_string(v->int_value); return;
+    case K::Double: out += json::Writer().value(v->double_value).str(); return;
+    case K::Bool: out += v->bool_value ? "True" : "False"; return;
+    case K::String: out += json::Writer().value(v->text).str(); return;
+    case K::List:
+    case K::Tuple:
+      out += v->kind == K::List ? "[" : "(";
+      for (size_t k = 0; k < v->items.size(); ++k) {
+        if (k) out += ", ";
+        structure_into(out, &v->items[k]);
+      }
+      out += v->kind == K::List ? "]" : (v->items.size() == 1 ? ",)" : ")");
+      return;
+    case K::Dict:
+    case K::Struct:
+      out += v->kind == K::Struct ? v->text + "(" : "{";
+      for (size_t k = 0; k < v->items.size(); ++k) {
+        out += (k ? ", " : "") + v->keys[k] + (v->kind == K::Struct ? "=" : ": ");
+        structure_into(out, &v->items[k]);
+      }
+      out += v->kind == K::Struct ? ")" : "}";
+      return;
+  }
+}
+
+/// A call's structure over the arguments `order` (a missing argument counts as None).
+inline std::string structure_of(const Value& call, const std::vector<std::string>& order) {
+  std::string out;
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (k) out += ", ";
+    out += display_key(order[k]) + ": ";
+    structure_into(out, call.find(order[k]));
+  }
+  return out;
+}
+
+/// The argument keys of every call, in the order the analysis uses: the observed order of
+/// forward's arguments first, then any others as first seen.
+inline std::vector<std::string> argument_order(const std::vector<const CallSet*>& sets) {
+  std::vector<std::string> seen_order, out;
+  auto add = [](std::vector<std::string>& to, const std::string& k) {
+    if (std::find(to.begin(), to.end(), k) == to.end()) to.push_back(k);
+  };
+  for (const CallSet* c : sets)
+    for (const Value& sig : c->signatures)
+      for (const std::string& k : sig.keys) add(seen_order, k);
+  for (const CallSet* c : sets)
+    for (const std::string& k : c->preferred_order)
+      if (std::find(seen_order.begin(), seen_order.end(), k) != seen_order.end()) add(out, k);
+  for (const std::string& k : seen_order) add(out, k);
+  return out;
+}
+
+/// Signatures of one structure, with their counts: what one package covers.
+struct Group {
+  std::string structure;
+  std::vector<Value> signatures;
+  std::vector<int64_t> counts;
+  std::vector<std::vector<std::string>> stand_ins;
+  std::map<std::string, std::pair<int64_t, int64_t>> int_ranges;  ///< every file's, merged (the observed values of integer inputs)
+
+  int64_t calls() const {
+    int64_t n = 0;
+    for (int64_t c : counts) n += c;
+    return n;
+  }
+};
+
+/// The CallSet of a group: its signatures and counts; stored, the one signature the analysis
+/// picks as example among them ordered by count (the most frequent one whose dynamic dims are
+/// all >= 2, as infer_arguments picks among stored calls).
+inline CallSet group_call_set(const Group& g, bool keyed, const std::vector<std::string>& order) {
+  CallSet c;
+  c.keyed = keyed;
+  c.preferred_order = order;
+  c.signatures = g.signatures;
+  c.counts = g.counts;
+  c.stand_ins = g.stand_ins;
+  c.int_ranges = g.int_ranges;
+  c.total_calls = g.calls();
+  std::vector<size_t> by_count(g.signatures.size());
+  for (size_t i = 0; i < by_count.size(); ++i) by_count[i] = i;
+  std::stable_sort(by_count.begin(), by_count.end(), [&](size_t a, size_t b) { return g.counts[a] > g.counts[b]; });
+  for (size_t i : by_count) c.stored.push_back(g.signatures[i]);
+  Analysis a(c);
+  size_t chosen = choose_stored_call(a, dim_facts(a, {}), {}, c.stored);
+  c.stored = {c.stored[chosen]};
+  return c;
+}
+
+/// Splits `g` in two at the median (by calls) of its widest dynamic dim (largest max/min);
+/// false when no dim varies.
+inline bool split_group(const Group& g, bool keyed, const std::vector<std::string>& order, Group& low, Group& high) {
+  CallSet c = group_call_set(g, keyed, order);
+  Analysis a(c);
+  DimFacts f = dim_facts(a, {});
+  double widest = 1;
+  size_t leaf = 0, dim = 0;
+  for (size_t l = 0; l < f.dynamic.size(); ++l)
+    for (size_t d = 0; d < f.dynamic[l].size(); ++d) {
+      double ratio = static_cast<double>(f.max[l][d]) / static_cast<double>(std::max<int64_t>(f.min[l][d], 1));
+      if (f.dynamic[l][d] && f.min[l][d] != f.max[l][d] && ratio > widest) widest = ratio, leaf = l, dim = d;
+    }
+  if (widest <= 1) return false;
+  auto size_of = [&](size_t s) {
+    const Value* v = a.leaves()[leaf].per_signature[s];
+    return v ? v->spec.sizes[dim] : 0;
+  };
+  std::map<int64_t, int64_t> calls_at;
+  for (size_t s = 0; s < g.signatures.size(); ++s) calls_at[size_of(s)] += g.counts[s];
+  // The largest size whose calls at or below it make at most half, but at least the smallest.
+  int64_t half = g.calls() / 2, sum = 0, cut = calls_at.begin()->first;
+  for (const auto& [size, n] : calls_at) {
+    if (size == calls_at.rbegin()->first) break;
+    if (sum + n > half && sum > 0) break;
+    sum += n;
+    cut = size;
+  }
+  low = Group{g.structure, {}, {}, {}, g.int_ranges};
+  high = Group{g.structure, {}, {}, {}, g.int_ranges};
+  for (size_t s = 0; s < g.signatures.size(); ++s) {
+    Group& to = size_of(s) <= cut ? low : high;
+    to.signatures.push_back(g.signatures[s]);
+    to.counts.push_back(g.counts[s]);
+    if (s < g.stand_ins.size()) {
+      to.stand_ins.resize(to.signatures.size() - 1);
+      to.stand_ins.push_back(g.stand_ins[s]);
+    }
+  }
+  return true;
+}
+
+/// A path inside the plan's folder: relative, without `..`, absolute or empty components.
+inline std::string safe_relative(const json::Node& node) {
+  std::string p(node.as_string());
+  std::filesystem::path path(p);
+  bool ok = !p.empty() && !path.is_absolute() && p.find('\\') == std::string::npos && p.find('\0') == std::string::npos;
+  for (const auto& part : path) ok = ok && part != ".." && part != "." && !part.empty();
+  if (!ok)
+    throw JsonError(node.path(), "'" + p + "' is not a file name inside the plan's folder (an absolute path or a '..' is refused)");
+  return p;
+}
+
+/// The DimSpec of a call's tensor dim in a package's spec, by the analysis' leaf.
+inline const ShapeNode* shape_of_leaf(const DynamicShapes& ds, const Leaf& leaf) {
+  if (leaf.argument >= ds.arguments().size()) return nullptr;
+  const ShapeNode* n = &ds.arguments()[leaf.argument];
+  for (const PathStep& step : leaf.path) {
+    if (step.index >= n->items.size()) return nullptr;
+    n = &n->items[step.index];
+  }
+  return n;
+}
+
+/// One dim of a call outside a package's plan.
+struct Miss {
+  std::string argument;
+  int64_t dim, value, min, max;
+};
+
+/// The dims of `call` (of the package's structure) outside its planned ranges, by the guard's
+/// rules: static dims equal, one value per symbol, each within its range (a lower bound of 2 or
+/// less not enforced, as torch and the guard do).
+inline std::vector<Miss> misses(const Analysis& a, const DynamicShapes& ds, const Value& call) {
+  std::vector<Miss> out;
+  std::map<std::string, int64_t> bound;
+  for (const Leaf& leaf : a.leaves()) {
+    const Value* v = tensor_at(call, a.keys()[leaf.argument], leaf.path);
+    const ShapeNode* shape = shape_of_leaf(ds, leaf);
+    if (!v || !shape || shape->dims.size() != v->spec.sizes.size()) continue;  // the structure says None / the rank
+    const std::string name = leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl());
+    for (size_t d = 0; d < shape->dims.size(); ++d) {
+      const DimSpec& spec = shape->dims[d];
+      int64_t n = v->spec.sizes[d];
+      bool in = spec.dynamic ? (spec.min <= 2 || n >= spec.min) && n <= spec.max : n == spec.example;
+      if (in && spec.dynamic && !spec.symbol.empty() && (n - spec.offset) % spec.coeff == 0) {
+        auto [it, fresh] = bound.emplace(spec.symbol, (n - spec.offset) / spec.coeff);
+        in = fresh || it->second == (n - spec.offset) / spec.coeff;
+      }
+      if (!in) out.push_back({display_key(name), static_cast<int64_t>(d), n, spec.dynamic ? spec.min : spec.example,
+                              spec.dynamic ? spec.max : spec.example});
+    }
+  }
+  return out;
+}
+
+}  // namespace detail::plan
+
+/// The packages that cover a server's observed calls: one per call structure at least, each with
+/// the calls it covers and the ranges it is compiled for.
+///
+/// Example:
+///   optrace::Plan plan = optrace::Plan::from_observations({optrace::load_observations("served.json")});
+///   plan.save("plan");                                    // plan/plan.json, plan/p0.observations.json, ...
+///   // compile: compile_plan(model, "plan/plan.json") (examples/python/compile_package.py)
+///   optrace::DriftReport d = plan.drift({optrace::load_observations("today.json")});
+///   if (!d.all_covered()) std::cerr << d.to_string();  // which argument and dim left which range
+class Plan {
+ public:
+  /// Plans packages for every call of the observation files (several merge: their counts add).
+  /// Throws ArgumentError when there is no call, or `max_packages` is below the number of call
+  /// structures; a group whose calls the analysis cannot align names the structure.
+  static Plan from_observations(const std::vector<Observations>& files, const PlanOptions& options = {},
+                                const std::vector<std::string>& sources = {}) {
+    std::vector<const detail::CallSet*> sets;
+    for (const Observations& o : files) sets.push_back(&o.calls_);
+    OPTRACE_CHECK(!sets.empty(), ArgumentError, "a plan needs at least one observation file");
+    Plan plan;
+    plan.sources_ = sources;
+    plan.order_ = detail::plan::argument_order(sets);
+    bool keyed = false;
+    for (const detail::CallSet* c : sets) keyed |= c->keyed;
+    std::vector<detail::plan::Group> groups;
+    std::unordered_map<std::string, size_t> group_of;
+    std::map<std::string, std::pair<int64_t, int64_t>> int_ranges;
+    for (const detail::CallSet* c : sets) detail::merge_int_ranges(int_ranges, c->int_ranges);
+    for (size_t f = 0; f < sets.size(); ++f) {
+      const detail::CallSet& c = *sets[f];
+      plan.total_calls_ += c.total_calls;
+      if (c.dropped_signatures > 0)
+        plan.warnings_.push_back(detail::concat(sources.size() > f ? sources[f] : "file " + std::to_string(f), ": ",
+                                                c.total_calls - sum(c.counts), " calls were past the observer's max_signatures: only their "
+                                                "ranges are known, and the plan does not cover them"));
+      for (size_t s = 0; s < c.signatures.size(); ++s) {
+        std::string structure = detail::plan::structure_of(c.signatures[s], plan.order_);
+        auto [it, fresh] = group_of.emplace(structure, groups.size());
+        if (fresh) groups.push_back(detail::plan::Group{structure, {}, {}, {}, int_ranges});
+        detail::plan::Group& g = groups[it->second];
+        auto same = std::find(g.signatures.begin(), g.signatures.end(), c.signatures[s]);
+        if (same != g.signatures.end()) {
+          g.counts[static_cast<size_t>(same - g.signatures.begin())] += c.counts[s];
+          continue;
+        }
+        g.signatures.push_back(c.signatures[s]);
+        g.counts.push_back(c.counts[s]);
+        g.stand_ins.push_back(s < c.stand_ins.size() ? c.stand_ins[s] : std::vector<std::string>{});
+      }
+    }
+    OPTRACE_CHECK(!groups.empty(), ArgumentError, "the observation files hold no call");
+    const size_t limit = static_cast<size_t>(options.max_packages());
+    OPTRACE_CHECK(limit == 0 || limit >= groups.size(), ArgumentError, "max_packages ", limit, " is below the ", groups.size(),
+                  " call structures observed: each structure needs a package of its own");
+    while (limit > groups.size()) {
+      size_t widest = groups.size();
+      double widest_ratio = 1;
+      for (size_t i = 0; i < groups.size(); ++i) {
+        double r = range_ratio(groups[i], keyed, plan.order_);
+        if (r > widest_ratio) widest = i, widest_ratio = r;
+      }
+      detail::plan::Group low, high;
+      if (widest == groups.size() || !detail::plan::split_group(groups[widest], keyed, plan.order_, low, high)) break;
+      groups[widest] = std::move(low);
+      groups.insert(groups.begin() + static_cast<std::ptrdiff_t>(widest) + 1, std::move(high));
+    }
+    std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.calls() > b.calls(); });
+    for (size_t i = 0; i < groups.size(); ++i) {
+      PlannedPackage p;
+      p.name = "p" + std::to_string(i);
+      p.file = p.name + ".pt2";
+      p.observations_file = p.name + ".observations.json";
+      p.structure = groups[i].structure;
+      p.calls = groups[i].calls();
+      try {
+        p.observations.calls_ = detail::plan::group_call_set(groups[i], keyed, plan.order_);
+      } catch (const ArgumentError& e) {
+        detail::raise<ArgumentError>("the calls of structure (", p.structure, ") cannot be planned: ", e.message());
+      }
+      plan.add(std::move(p));
+    }
+    return plan;
+  }
+
+  /// Reads a plan: `DIR/plan.json` or `DIR` (and each package's observation file beside it).
+  /// Throws IoError or JsonError naming the file: not a plan, another version, a package path
+  /// outside the plan's folder, a missing observation file.
+  static Plan load(const std::string& path) {
+    std::string file = std::filesystem::is_directory(path) ? (std::filesystem::path(path) / "plan.json").string() : path;
+    Plan plan;
+    plan.path_ = file;
+    const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+    detail::about_file(file, [&] {
+      auto doc = json::Document::parse(detail::read_file(file));
+      json::Node root = doc->root();
+      json::Node format = root["format"];
+      if (!format.is_string() || format.as_string() != kPlanFormat)
+        throw JsonError(format.path(), "not an optrace plan (expected \"format\": \"optrace.plan\")");
+      int64_t version = root["version"].as_int();
+      if (version != kPlanVersion)
+        throw JsonError("/version", "plan version " + std::to_string(version) + "; this optrace reads version " +
+                                        std::to_string(kPlanVersion));
+      for (json::Node s : root["sources"].array()) plan.sources_.emplace_back(s.as_string());
+      for (json::Node a : root["arg_names"].array()) plan.order_.emplace_back(a.as_string());
+      plan.total_calls_ = root["calls"].as_int();
+      for (json::Node w : root["warnings"].array()) plan.warnings_.emplace_back(w.as_string());
+      auto packages = root["packages"].array();
+      if (packages.size() == 0) throw JsonError("/packages", "a plan without packages");
+      for (json::Node p : packages) {
+        PlannedPackage pkg;
+        pkg.name = std::string(p["name"].as_string());
+        for (const PlannedPackage& other : plan.packages_)
+          if (other.name == pkg.name) throw JsonError(p["name"].path(), "two packages named '" + pkg.name + "'");
+        pkg.file = detail::plan::safe_relative(p["file"]);
+        pkg.observations_file = detail::plan::safe_relative(p["observations"]);
+        pkg.structure = std::string(p["structure"].as_string());
+        pkg.calls = p["calls"].as_int();
+        pkg.observations = Observations::load((dir / pkg.observations_file).string());
+        plan.add(std::move(pkg));
+      }
+    });
+    return plan;
+  }
+
+  const std::vector<PlannedPackage>& packages() const { return packages_; }
+  /// The argument keys in order, as the observation files name them.
+  const std::vector<std::string>& argument_names() const { return order_; }
+  /// The observation files it was planned from, as given.
+  const std::vector<std::string>& sources() const { return sources_; }
+  /// What to know: calls the plan cannot cover (past the observer's max_signatures).
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  /// Calls observed in all.
+  int64_t num_calls() const { return total_calls_; }
+  /// The file it was loaded from (empty when planned here).
+  const std::string& path() const { return path_; }
+
+  /// plan.json's text (docs/serve.md, "The plan").
+  std::string to_json(int indent = 1) const {
+    json::Writer w(indent);
+    w.begin_object().key("format").value(kPlanFormat).key("version").value(kPlanVersion);
+    w.key("producer").begin_object().key("optrace").value("0.1.0").key("torch").value(TORCH_VERSION).end_object();
+    w.key("sources").begin_array();
+    for (const std::string& s : sources_) w.value(s);
+    w.end_array().key("arg_names").begin_array();
+    for (const std::string& a : order_) w.value(a);
+    w.end_array().key("calls").value(total_calls_).key("warnings").begin_array();
+    for (const std::string& s : warnings_) w.value(s);
+    w.end_array().key("packages").begin_array();
+    for (const PlannedPackage& p : packages_) {
+      w.begin_object().key("name").value(p.name).key("file").value(p.file).key("observations").value(p.observations_file);
+      w.key("structure").value(p.structure).key("calls").value(p.calls);
+      w.key("signatures").value(static_cast<int64_t>(p.observations.history().size()));
+      w.key("example").value(p.observations.describe_arguments());
+      w.key("ranges").begin_object();
+      for (const SymbolRange& s : p.dynamic_shapes.symbols()) w.key(s.name).begin_array().value(s.min).value(s.max).end_array();
+      w.end_object().key("dynamic_shapes");
+      p.dynamic_shapes.write_json(w);
+      w.end_object();
+    }
+    w.end_array().end_object();
+    return w.take();
+  }
+
+  /// Writes `DIR/plan.json` and each package's observation file into `dir` (made if missing),
+  /// each atomically. Throws IoError.
+  void save(const std::string& dir) const {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) detail::raise_about_file<IoError>(dir, "cannot make the plan's folder: ", ec.message());
+    for (const PlannedPackage& p : packages_) p.observations.save((std::filesystem::path(dir) / p.observations_file).string());
+    detail::write_file_atomic((std::filesystem::path(dir) / "plan.json").string(), to_json() + "\n");
+  }
+
+  /// The share of the calls in `files` that no package covers, by call structure, argument and
+  /// dim, with the sizes seen and the planned ranges. A call is covered when a package has its
+  /// structure and every dim is within that package's ranges (by the guard's rules).
+  DriftReport drift(const std::vector<Observations>& files) const {
+    DriftReport report;
+    report.plan = path_;
+    std::vector<std::unique_ptr<detail::Analysis>> analyses;
+    for (const PlannedPackage& p : packages_) analyses.push_back(std::make_unique<detail::Analysis>(p.observations.calls_));
+    std::map<std::tuple<std::string, std::string, int64_t>, size_t> row_of;
+    auto structure_row = [&](const std::string& s, bool planned) -> DriftReport::Structure& {
+      for (DriftReport::Structure& r : report.structures)
+        if (r.structure == s) return r;
+      report.structures.push_back({s, 0, 0, planned});
+      return report.structures.back();
+    };
+    for (const Observations& o : files) {
+      const detail::CallSet& c = o.calls_;
+      for (size_t s = 0; s < c.signatures.size(); ++s) {
+        const Value& call = c.signatures[s];
+        const int64_t n = c.counts[s];
+        const std::string structure = detail::plan::structure_of(call, order_);
+        report.calls += n;
+        std::optional<size_t> closest;
+        std::vector<detail::plan::Miss> closest_misses;
+        for (size_t i = 0; i < packages_.size(); ++i) {
+          if (packages_[i].structure != structure) continue;
+          std::vector<detail::plan::Miss> m = detail::plan::misses(*analyses[i], packages_[i].dynamic_shapes, call);
+          if (!closest || m.size() < closest_misses.size()) closest = i, closest_misses = std::move(m);
+          if (closest_misses.empty()) break;
+        }
+        DriftReport::Structure& row = structure_row(structure, closest.has_value());
+        row.calls += n;
+        if (closest && closest_misses.empty()) {
+          row.covered += n;
+          report.covered += n;
+          continue;
+        }
+        if (!closest) closest_misses.push_back({"", -1, 0, 0, 0});
+        for (const detail::plan::Miss& m : closest_misses) {
+          auto [it, fresh] = row_of.emplace(std::make_tuple(structure, m.argument, m.dim), report.rows.size());
+          if (fresh) {
+            DriftRow r;
+            r.structure = structure;
+            r.argument = m.argument;
+            r.dim = m.dim;
+            r.seen_min = r.seen_max = m.value;
+            r.planned_min = m.min;
+            r.planned_max = m.max;
+            r.package = closest ? packages_[*closest].name : "";
+            report.rows.push_back(r);
+          }
+          DriftRow& r = report.rows[it->second];
+          r.calls += n;
+          r.seen_min = std::min(r.seen_min, m.value);
+          r.seen_max = std::max(r.seen_max, m.value);
+        }
+      }
+    }
+    std::stable_sort(report.rows.begin(), report.rows.end(), [](const DriftRow& a, const DriftRow& b) { return a.calls > b.calls; });
+    return report;
+  }
+
+  /// The signatures of `observations` each package covers, as observations of their own: element
+  /// i for package i (a signature goes to the first package that covers it, as PackageSet routes
+  /// a call), and a last one for the signatures no package covers. `optrace verify PLAN` verifies
+  /// each package on its own.
+  std::vector<Observations> assign(const Observations& observations) const {
+    std::vector<std::unique_ptr<detail::Analysis>> analyses;
+    for (const PlannedPackage& p : packages_) analyses.push_back(std::make_unique<detail::Analysis>(p.observations.calls_));
+    const detail::CallSet& c = observations.calls_;
+    std::vector<Observations> out(packages_.size() + 1);
+    for (Observations& o : out) {
+      o.calls_.keyed = c.keyed;
+      o.calls_.preferred_order = c.preferred_order;
+      o.calls_.int_ranges = c.int_ranges;
+    }
+    for (size_t s = 0; s < c.signatures.size(); ++s) {
+      const std::string structure = detail::plan::structure_of(c.signatures[s], order_);
+      size_t to = packages_.size();
+      for (size_t i = 0; i < packages_.size() && to == packages_.size(); ++i)
+        if (packages_[i].structure == structure &&
+            detail::plan::misses(*analyses[i], packages_[i].dynamic_shapes, c.signatures[s]).empty())
+          to = i;
+      detail::CallSet& into = out[to].calls_;
+      into.signatures.push_back(c.signatures[s]);
+      into.counts.push_back(c.counts[s]);
+      into.total_calls += c.counts[s];
+      if (s < c.stand_ins.size()) {
+        into.stand_ins.resize(into.signatures.size() - 1);
+        into.stand_ins.push_back(c.stand_ins[s]);
+      }
+    }
+    return out;
+  }
+
+  /// One line per package: name, calls, structure, ranges, example.
+  std::string summary() const {
+    std::ostringstream out;
+    int64_t planned = 0;
+    for (const PlannedPackage& p : packages_) planned += p.calls;
+    out << packages_.size() << " packages for " << planned << " of " << total_calls_ << " observed calls\n";
+    for (const PlannedPackage& p : packages_) {
+      out << "  " << p.name << "  " << p.calls << " calls  (" << p.structure << ")\n      ";
+      if (p.dynamic_shapes.symbols().empty()) out << "static";
+      for (size_t k = 0; k < p.dynamic_shapes.symbols().size(); ++k) {
+        const SymbolRange& s = p.dynamic_shapes.symbols()[k];
+        out << (k ? ", " : "") << s.name << " in [" << s.min << ", " << s.max << "]";
+      }
+      out << "; example " << p.observations.describe_arguments() << "\n";
+    }
+    for (const std::string& w : warnings_) out << "warning: " << w << "\n";
+    return out.str();
+  }
+
+ private:
+  void add(PlannedPackage p) {
+    p.dynamic_shapes = p.observations.infer_dynamic_shapes(DynamicShapesOptions().dim_style(DimStyle::named));
+    packages_.push_back(std::move(p));
+  }
+
+  static int64_t sum(const std::vector<int64_t>& xs) {
+    int64_t n = 0;
+    for (int64_t x : xs) n += x;
+    return n;
+  }
+
+  static double range_ratio(const detail::plan::Group& g, bool keyed, const std::vector<std::string>& order) {
+    detail::CallSet c = detail::plan::group_call_set(g, keyed, order);
+    detail::Analysis a(c);
+    detail::DimFacts f = detail::dim_facts(a, {});
+    double widest = 1;
+    for (size_t l = 0; l < f.dynamic.size(); ++l)
+      for (size_t d = 0; d < f.dynamic[l].size(); ++d)
+        if (f.min[l][d] != f.max[l][d])
+          widest = std::max(widest, static_cast<double>(f.max[l][d]) / static_cast<double>(std::max<int64_t>(f.min[l][d], 1)));
+    return widest;
+  }
+
+  std::vector<PlannedPackage> packages_;
+  std::vector<std::string> sources_, order_, warnings_;
+  int64_t total_calls_ = 0;
+  std::string path_;
+};
+
+}  // namespace optrace

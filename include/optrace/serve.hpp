@@ -1,0 +1,338 @@
+// optrace/serve.hpp: a plan's AOTInductor packages served together: calls routed by their guards, refusals counted as drift, the set replaced under load
+#pragma once
+// Needs libtorch >= 2.6 (aoti.hpp). The plan (plan.hpp) says which packages cover which calls;
+// examples/python/compile_package.py's compile_plan compiles them into the plan's folder.
+// docs/serve.md walks the loop: observe, plan, compile, serve, watch the drift, replace.
+//
+// Concurrency: the loaded packages are one immutable State behind a shared_ptr that a call
+// copies (std::atomic_load) and `replace` swaps (std::atomic_store). A call in flight finishes
+// on the State it started with, which lives until its last call returns; loading happens before
+// `replace`, on the thread that loads. Counters are atomics; refusals, the rare path, take a mutex.
+
+#include <optrace/aoti.hpp>
+#include <optrace/plan.hpp>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace::aoti {
+
+/// What a PackageSet served, since it was loaded: calls per package (those of replaced sets
+/// too), calls to the fallback, calls refused, and every refusal aggregated by argument and dim
+/// with the sizes seen and the range of the closest package: the drift an operator recompiles for.
+struct ServeStats {
+  struct PackageCalls {
+    std::string name, file;
+    int64_t calls = 0;     ///< by every package of that name and file the set served with
+    bool current = false;  ///< one of them is in the set now (false: replaced by other names)
+  };
+  /// Calls that no package took, by why the closest package refused them.
+  struct Refusals {
+    std::string argument;  ///< the input at fault; empty for a call of another structure
+    int64_t dim = -1;      ///< the dim outside its range; -1 for anything else (a None, a dtype, an arity)
+    int64_t calls = 0;
+    int64_t seen_min = 0, seen_max = 0;            ///< the sizes of that dim in those calls
+    std::optional<int64_t> planned_min, planned_max;  ///< the closest package's range there
+    std::string package;   ///< the closest package: same structure, the refusal latest in its checks
+    std::string message;   ///< its guard's message for the first such call
+  };
+  int64_t calls = 0, fallbacks = 0, refused = 0, replacements = 0;
+  std::vector<PackageCalls> packages;
+  std::vector<Refusals> refusals;  ///< most calls first
+
+  /// `120 calls: p0 80, p1 30, fallback 10, refused 0`, then one line per refusal.
+  std::string to_string() const {
+    std::ostringstream out;
+    out << calls << " calls:";
+    for (const PackageCalls& p : packages) out << " " << p.name << (p.current ? "" : " (replaced)") << " " << p.calls << ",";
+    out << " fallback " << fallbacks << ", refused " << refused << "\n";
+    for (const Refusals& r : refusals) {
+      out << "  " << r.calls << " calls refused by " << r.package << ": ";
+      if (r.dim >= 0) {
+        out << r.argument << " dim " << r.dim << " at " << r.seen_min;
+        if (r.seen_max != r.seen_min) out << ".." << r.seen_max;
+        out << ", compiled for [" << (r.planned_min ? std::to_string(*r.planned_min) : "0") << ", "
+            << (r.planned_max ? std::to_string(*r.planned_max) : "inf") << "]\n";
+      } else {
+        out << r.message << "\n";
+      }
+    }
+    return out.str();
+  }
+
+  std::string to_json(int indent = 1) const {
+    json::Writer w(indent);
+    w.begin_object().key("calls").value(calls).key("fallbacks").value(fallbacks).key("refused").value(refused);
+    w.key("replacements").value(replacements).key("packages").begin_array();
+    for (const PackageCalls& p : packages)
+      w.begin_object().key("name").value(p.name).key("file").value(p.file).key("calls").value(p.calls).key("current").value(p.current).end_object();
+    w.end_array().key("refusals").begin_array();
+    for (const Refusals& r : refusals) {
+      w.begin_object().key("argument").value(r.argument).key("dim").value(r.dim).key("calls").value(r.calls);
+      w.key("seen").begin_array().value(r.seen_min).value(r.seen_max).end_array();
+      w.key("planned").begin_array();
+      r.planned_min ? w.value(*r.planned_min) : w.null();
+      r.planned_max ? w.value(*r.planned_max) : w.null();
+      w.end_array().key("package").value(r.package).key("message").value(r.message).end_object();
+    }
+    w.end_array().end_object();
+    return w.take();
+  }
+};
+
+/// The packages of a plan, served as one model: each call goes to the package whose guard takes
+/// it, else to the fallback, else fails with the closest package's guard error. Any number of
+/// threads may call at once; `replace` swaps in another set while they do. Copies share the set.
+///
+/// Example:
+///   optrace::aoti::PackageSet set = optrace::aoti::PackageSet::load("plan");  // plan/plan.json and its packages
+///   set.fallback(module);                                // the TorchScript module served before
+///   c10::IValue out = set.call({}, {{"input_ids", ids}});
+///   std::cout << set.stats().to_string();                // calls per package, fallbacks, refusals by dim
+///   set.replace(optrace::aoti::PackageSet::load("plan2"));  // from another thread, under load
+class PackageSet {
+ public:
+  using Kwargs = std::unordered_map<std::string, c10::IValue>;
+  using Fallback = std::function<c10::IValue(std::vector<c10::IValue>, const Kwargs&)>;
+
+  /// Loads the plan (`DIR/plan.json` or `DIR`) and every package it names, from its folder.
+  /// Throws, naming the file, what Plan::load and Package throw (a missing or unloadable
+  /// package, a path outside the folder), and ArgumentError when the packages disagree on the
+  /// arguments. Nothing is kept of a set that fails to load.
+  static PackageSet load(const std::string& plan_path) {
+    auto state = std::make_shared<State>();
+    state->plan = Plan::load(plan_path);
+    const std::filesystem::path dir = std::filesystem::path(state->plan.path()).parent_path();
+    for (const PlannedPackage& p : state->plan.packages())
+      state->entries.push_back({p.name, p.file, Package((dir / p.file).string()), std::make_shared<std::atomic<int64_t>>(0)});
+    const Entry& first = state->entries.front();
+    for (const Entry& e : state->entries)
+      if (e.package.argument_names() != first.package.argument_names())
+        detail::raise_about_file<ArgumentError>(state->plan.path(), "the packages disagree on the arguments: ", e.name, " (",
+                                                e.file, ") takes ", e.package.signature(), ", ", first.name, " (", first.file,
+                                                ") takes ", first.package.signature());
+    PackageSet set;
+    set.shared_->state = state;
+    set.register_counters(*state);
+    return set;
+  }
+
+  /// Serves the calls no package takes: a torch::jit::Module, a TORCH_MODULE holder (or
+  /// shared_ptr to an nn::Module subclass) whose typed forward gets the arguments in the
+  /// packages' order, or any callable taking (std::vector<c10::IValue>, Kwargs). What it
+  /// throws reaches the caller unchanged.
+  template <class Model>
+  PackageSet& fallback(Model model) {
+    Fallback f;
+    if constexpr (std::is_same_v<std::decay_t<Model>, torch::jit::Module>) {
+      f = [m = std::move(model)](std::vector<c10::IValue> args, const Kwargs& kwargs) mutable {
+        return m.forward(std::move(args), kwargs);
+      };
+    } else if constexpr (detail::has_arrow_forward<Model>::value) {
+      f = [m = std::move(model), names = argument_names()](std::vector<c10::IValue> args, const Kwargs& kwargs) mutable {
+        return detail::aoti::call_forward(m, args, kwargs, names);
+      };
+    } else {
+      f = [m = std::move(model)](std::vector<c10::IValue> args, const Kwargs& kwargs) mutable {
+        return c10::IValue(m(std::move(args), kwargs));
+      };
+    }
+    std::atomic_store(&shared_->fallback, std::make_shared<const Fallback>(std::move(f)));
+    return *this;
+  }
+
+  /// Calls with positional arguments, as `module.forward(args...)`.
+  template <class... Args>
+  c10::IValue operator()(Args&&... args) {
+    return call(std::vector<c10::IValue>{c10::IValue(std::forward<Args>(args))...}, {});
+  }
+  /// `call(args, kwargs)`: what InputObserver<PackageSet>::call invokes.
+  c10::IValue operator()(std::vector<c10::IValue> args, const Kwargs& kwargs) { return call(std::move(args), kwargs); }
+
+  /// Runs the call on the first package (most observed calls first) whose guard takes it;
+  /// without one, on the fallback; without a fallback, throws the closest package's guard error
+  /// (ArgumentError or ShapeError). Every refusal is counted in `stats()`.
+  c10::IValue call(std::vector<c10::IValue> args, const Kwargs& kwargs = {}) {
+    const std::shared_ptr<const State> state = std::atomic_load(&shared_->state);
+    std::vector<detail::aoti::FlatInput> flat;
+    if (const Entry* e = route(*state, args, kwargs, flat)) {
+      e->calls->fetch_add(1, std::memory_order_relaxed);
+      return e->package.run_accepted(flat);
+    }
+    const Closest closest = refusal_of_closest(*state, args, kwargs);
+    const std::shared_ptr<const Fallback> fallback = std::atomic_load(&shared_->fallback);
+    count_refusal(closest, fallback != nullptr);
+    if (!fallback) closest.refusal.raise();
+    return (*fallback)(std::move(args), kwargs);
+  }
+
+  /// The package of the set now that would take this call (its index in plan order), or none:
+  /// the routing `call` does, without running anything.
+  std::optional<size_t> route(const std::vector<c10::IValue>& args, const Kwargs& kwargs = {}) const {
+    const std::shared_ptr<const State> state = std::atomic_load(&shared_->state);
+    std::vector<detail::aoti::FlatInput> flat;
+    const Entry* e = route(*state, args, kwargs, flat);
+    return e ? std::optional<size_t>(static_cast<size_t>(e - state->entries.data())) : std::nullopt;
+  }
+
+  /// Swaps in `other`'s packages. Calls in flight finish on the packages they started on; calls
+  /// after it go to the new ones. The fallback and the stats stay this set's.
+  void replace(const PackageSet& other) {
+    const std::shared_ptr<const State> next = std::atomic_load(&other.shared_->state);
+    OPTRACE_CHECK(next != nullptr, ArgumentError, "PackageSet::replace: the other set holds no packages");
+    register_counters(*next);
+    std::atomic_store(&shared_->state, next);
+    shared_->replacements.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  /// The packages in the set now.
+  size_t size() const { return std::atomic_load(&shared_->state)->entries.size(); }
+  /// The plan the set was loaded from (the one in use now).
+  Plan plan() const { return std::atomic_load(&shared_->state)->plan; }
+  /// Package `i` of the set now (plan order).
+  Package package(size_t i) const {
+    auto state = std::atomic_load(&shared_->state);
+    OPTRACE_CHECK(i < state->entries.size(), ArgumentError, "no package ", i, " (the set has ", state->entries.size(), ")");
+    return state->entries[i].package;
+  }
+  /// The arguments in forward's order (InputObserver<PackageSet> records by them).
+  std::vector<std::string> argument_names() const {
+    auto state = std::atomic_load(&shared_->state);
+    return state ? state->entries.front().package.argument_names() : std::vector<std::string>{};
+  }
+
+  /// A snapshot of what the set served (consistent per counter; calls racing with it may or may
+  /// not be in it).
+  ServeStats stats() const {
+    ServeStats s;
+    auto state = std::atomic_load(&shared_->state);
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    for (const Counters& c : shared_->counters) {
+      ServeStats::PackageCalls p;
+      p.name = c.name;
+      p.file = c.file;
+      for (const auto& count : c.counts) {
+        p.calls += count->load(std::memory_order_relaxed);
+        for (const Entry& e : state->entries) p.current |= e.calls == count;
+      }
+      s.calls += p.calls;
+      s.packages.push_back(std::move(p));
+    }
+    std::stable_sort(s.packages.begin(), s.packages.end(),
+                     [](const auto& a, const auto& b) { return a.current != b.current ? a.current : a.calls > b.calls; });
+    s.fallbacks = shared_->fallbacks;
+    s.refused = shared_->refused;
+    s.calls += s.fallbacks + s.refused;
+    s.replacements = shared_->replacements.load(std::memory_order_relaxed);
+    s.refusals = shared_->refusals;
+    std::stable_sort(s.refusals.begin(), s.refusals.end(), [](const auto& a, const auto& b) { return a.calls > b.calls; });
+    return s;
+  }
+
+ private:
+  struct Entry {
+    std::string name, file;
+    mutable Package package;  // run() is not const; copies share the loaded model
+    std::shared_ptr<std::atomic<int64_t>> calls;
+  };
+  struct State {
+    Plan plan;
+    std::vector<Entry> entries;
+  };
+  // The call counters of every package of that name and file the set has served with (a
+  // package loaded again by a replace counts on in the same row).
+  struct Counters {
+    std::string name, file;
+    std::vector<std::shared_ptr<std::atomic<int64_t>>> counts;
+  };
+  struct Shared {
+    std::shared_ptr<const State> state;       // std::atomic_load / atomic_store only
+    std::shared_ptr<const Fallback> fallback;  // likewise
+    std::atomic<int64_t> replacements{0};
+    std::mutex mutex;  // guards what follows
+    std::vector<Counters> counters;
+    int64_t fallbacks = 0, refused = 0;
+    std::vector<ServeStats::Refusals> refusals;
+  };
+  struct Closest {
+    const Entry* entry = nullptr;
+    Refusal refusal;
+  };
+
+  PackageSet() : shared_(std::make_shared<Shared>()) {}
+
+  void register_counters(const State& state) {
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    for (const Entry& e : state.entries) {
+      auto row = std::find_if(shared_->counters.begin(), shared_->counters.end(),
+                              [&](const Counters& c) { return c.name == e.name && c.file == e.file; });
+      if (row == shared_->counters.end()) row = shared_->counters.insert(shared_->counters.end(), Counters{e.name, e.file, {}});
+      if (std::find(row->counts.begin(), row->counts.end(), e.calls) == row->counts.end()) row->counts.push_back(e.calls);
+    }
+  }
+
+  // The first package whose checks take the call, with its flat inputs in `flat`; null when none.
+  static const Entry* route(const State& state, const std::vector<c10::IValue>& args, const Kwargs& kwargs,
+                            std::vector<detail::aoti::FlatInput>& flat) {
+    for (const Entry& e : state.entries)
+      if (e.package.accepts(args, kwargs, flat)) return &e;
+    return nullptr;
+  }
+
+  // The refusal of the package that came closest: a size outside a range (the call has the
+  // package's structure) before another input (a dtype, a None), before the call's arity or
+  // structure; the first such package (most calls) on a tie.
+  static Closest refusal_of_closest(const State& state, const std::vector<c10::IValue>& args, const Kwargs& kwargs) {
+    Closest best;
+    int best_rank = -1;
+    std::vector<detail::aoti::FlatInput> flat;
+    for (const Entry& e : state.entries) {
+      Refusal r;
+      if (e.package.accepts(args, kwargs, flat, &r)) continue;  // cannot happen: every package refused it
+      const int rank = r.dim >= 0 ? 2 : r.shape ? 1 : 0;
+      if (rank > best_rank) best_rank = rank, best = Closest{&e, std::move(r)};
+    }
+    return best;
+  }
+
+  void count_refusal(const Closest& c, bool to_fallback) {
+    const Refusal& r = c.refusal;
+    const std::string package = c.entry ? c.entry->name : "";
+    std::lock_guard<std::mutex> lock(shared_->mutex);
+    (to_fallback ? shared_->fallbacks : shared_->refused) += 1;
+    for (ServeStats::Refusals& row : shared_->refusals) {
+      const bool same = row.package == package && row.dim == r.dim &&
+                        (r.dim >= 0 ? row.argument == r.argument : row.message == r.message);
+      if (!same) continue;
+      row.calls += 1;
+      row.seen_min = std::min(row.seen_min, r.value);
+      row.seen_max = std::max(row.seen_max, r.value);
+      return;
+    }
+    ServeStats::Refusals row;
+    row.argument = r.argument;
+    row.dim = r.dim;
+    row.calls = 1;
+    row.seen_min = row.seen_max = r.value;
+    row.planned_min = r.min;
+    row.planned_max = r.max;
+    row.package = package;
+    row.message = r.message;
+    shared_->refusals.push_back(std::move(row));
+  }
+
+  std::shared_ptr<Shared> shared_;
+};
+
+}  // namespace optrace::aoti

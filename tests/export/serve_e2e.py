@@ -1,0 +1,219 @@
+"""Serve what was observed: plan packages from the traffic, compile them, serve them, catch the drift, replace them.
+
+    python3 serve_e2e.py OBSERVE_SCRIPTED SERVE_SET OPTRACE WORK_DIR
+
+The demo's model (token ids and an optional mask) is scripted; observe_scripted observes the
+TorchScript module on traffic with and without a mask, batch and sequence varying. Then:
+
+1. `optrace plan` writes a plan of at least two packages (one per call structure), and
+   compile_plan (examples/python/compile_package.py) compiles each with the real torch.export
+   and AOTInductor;
+2. serve_set serves the same kind of traffic through an optrace::aoti::PackageSet, without a
+   fallback: every call answered by a package, outputs equal to the TorchScript module's;
+3. traffic with longer sequences falls back for every call, the set's stats name input_ids dim 1
+   with the sizes seen, and `optrace drift` names it too, with exit status 1;
+4. a plan from both observation files covers it (`optrace drift` exit 0), and `optrace verify`
+   of that plan finds every longer call ok on the package that covers it, against the module;
+5. the set is replaced by that plan's under 4 serving threads: every call answered, and no call
+   falls back afterwards;
+6. a plan folder with a missing package, or a package of other arguments, is refused in one line.
+
+Prints one summary line. Exit 77 (skipped) where torch < 2.6 or AOTInductor cannot compile here.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "python"))
+sys.path.insert(0, HERE)
+
+from aoti_e2e import SKIP, aoti_unavailable, cannot_compile, fail, torch  # noqa: E402  (skips without torch)
+
+
+def traffic(shapes, masked):
+    def ids(b, s):
+        return torch.randint(0, 100, (b, s))
+
+    if masked:
+        return [((), dict(input_ids=ids(b, s), attention_mask=torch.ones(b, s, dtype=torch.int64))) for b, s in shapes]
+    return [((), dict(input_ids=ids(b, s))) for b, s in shapes]
+
+
+def save_calls(calls, path):
+    torch.save(([(list(a), k) for a, k in calls], {}), path)
+
+
+def run(command, expect=0, what=None):
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != expect:
+        fail("%s exited %d, expected %d:\n%s%s" % (what or os.path.basename(command[0]), done.returncode, expect,
+                                                   done.stdout, done.stderr))
+    return done.stdout
+
+
+def observe(observe_tool, scripted, calls, work, name):
+    folder = os.path.join(work, name)
+    os.makedirs(folder, exist_ok=True)
+    calls_path = os.path.join(folder, "calls.pt")
+    save_calls(calls, calls_path)
+    run([observe_tool, scripted, calls_path, folder], what="observe_scripted")
+    return os.path.join(folder, "observations.json"), calls_path
+
+
+def main(observe_tool, serve_tool, cli, work):
+    if aoti_unavailable():
+        print("SKIPPED: " + aoti_unavailable())
+        return SKIP
+    import compile_package as cp
+    import export_from_observations as efo
+
+    torch.manual_seed(0)
+    os.makedirs(work, exist_ok=True)
+    model = efo.Model().eval()
+    scripted = os.path.join(work, "model.pt")
+    torch.jit.script(model).save(scripted)
+
+    # The traffic observed: with a mask (batch 1-4, sequence 5-16), without (batch 2-3, sequence 5-10).
+    seen = (traffic([(2, 5), (1, 7), (3, 9), (4, 16), (4, 12), (2, 12)], True) +
+            traffic([(2, 6), (3, 10), (2, 5)], False))
+    observed, _ = observe(observe_tool, scripted, seen, work, "observed")
+
+    # 1. The plan, and its packages compiled.
+    plan1 = os.path.join(work, "plan1")
+    out = run([cli, "plan", observed, "-o", plan1, "--force"])
+    plan = efo.read(os.path.join(plan1, "plan.json"))
+    if len(plan["packages"]) < 2:
+        fail("the plan has %d packages, expected one per call structure:\n%s" % (len(plan["packages"]), out))
+    structures = sorted(p["structure"] for p in plan["packages"])
+    if not any("attention_mask: None" in s for s in structures):
+        fail("no package for the calls without a mask: %s" % structures)
+    started = time.time()
+    try:
+        cp.compile_plan(model, plan1, progress=None)
+    except Exception as e:  # a machine without a working C++ toolchain for AOTInductor
+        if cannot_compile(e):
+            print("SKIPPED: " + cannot_compile(e))
+            return SKIP
+        raise
+    compile1_s = time.time() - started
+
+    # 2. The same kind of traffic served by the set, without a fallback: no call refused, every
+    #    output the TorchScript module's.
+    same_kind = (traffic([(3, 8), (1, 16), (4, 5), (2, 9)], True) + traffic([(3, 7), (2, 10)], False))
+    _, same_calls = observe(observe_tool, scripted, same_kind, work, "same_kind")
+    served = os.path.join(work, "served")
+    os.makedirs(served, exist_ok=True)
+    out = run([serve_tool, plan1, scripted, same_calls, served], what="serve_set (same kind of traffic)")
+    stats = efo.read(os.path.join(served, "stats.json"))
+    if stats["fallbacks"] or stats["refused"] or stats["calls"] != len(same_kind):
+        fail("the same kind of traffic was not all served by packages: %s" % json.dumps(stats))
+    if sum(1 for p in stats["packages"] if p["calls"]) < 2:
+        fail("the calls with and without a mask did not go to two packages: %s" % json.dumps(stats))
+    if efo.read(os.path.join(served, "served.json"))["calls"]["total"] != len(same_kind):
+        fail("InputObserver<PackageSet> did not record every call")
+
+    # 3. Longer sequences: every call falls back; the stats and `optrace drift` name input_ids dim 1.
+    longer = traffic([(2, 24), (3, 40), (1, 33)], True) + traffic([(2, 20)], False)
+    longer_obs, longer_calls = observe(observe_tool, scripted, longer, work, "longer")
+    drifted = os.path.join(work, "drifted")
+    os.makedirs(drifted, exist_ok=True)
+    run([serve_tool, plan1, scripted, longer_calls, drifted, "--fallback"], what="serve_set (longer sequences)")
+    stats = efo.read(os.path.join(drifted, "stats.json"))
+    if stats["fallbacks"] != len(longer):
+        fail("expected every longer call to fall back: %s" % json.dumps(stats))
+    ids_dim1 = [r for r in stats["refusals"] if r["argument"] == "input_ids" and r["dim"] == 1]
+    if not ids_dim1 or max(r["seen"][1] for r in ids_dim1) != 40:
+        fail("the set's refusals do not name input_ids dim 1 up to 40: %s" % json.dumps(stats["refusals"]))
+    drift_json = os.path.join(work, "drift.json")
+    text = run([cli, "drift", plan1, longer_obs, "--json", drift_json, "--force"], expect=1, what="optrace drift")
+    drift = efo.read(drift_json)
+    rows = [r for r in drift["refusals"] if r["argument"] == "input_ids" and r["dim"] == 1]
+    if drift["covered"] != 0 or not rows or rows[0]["seen"] != [24, 40] or rows[0]["planned"] != [5, 16]:
+        fail("optrace drift: %s" % text)
+
+    # 4. A plan from both files covers the longer traffic.
+    plan2 = os.path.join(work, "plan2")
+    run([cli, "plan", observed, longer_obs, "-o", plan2, "--force"])
+    run([cli, "drift", plan2, longer_obs, observed], expect=0, what="optrace drift of the merged plan")
+    started = time.time()
+    cp.compile_plan(model, plan2, progress=None)
+    compile2_s = time.time() - started
+
+    # `optrace verify PLAN`: each package on the signatures it covers, against the module; the old
+    # plan covers none of the longer traffic.
+    verify_json = os.path.join(work, "verify_plan.json")
+    out = run([cli, "verify", plan2, longer_obs, "--reference", scripted, "--runs", "1", "--json", verify_json, "--force"],
+              what="optrace verify of the merged plan")
+    report = efo.read(verify_json)
+    verified = sum(len(p["report"]["signatures"]) for p in report["packages"])
+    if verified != len(longer) or report["uncovered_signatures"] or \
+            any(s["status"] != "ok" for p in report["packages"] for s in p["report"]["signatures"]):
+        fail("optrace verify of the merged plan: %s" % out)
+    out = run([cli, "verify", plan1, longer_obs, "--runs", "0"], expect=1, what="optrace verify of the old plan")
+    if "4 signatures (4 calls) no package covers" not in out:
+        fail("optrace verify of the old plan: %s" % out)
+
+    # 5. Replaced under 4 serving threads: no call fails, none falls back afterwards.
+    replaced = os.path.join(work, "replaced")
+    os.makedirs(replaced, exist_ok=True)
+    out = run([serve_tool, plan1, scripted, longer_calls, replaced, "--fallback", "--replace", plan2, "--threads", "4"],
+              what="serve_set --replace")
+    after = efo.read(os.path.join(replaced, "after.json"))
+    if after["replacements"] != 1 or not any(p["current"] and p["calls"] for p in after["packages"]):
+        fail("after the replace: %s" % json.dumps(after))
+
+    # 6. A plan folder that is not whole: a missing package, and a package that takes other
+    #    arguments, each refused in one line naming the file, before anything is served.
+    errors = check_bad_plans(plan1, scripted, same_calls, serve_tool, work)
+
+    print("PASS serve: torch %s; plan of %d packages compiled in %.1f s, served %d calls without a fallback; "
+          "%d longer calls fell back and drift named input_ids dim 1 (%s); a plan of both compiled in %.1f s "
+          "covers them; %s" % (torch.__version__, len(plan["packages"]), compile1_s, len(same_kind), len(longer),
+                               "seen [24, 40], planned [5, 16]", compile2_s,
+                               next(line for line in out.splitlines() if line.startswith("replaced"))) + "; " + errors)
+    return 0
+
+
+def check_bad_plans(plan, scripted, calls, serve_tool, work):
+    import shutil
+
+    def refused(folder, pattern):
+        out_dir = os.path.join(folder, "out")
+        os.makedirs(out_dir, exist_ok=True)
+        done = subprocess.run([serve_tool, folder, scripted, calls, out_dir], capture_output=True, text=True)
+        lines = done.stderr.strip().splitlines()
+        if done.returncode == 0 or len(lines) != 1 or not re.search(pattern, lines[0]) or "loaded" in done.stdout:
+            fail("serve_set on %s: exit %d, %r does not match %r" % (folder, done.returncode, done.stderr, pattern))
+
+    missing = os.path.join(work, "plan_missing")
+    shutil.rmtree(missing, ignore_errors=True)
+    shutil.copytree(plan, missing)
+    os.remove(os.path.join(missing, "p1.pt2"))
+    refused(missing, r"p1\.pt2: IoError: cannot open the package: No such file or directory$")
+
+    # A package of another model (one positional argument, compiled without optrace's metadata)
+    # in p1's place.
+    other = os.path.join(work, "plan_other")
+    shutil.rmtree(other, ignore_errors=True)
+    shutil.copytree(plan, other)
+
+    class Double(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    program = torch.export.export(Double(), (torch.randn(2, 3),))
+    os.remove(os.path.join(other, "p1.pt2"))
+    torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(other, "p1.pt2"))
+    refused(other, r"plan\.json: ArgumentError: the packages disagree on the arguments: p1 \(p1\.pt2\) takes \(#0\), "
+                   r"p0 \(p0\.pt2\) takes \(input_ids, attention_mask\)$")
+    return "a missing package and one of other arguments refused in one line"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        sys.exit(__doc__)
+    sys.exit(main(*sys.argv[1:]))

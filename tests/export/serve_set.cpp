@@ -1,0 +1,149 @@
+// serve_set: the C++ half of the serving end-to-end test (serve_e2e.py), what a server does with a plan.
+//
+//   serve_set PLAN_DIR MODEL.pt CALLS.pt OUT_DIR [--fallback] [--replace PLAN_DIR2 --threads N]
+//
+// Loads the plan's packages as an optrace::aoti::PackageSet (with the TorchScript module as its
+// fallback with --fallback), serves the calls that serve_e2e.py saved (as observe_scripted reads
+// them) through an InputObserver<PackageSet>, compares every output with the module's (replay's
+// check-mode tolerance), and writes OUT_DIR/stats.json (PackageSet::stats) and
+// OUT_DIR/served.json (the observer's file). With --replace: N threads serve the calls over and
+// over while the main thread loads PLAN_DIR2 and replaces the set under them; every call must
+// be answered, and once the replace has returned, the calls served after it are counted apart
+// (OUT_DIR/after.json: the stats of a second pass, after the threads joined).
+// Prints one line per check; exit status 0 when all hold, 1 otherwise.
+#include <optrace/detail/replay/compare.hpp>
+#include <optrace/observer.hpp>
+#include <optrace/serve.hpp>
+
+#include <torch/script.h>
+#include <torch/serialize.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+struct Call {
+  std::vector<c10::IValue> args;
+  torch::jit::Kwargs kwargs;
+};
+
+std::vector<Call> read_calls(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue saved = torch::pickle_load(bytes);
+  std::vector<Call> calls;
+  for (const c10::IValue& call : saved.toTupleRef().elements().at(0).toListRef()) {
+    const auto& pieces = call.toTupleRef().elements();
+    Call c;
+    c.args.assign(pieces.at(0).toListRef().begin(), pieces.at(0).toListRef().end());
+    for (const auto& entry : pieces.at(1).toGenericDict()) c.kwargs.emplace(entry.key().toStringRef(), entry.value());
+    calls.push_back(std::move(c));
+  }
+  return calls;
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text << "\n"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 5) {
+    std::cerr << "usage: serve_set PLAN_DIR MODEL.pt CALLS.pt OUT_DIR [--fallback] [--replace PLAN_DIR2 --threads N]\n";
+    return 2;
+  }
+  bool with_fallback = false;
+  std::string replacement;
+  int threads = 4;
+  for (int i = 5; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--fallback") with_fallback = true;
+    else if (a == "--replace" && i + 1 < argc) replacement = argv[++i];
+    else if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+  }
+  const std::string out = argv[4];
+  try {
+    torch::jit::Module module = torch::jit::load(argv[2]);
+    module.eval();
+    c10::InferenceMode inference;
+    optrace::aoti::PackageSet set = optrace::aoti::PackageSet::load(argv[1]);
+    if (with_fallback) set.fallback(module);
+    const std::vector<Call> calls = read_calls(argv[3]);
+    std::cout << "loaded " << set.size() << " packages; " << calls.size() << " calls\n";
+
+    if (replacement.empty()) {
+      optrace::InputObserver<optrace::aoti::PackageSet> observer(set);
+      int mismatches = 0;
+      for (const Call& c : calls) {
+        c10::IValue got = observer.call(c.args, c.kwargs);
+        c10::IValue want = module.forward(c.args, c.kwargs);
+        optrace::detail::Comparison cmp;
+        cmp.exact_dtypes = true;
+        optrace::detail::compare_values(got, want, "output", cmp);
+        if (!cmp.ok) {
+          ++mismatches;
+          std::cout << "mismatch: " << cmp.message << "\n";
+        }
+      }
+      observer.save(out + "/served.json");
+      write(out + "/stats.json", set.stats().to_json());
+      std::cout << set.stats().to_string() << mismatches << " mismatches\n";
+      return mismatches == 0 ? 0 : 1;
+    }
+
+    // Replace under load: `threads` threads serve the calls in a loop until the replace is done
+    // and each has made at least two more passes (or 120 s have passed); none may fail.
+    std::atomic<bool> replaced{false};
+    std::atomic<int64_t> failures{0}, answered{0}, answered_before{0};
+    std::vector<std::thread> servers;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    for (int t = 0; t < threads; ++t)
+      servers.emplace_back([&, t] {
+        c10::InferenceMode thread_inference;
+        int passes_after = 0;
+        while (passes_after < 2 && std::chrono::steady_clock::now() < deadline) {
+          const bool after = replaced.load();
+          for (size_t k = 0; k < calls.size(); ++k) {
+            const Call& c = calls[(k + static_cast<size_t>(t)) % calls.size()];
+            try {
+              set.call(c.args, c.kwargs);
+              answered.fetch_add(1);
+            } catch (const std::exception& e) {
+              if (failures.fetch_add(1) == 0) std::cout << "a call failed: " << e.what() << "\n";
+            }
+          }
+          passes_after += after;
+        }
+      });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    optrace::aoti::PackageSet next = optrace::aoti::PackageSet::load(replacement);  // loads on this thread, not theirs
+    answered_before = answered.load();
+    set.replace(next);
+    replaced.store(true);
+    for (std::thread& s : servers) s.join();
+    optrace::aoti::ServeStats during = set.stats();
+    write(out + "/stats.json", during.to_json());
+    // After the replace: the same calls again, none may fall back.
+    const int64_t fallbacks_before = during.fallbacks;
+    for (const Call& c : calls) set.call(c.args, c.kwargs);
+    optrace::aoti::ServeStats after = set.stats();
+    write(out + "/after.json", after.to_json());
+    std::cout << "replaced under " << threads << " threads: " << answered.load() << " calls answered ("
+              << answered_before.load() << " before the replace), " << failures.load()
+              << " failed; fallbacks after the replace: " << after.fallbacks - fallbacks_before << "\n"
+              << after.to_string();
+    // The replace happened while the threads served: calls before it and after it.
+    const bool concurrent = answered_before.load() > 0 && answered.load() > answered_before.load();
+    if (!concurrent) std::cout << "the threads did not serve on both sides of the replace\n";
+    return failures.load() == 0 && after.fallbacks == fallbacks_before && concurrent ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "serve_set: " << e.what() << "\n";
+    return 1;
+  }
+}

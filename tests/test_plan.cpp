@@ -1,0 +1,221 @@
+// Tests for optrace/plan.hpp: packages planned from observed calls, their files, and the drift of new traffic.
+#include <optrace/observer.hpp>
+#include <optrace/plan.hpp>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "optrace_catch.hpp"
+
+namespace {
+
+struct MaskedIdsImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor ids, c10::optional<torch::Tensor> mask) { return mask ? ids * *mask : ids; }
+};
+TORCH_MODULE(MaskedIds);
+
+using Shapes = std::vector<std::pair<int64_t, int64_t>>;
+
+// The demo's kind of traffic: ids of (batch, sequence), with a mask of the same shape or without.
+optrace::Observations traffic(const Shapes& masked, const Shapes& unmasked) {
+  optrace::InputObserver<MaskedIds> observer(MaskedIds{}, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask"}));
+  for (auto [b, s] : masked)
+    observer(torch::zeros({b, s}, torch::kLong), c10::optional<torch::Tensor>(torch::ones({b, s}, torch::kLong)));
+  for (auto [b, s] : unmasked) observer(torch::zeros({b, s}, torch::kLong), c10::optional<torch::Tensor>());
+  return optrace::Observations::from_json(observer.to_json());
+}
+
+std::string temp_dir(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("optrace_test_plan_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+optrace::SymbolRange symbol_of(const optrace::PlannedPackage& p, const std::string& argument, size_t dim) {
+  const std::string& name = p.dynamic_shapes[argument].dims.at(dim).symbol;
+  for (const optrace::SymbolRange& s : p.dynamic_shapes.symbols())
+    if (s.name == name) return s;
+  throw std::runtime_error("no symbol " + name);
+}
+
+}  // namespace
+
+TEST_CASE("a plan has one package per call structure, with its calls, ranges and most frequent example", "[plan]") {
+  // With a mask: (4, 16) three times, so it is the example; without: two sequence lengths.
+  optrace::Observations obs = traffic({{2, 5}, {4, 16}, {4, 16}, {4, 16}, {3, 9}}, {{2, 6}, {2, 11}});
+  optrace::Plan plan = optrace::Plan::from_observations({obs});
+  REQUIRE(plan.packages().size() == 2);
+  const optrace::PlannedPackage& masked = plan.packages()[0];
+  const optrace::PlannedPackage& unmasked = plan.packages()[1];
+  CHECK(masked.name == "p0");
+  CHECK(masked.file == "p0.pt2");
+  CHECK(masked.structure == "input_ids: int64[*, *], attention_mask: int64[*, *]");
+  CHECK(unmasked.structure == "input_ids: int64[*, *], attention_mask: None");
+  CHECK(masked.calls == 5);
+  CHECK(unmasked.calls == 2);
+  CHECK(plan.num_calls() == 7);
+  // The example is the most frequent signature, not the first call.
+  CHECK(masked.observations.describe_arguments() == "(int64[4, 16]@meta, int64[4, 16]@meta)");
+  // Named style: the mask shares the ids' symbols; the ranges are the observed ones.
+  CHECK(symbol_of(masked, "input_ids", 0).min == 2);
+  CHECK(symbol_of(masked, "input_ids", 0).max == 4);
+  CHECK(symbol_of(masked, "input_ids", 1).min == 5);
+  CHECK(symbol_of(masked, "input_ids", 1).max == 16);
+  CHECK(masked.dynamic_shapes["attention_mask"].dims[1].symbol == masked.dynamic_shapes["input_ids"].dims[1].symbol);
+  // Without a mask the batch was always 2: a static dim; the sequence varied.
+  CHECK_FALSE(unmasked.dynamic_shapes["input_ids"].dims[0].dynamic);
+  CHECK(symbol_of(unmasked, "input_ids", 1).min == 6);
+  CHECK(symbol_of(unmasked, "input_ids", 1).max == 11);
+  CHECK(unmasked.observations.num_calls() == 2);
+  CHECK(unmasked.observations.history().size() == 2);
+}
+
+TEST_CASE("a plan's example avoids dims of 0 or 1, which torch.export specializes", "[plan]") {
+  // Batch 1 is the most frequent, but an example there would make the batch static.
+  optrace::Observations obs = traffic({{1, 8}, {1, 8}, {1, 8}, {3, 12}}, {});
+  optrace::Plan plan = optrace::Plan::from_observations({obs});
+  REQUIRE(plan.packages().size() == 1);
+  CHECK(plan.packages()[0].observations.describe_arguments() == "(int64[3, 12]@meta, int64[3, 12]@meta)");
+}
+
+TEST_CASE("a plan merges observation files: counts add, ranges cover both", "[plan]") {
+  optrace::Observations old_traffic = traffic({{2, 5}, {3, 9}}, {{2, 6}});
+  optrace::Observations new_traffic = traffic({{3, 9}, {2, 40}}, {});
+  optrace::Plan plan = optrace::Plan::from_observations({old_traffic, new_traffic});
+  REQUIRE(plan.packages().size() == 2);
+  CHECK(plan.packages()[0].calls == 4);
+  CHECK(plan.packages()[0].observations.history().size() == 3);  // (3, 9) seen in both files: one signature, 2 calls
+  CHECK(symbol_of(plan.packages()[0], "input_ids", 1).max == 40);
+}
+
+TEST_CASE("drift names the argument and dim that left the plan, with the sizes seen and the planned range", "[plan]") {
+  optrace::Plan plan = optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}, {3, 9}}, {{2, 6}, {2, 11}})});
+  SECTION("traffic within the plan is covered") {
+    optrace::DriftReport d = plan.drift({traffic({{3, 12}, {4, 5}}, {{2, 8}})});
+    CHECK(d.all_covered());
+    CHECK(d.calls == 3);
+    CHECK(d.rows.empty());
+  }
+  SECTION("longer sequences") {
+    optrace::DriftReport d = plan.drift({traffic({{2, 33}, {3, 64}, {2, 8}}, {{2, 40}})});
+    CHECK_FALSE(d.all_covered());
+    CHECK(d.calls == 4);
+    CHECK(d.covered == 1);
+    // Both dims of the shared symbol are out (the ids' and the mask's), then the call without a mask.
+    REQUIRE(d.rows.size() == 3);
+    const optrace::DriftRow& masked = d.rows[0];
+    CHECK(masked.argument == "input_ids");
+    CHECK(masked.dim == 1);
+    CHECK(masked.calls == 2);
+    CHECK(masked.seen_min == 33);
+    CHECK(masked.seen_max == 64);
+    CHECK(masked.planned_min == 5);
+    CHECK(masked.planned_max == 16);
+    CHECK(masked.package == "p0");
+    CHECK(d.rows[1].argument == "attention_mask");
+    CHECK(d.rows[1].calls == 2);
+    CHECK(d.rows[2].package == "p1");
+    CHECK(d.rows[2].argument == "input_ids");
+    CHECK(d.rows[2].seen_min == 40);
+    CHECK(d.rows[2].planned_max == 11);
+    const std::string text = d.to_string();
+    CHECK(text.find("3 of 4 observed calls (75%) are not covered") != std::string::npos);
+    CHECK(text.find("input_ids dim 1: 2 calls at 33..64, planned [5, 16] (p0)") != std::string::npos);
+    // A plan from both files covers both.
+    optrace::Observations longer = traffic({{2, 33}, {3, 64}, {2, 8}}, {{2, 40}});
+    optrace::Plan wider = optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}, {3, 9}}, {{2, 6}, {2, 11}}), longer});
+    CHECK(wider.drift({longer}).all_covered());
+  }
+  SECTION("a structure the plan has no package for, and a static dim that changed") {
+    optrace::Plan masked_only = optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}}, {})});
+    optrace::DriftReport d = masked_only.drift({traffic({}, {{2, 6}})});
+    REQUIRE(d.rows.size() == 1);
+    CHECK(d.rows[0].dim == -1);
+    CHECK_FALSE(d.structures[0].planned);
+    CHECK(d.to_string().find("a call structure no package has") != std::string::npos);
+    // Without a mask the batch was planned static at 2.
+    optrace::DriftReport batch = plan.drift({traffic({}, {{3, 6}})});
+    REQUIRE(batch.rows.size() == 1);
+    CHECK(batch.rows[0].argument == "input_ids");
+    CHECK(batch.rows[0].dim == 0);
+    CHECK(batch.rows[0].planned_min == 2);
+    CHECK(batch.rows[0].planned_max == 2);
+  }
+  SECTION("a size below a lower bound of 2 or less is covered, as the guard lets it run") {
+    CHECK(plan.drift({traffic({{1, 9}}, {})}).all_covered());
+  }
+}
+
+TEST_CASE("max_packages splits the widest structure by its widest dim", "[plan]") {
+  optrace::Observations obs = traffic({{2, 5}, {2, 6}, {2, 8}, {3, 200}, {2, 300}, {4, 400}}, {{2, 6}});
+  optrace::Plan two = optrace::Plan::from_observations({obs});
+  CHECK(two.packages().size() == 2);
+  optrace::Plan three = optrace::Plan::from_observations({obs}, optrace::PlanOptions().max_packages(3));
+  REQUIRE(three.packages().size() == 3);
+  int64_t sequences = 0;
+  for (const optrace::PlannedPackage& p : three.packages()) {
+    if (p.structure.find("None") != std::string::npos) continue;
+    CHECK(p.calls == 3);
+    sequences += 1;
+    const optrace::SymbolRange s = symbol_of(p, "input_ids", 1);
+    CHECK((s.max <= 8 || s.min >= 200));
+  }
+  CHECK(sequences == 2);
+  CHECK(three.drift({obs}).all_covered());
+  CHECK_THROWS_WITH(optrace::Plan::from_observations({obs}, optrace::PlanOptions().max_packages(1)),
+                    OPTRACE_CONTAINS("max_packages 1 is below the 2 call structures observed"));
+}
+
+TEST_CASE("a plan saved and loaded back is the same plan", "[plan]") {
+  const std::string dir = temp_dir("roundtrip");
+  optrace::Plan plan = optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}, {3, 9}}, {{2, 6}, {2, 11}})},
+                                                        optrace::PlanOptions(), {"served.json"});
+  plan.save(dir);
+  CHECK(std::filesystem::exists(dir + "/p0.observations.json"));
+  CHECK(std::filesystem::exists(dir + "/p1.observations.json"));
+  optrace::Plan back = optrace::Plan::load(dir);
+  CHECK(back.to_json() == plan.to_json());
+  CHECK(back.path() == dir + "/plan.json");
+  CHECK(optrace::Plan::load(dir + "/plan.json").packages().size() == 2);
+  CHECK(back.sources() == std::vector<std::string>{"served.json"});
+  CHECK(back.drift({traffic({}, {{2, 40}})}).rows.at(0).planned_max == 11);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
+  const std::string dir = temp_dir("bad");
+  optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}}, {{2, 6}})}).save(dir);
+  const std::string path = dir + "/plan.json";
+  std::ifstream in(path);
+  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  auto refused = [&](const std::string& from, const std::string& to, const std::string& message) {
+    write_text(path, std::regex_replace(good, std::regex(from), to));
+    try {
+      optrace::Plan::load(dir);
+      FAIL("loaded: " << to);
+    } catch (const optrace::Error& e) {
+      CAPTURE(e.what());
+      CHECK(std::string(e.what()).find(message) != std::string::npos);
+      CHECK(e.file().rfind(dir, 0) == 0);
+      CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    }
+  };
+  refused("\"optrace.plan\"", "\"optrace.observations\"", "not an optrace plan");
+  refused("\"version\": 1", "\"version\": 2", "plan version 2; this optrace reads version 1");
+  refused("\"p0.pt2\"", "\"../p0.pt2\"", "'../p0.pt2' is not a file name inside the plan's folder");
+  refused("\"p0.pt2\"", "\"/tmp/p0.pt2\"", "is not a file name inside the plan's folder");
+  refused("\"p1.observations.json\"", "\"sub/../../x.json\"", "is not a file name inside the plan's folder");
+  refused("\"p1\"", "\"p0\"", "two packages named 'p0'");
+  refused("\"p1.observations.json\"", "\"missing.json\"", "missing.json");
+  refused("\"packages\": \\[", "\"packages\": [], \"x\": [", "a plan without packages");
+  write_text(path, "{\"format\": ");
+  CHECK_THROWS_AS(optrace::Plan::load(dir), optrace::JsonError);
+  std::filesystem::remove_all(dir);
+}
