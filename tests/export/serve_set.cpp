@@ -121,7 +121,10 @@ int main(int argc, char** argv) {
           passes_after += after;
         }
       });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Replace once every thread has answered a call (on a loaded machine the first calls can take
+    // longer than the load: the fresh-clone CI of 40976ea saw the replace before any call returned).
+    while (answered.load() < threads && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     optrace::aoti::PackageSet next = optrace::aoti::PackageSet::load(replacement);  // loads on this thread, not theirs
     answered_before = answered.load();
     set.replace(next);
