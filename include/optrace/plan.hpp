@@ -251,18 +251,29 @@ inline CallSet group_call_set(const Group& g, bool keyed, const std::vector<std:
 
 /// Splits `g` in two at the median (by calls) of its widest dynamic dim (largest max/min);
 /// false when no dim varies.
-inline bool split_group(const Group& g, bool keyed, const std::vector<std::string>& order, Group& low, Group& high) {
-  CallSet c = group_call_set(g, keyed, order);
-  Analysis a(c);
-  DimFacts f = dim_facts(a, {});
-  double widest = 1;
+/// A group's widest dim: the largest max/min among the dims that vary (ratio 1: none varies).
+struct WidestDim {
+  double ratio = 1;
   size_t leaf = 0, dim = 0;
+};
+
+inline WidestDim widest_dim(const Analysis& a) {
+  const DimFacts f = dim_facts(a, {});
+  WidestDim w;
   for (size_t l = 0; l < f.dynamic.size(); ++l)
     for (size_t d = 0; d < f.dynamic[l].size(); ++d) {
       double ratio = static_cast<double>(f.max[l][d]) / static_cast<double>(std::max<int64_t>(f.min[l][d], 1));
-      if (f.dynamic[l][d] && f.min[l][d] != f.max[l][d] && ratio > widest) widest = ratio, leaf = l, dim = d;
+      if (f.min[l][d] != f.max[l][d] && ratio > w.ratio) w = {ratio, l, d};
     }
-  if (widest <= 1) return false;
+  return w;
+}
+
+inline bool split_group(const Group& g, bool keyed, const std::vector<std::string>& order, Group& low, Group& high) {
+  CallSet c = group_call_set(g, keyed, order);
+  Analysis a(c);
+  const WidestDim w = widest_dim(a);
+  if (w.ratio <= 1) return false;
+  const size_t leaf = w.leaf, dim = w.dim;
   auto size_of = [&](size_t s) {
     const Value* v = a.leaves()[leaf].per_signature[s];
     return v ? v->spec.sizes[dim] : 0;
@@ -647,15 +658,8 @@ class Plan {
   }
 
   static double range_ratio(const detail::plan::Group& g, bool keyed, const std::vector<std::string>& order) {
-    detail::CallSet c = detail::plan::group_call_set(g, keyed, order);
-    detail::Analysis a(c);
-    detail::DimFacts f = detail::dim_facts(a, {});
-    double widest = 1;
-    for (size_t l = 0; l < f.dynamic.size(); ++l)
-      for (size_t d = 0; d < f.dynamic[l].size(); ++d)
-        if (f.min[l][d] != f.max[l][d])
-          widest = std::max(widest, static_cast<double>(f.max[l][d]) / static_cast<double>(std::max<int64_t>(f.min[l][d], 1)));
-    return widest;
+    const detail::CallSet c = detail::plan::group_call_set(g, keyed, order);
+    return detail::plan::widest_dim(detail::Analysis(c)).ratio;
   }
 
   std::vector<PlannedPackage> packages_;
