@@ -38,6 +38,7 @@ const std::vector<Layer> kLayers = {
       "json/tensor_meta.hpp"}},
     {"materialization", {"detail/materialize/", "materialize.hpp"}},
     {"recorded values", {"value.hpp", "dynamic_shapes.hpp"}},
+    {"recording core: the active recording of RecordFunction callbacks", {"detail/recording/"}},
     {"OpTracer", {"detail/op_tracer/", "op_tracer.hpp"}},
     {"trace formats: operator-inputs logs, Kineto traces", {"operator_inputs.hpp", "kineto_types.hpp", "detail/kineto/", "kineto.hpp"}},
     {"Profiler", {"detail/profiler/", "profiler.hpp"}},

@@ -18,7 +18,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,9 +98,6 @@ class OpTracer {
   void start() {
     OPTRACE_CHECK(options_.max_unique_inputs() >= 0, ArgumentError, "max_unique_inputs must be >= 0, got ",
                   options_.max_unique_inputs());
-    std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
-    OPTRACE_CHECK(detail::op_tracer::active_session() == nullptr, Error,
-                  "another OpTracer is already recording; stop it first");
     if (!session_) {
       session_ = std::make_shared<detail::op_tracer::Session>();
       detail::op_tracer::Settings& s = session_->settings;
@@ -113,26 +109,18 @@ class OpTracer {
       s.extended = options_.extended();
       s.value_range_max_numel = options_.value_range_max_numel();
     }
-    detail::op_tracer::active_session() = session_;
-    detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
-    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::op_tracer::on_start, &detail::op_tracer::on_end)
-                                        .needsInputs(true)
-                                        .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+    OPTRACE_CHECK(recording_.install(session_), Error, "another OpTracer is already recording; stop it first");
+    recording_.add_callbacks(at::RecordFunctionCallback(&detail::op_tracer::on_start, &detail::op_tracer::on_end)
+                                 .needsInputs(true)
+                                 .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   }
 
   /// Stops recording. Does nothing if not recording. Ops running on other threads at that
   /// moment may still be recorded until they return.
-  void stop() {
-    if (handle_ == 0) return;
-    at::removeCallback(handle_);
-    handle_ = 0;
-    std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
-    detail::op_tracer::active_session() = nullptr;
-    detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
-  }
+  void stop() { recording_.retract(); }
 
   /// Whether this tracer is recording.
-  bool recording() const { return handle_ != 0; }
+  bool recording() const { return recording_.installed(); }
 
   /// What was recorded so far, all threads merged: ops in first-seen order, each op's unique
   /// inputs in first-seen order (written by count). May be called while recording: a call made
@@ -161,7 +149,7 @@ class OpTracer {
  private:
   OpTracerOptions options_;
   std::shared_ptr<detail::op_tracer::Session> session_;
-  at::CallbackHandle handle_ = 0;
+  detail::op_tracer::ActiveSession recording_;
 };
 
 }  // namespace optrace

@@ -9,11 +9,14 @@
 
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/profiler/callbacks.hpp>
 #include <optrace/detail/profiler/device_trace.hpp>
 #include <optrace/detail/profiler/execution_trace.hpp>
 #include <optrace/detail/profiler/kineto_writer.hpp>
-#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/memory_reporter.hpp>
 #include <optrace/detail/profiler/timed_events.hpp>
+#include <optrace/detail/profiler/trace_info.hpp>
+#include <optrace/detail/profiler/window.hpp>
 #include <optrace/error.hpp>
 #include <optrace/key_averages.hpp>
 #include <optrace/op_trace.hpp>
@@ -146,10 +149,6 @@ class ProfilerTrace {
 /// writer thread (one at a time, in order), so that writing never holds up the stepping thread.
 using TraceHandler = std::function<void(const ProfilerTrace&)>;
 
-/// As torch.profiler.tensorboard_trace_handler: writes each trace to
-/// `<dir>/<worker_name>.<time in ns>.pt.trace.json` (`.gz` added with `use_gzip`). `worker_name`
-/// defaults to "<host name>_<pid>". The folder is made (with its parents) and checked writable
-/// here: a folder that cannot be written is an IoError now, not after the run.
 namespace detail::profiler {
 // Whether a file can be made in `dir` (made first, with its parents, where it can be): a folder
 // the profiler cannot write in is an error before the run, not after it.
@@ -167,6 +166,10 @@ inline bool can_write_in(const std::string& dir) {
 }
 }  // namespace detail::profiler
 
+/// As torch.profiler.tensorboard_trace_handler: writes each trace to
+/// `<dir>/<worker_name>.<time in ns>.pt.trace.json` (`.gz` added with `use_gzip`). `worker_name`
+/// defaults to "<host name>_<pid>". The folder is made (with its parents) and checked writable
+/// here: a folder that cannot be written is an IoError now, not after the run.
 inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::string worker_name = "", bool use_gzip = false) {
   OPTRACE_CHECK(!dir.empty(), ArgumentError, "tensorboard_trace_handler: the folder is empty");
   std::error_code ec;
@@ -299,12 +302,9 @@ class Profiler {
     Profiler* active = nullptr;
     if (!active_profiler().compare_exchange_strong(active, this))
       throw Error(active == this ? "this Profiler is already started" : "another Profiler is active; stop it first");
-    {
-      std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
-      if (detail::op_tracer::active_session() != nullptr) {
-        active_profiler().store(nullptr);
-        throw Error("an OpTracer is recording; stop it before starting a Profiler");
-      }
+    if (detail::op_tracer::ActiveSession::any()) {
+      active_profiler().store(nullptr);
+      throw Error("an OpTracer is recording; stop it before starting a Profiler");
     }
     started_ = true;
     step_num_ = 0;
@@ -416,21 +416,11 @@ class Profiler {
     w->settings.with_stack = options_.with_stack();
     w->settings.execution_trace = execution_trace_ != nullptr;
     ++started_windows_;
-    {
-      std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
-      if (detail::op_tracer::active_session() == nullptr) {
-        if (!op_session_) op_session_ = std::make_shared<detail::op_tracer::Session>();
-        detail::op_tracer::active_session() = op_session_;
-        detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
-        op_view_active_ = true;
-      }
-    }
-    {
-      std::lock_guard<std::mutex> lock(detail::profiler::active_mutex());
-      w->start_ns = detail::profiler::now_ns();
-      detail::profiler::active_window() = w;
-      detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
-    }
+    // The hf op trace records into the Profiler's session unless an OpTracer records already.
+    if (!op_session_) op_session_ = std::make_shared<detail::op_tracer::Session>();
+    op_view_.install(op_session_);
+    w->start_ns = detail::profiler::now_ns();
+    recording_.install(w);  // no other window is open: one Profiler is active at a time (start)
     // libtorch's Kineto puts its own state on the thread's PROFILER_STATE: it goes first, so that
     // the allocators report to ours, above it.
     if (device_trace_) {
@@ -446,16 +436,15 @@ class Profiler {
       c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter_);
     }
     window_ = std::move(w);
-    handle_ = at::addGlobalCallback(at::RecordFunctionCallback(&detail::profiler::on_start, &detail::profiler::on_end)
-                                        .needsInputs(true)
-                                        .needsOutputs(execution_trace_ != nullptr)
-                                        .needsIds(true));
+    recording_.add_callbacks(at::RecordFunctionCallback(&detail::profiler::on_start, &detail::profiler::on_end)
+                                 .needsInputs(true)
+                                 .needsOutputs(execution_trace_ != nullptr)
+                                 .needsIds(true));
   }
 
   void close_window(bool ready) {
     if (!window_) return;
-    at::removeCallback(handle_);
-    handle_ = 0;
+    recording_.remove_callbacks();
     if (reporter_) {
       reporter_->enabled = false;
       try {
@@ -464,19 +453,10 @@ class Profiler {
       }
       reporter_.reset();
     }
-    {
-      std::lock_guard<std::mutex> lock(detail::profiler::active_mutex());
-      window_->end_ns = detail::profiler::now_ns();
-      detail::profiler::active_window() = nullptr;
-      detail::profiler::active_generation().fetch_add(1, std::memory_order_acq_rel);
-    }
+    window_->end_ns = detail::profiler::now_ns();
+    recording_.retract();
     if (device_capture_.running()) device_capture_.stop(info_.steady_to_epoch, *window_);
-    if (op_view_active_) {
-      std::lock_guard<std::mutex> lock(detail::op_tracer::active_mutex());
-      detail::op_tracer::active_session() = nullptr;
-      detail::op_tracer::active_generation().fetch_add(1, std::memory_order_acq_rel);
-      op_view_active_ = false;
-    }
+    op_view_.retract();
     // Other threads may still be inside an event: once each buffer's lock was taken after
     // `closed`, nothing more is appended.
     window_->closed.store(true, std::memory_order_relaxed);
@@ -534,9 +514,9 @@ class Profiler {
   std::shared_ptr<detail::profiler::MemoryReporter> reporter_;
   bool device_trace_ = false;  // the CUDA activity asked for and a device present
   detail::profiler::DeviceCapture device_capture_;
+  detail::profiler::ActiveWindow recording_;  // the open window and the callbacks
   std::shared_ptr<detail::op_tracer::Session> op_session_;
-  bool op_view_active_ = false;
-  at::CallbackHandle handle_ = 0;
+  detail::op_tracer::ActiveSession op_view_;  // op_session_, while a window is open and no OpTracer records
   std::shared_ptr<const ProfilerTrace> last_trace_;
   std::unique_ptr<detail::profiler::ExecutionTraceWriter> execution_trace_;
   int64_t started_windows_ = 0;  // windows since the execution trace was last written

@@ -2,7 +2,8 @@
 #pragma once
 // How recording works, and why:
 // - One global RecordFunction callback pair (FUNCTION scope, inputs needed) while a tracer records.
-//   The callbacks are plain function pointers, so the active session is a global.
+//   The callbacks are plain function pointers, so the active session is a global, which only
+//   ActiveSession (recording/active_recording.hpp) installs and retracts.
 // - Each thread aggregates into its own buffer (registered once per thread and session under a
 //   mutex); the hot path takes only that buffer's uncontended mutex, so `trace()` can read it.
 // - Most calls repeat their op's previous call (layer after layer, step after step). on_start
@@ -33,6 +34,7 @@
 #include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
+#include <optrace/detail/recording/active_recording.hpp>
 #include <optrace/error.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -115,20 +117,8 @@ struct Session {
   }
 };
 
-// The recording session, if any; its generation changes at every start and stop so threads
-// notice and re-register.
-inline std::mutex& active_mutex() {
-  static std::mutex m;
-  return m;
-}
-inline std::shared_ptr<Session>& active_session() {
-  static std::shared_ptr<Session> s;
-  return s;
-}
-inline std::atomic<uint64_t>& active_generation() {
-  static std::atomic<uint64_t> g{1};
-  return g;
-}
+// The recording session, if any: OpTracer's, or the one a Profiler's window records into.
+using ActiveSession = ActiveRecording<Session>;
 
 struct CacheSlot {
   const char* key = nullptr;
@@ -203,32 +193,32 @@ struct ThreadState {
   KeyWriter scratch;
 
   // The current session, registering this thread with it first if needed; nullptr if none.
-  Session* current() {
-    return active_generation().load(std::memory_order_acquire) == generation ? session.get() : refresh();
-  }
+  Session* current() { return ActiveSession::generation() == generation ? session.get() : refresh(); }
   // Whether `session` is the current one and records this thread: one test for on_start.
-  bool recording() const { return active_generation().load(std::memory_order_acquire) == recording_generation; }
+  bool recording() const { return ActiveSession::generation() == recording_generation; }
 
   // Out of line: the first call of a thread under a session, and the first after a start or stop.
   C10_NOINLINE Session* refresh() {
-    std::lock_guard<std::mutex> lock(active_mutex());
-    generation = active_generation().load(std::memory_order_relaxed);
-    session = active_session();
-    buffer = nullptr;
-    outermost = session == nullptr || !session->settings.all_levels;
-    recording_generation = 0;
-    for (auto& c : cache) c = CacheSlot{};
-    overflow.clear();
-    if (session) {
-      const auto& ids = session->settings.threads;
-      if (ids.empty() || std::find(ids.begin(), ids.end(), std::this_thread::get_id()) != ids.end()) {
-        std::lock_guard<std::mutex> buffers_lock(session->mutex);
-        session->buffers.push_back(std::make_unique<ThreadBuffer>());
-        buffer = session->buffers.back().get();
-        recording_generation = generation;
-      }
-    }
+    ActiveSession::view(generation, [this](const std::shared_ptr<Session>& active) {
+      session = active;
+      buffer = nullptr;
+      outermost = session == nullptr || !session->settings.all_levels;
+      recording_generation = 0;
+      for (auto& c : cache) c = CacheSlot{};
+      overflow.clear();
+      if (session) register_thread();
+    });
     return session.get();
+  }
+
+  // Gives this thread a buffer in `session`, where the session records it (Settings::threads).
+  void register_thread() {
+    const auto& ids = session->settings.threads;
+    if (!ids.empty() && std::find(ids.begin(), ids.end(), std::this_thread::get_id()) == ids.end()) return;
+    std::lock_guard<std::mutex> buffers_lock(session->mutex);
+    session->buffers.push_back(std::make_unique<ThreadBuffer>());
+    buffer = session->buffers.back().get();
+    recording_generation = generation;
   }
 
   // The cache slot for a RecordFunction named `key`: its op's, or another's.

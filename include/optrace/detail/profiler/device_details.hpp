@@ -13,7 +13,7 @@
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/ondemand.hpp>
 #include <optrace/detail/kineto/events.hpp>
-#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/device_event.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <simdjson.h>

@@ -19,7 +19,7 @@
 
 #include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/profiler/device_details.hpp>
-#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/window.hpp>
 
 #include <torch/version.h>
 

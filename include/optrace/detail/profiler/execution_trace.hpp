@@ -17,7 +17,7 @@
 
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/profiler/et_values.hpp>
-#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/window.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <ATen/core/function_schema.h>

@@ -9,12 +9,13 @@
 // with what CUPTI adds to them (device_details.hpp). Times are microseconds
 // since `baseTimeNanoseconds` with nanosecond decimals, as Kineto writes them. The arguments'
 // text ("Input Dims", "Input type", "Concrete Inputs", ...) is the Kineto exporter's
-// (kineto/exporter.hpp), the inputs decoded by OpTracer's decoder.
+// (kineto/exporter.hpp), the inputs decoded by OpTracer's decoder (event_inputs.hpp).
 
 #include <optrace/detail/kineto/exporter.hpp>
-#include <optrace/detail/op_tracer/decoder.hpp>
 #include <optrace/detail/profiler/device_trace.hpp>
-#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/event_inputs.hpp>
+#include <optrace/detail/profiler/trace_info.hpp>
+#include <optrace/detail/profiler/window.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <charconv>
@@ -28,35 +29,6 @@
 #include <vector>
 
 namespace optrace::detail::profiler {
-
-// What a trace says of the process and the profiling, beside the window's events.
-struct TraceInfo {
-  int64_t pid = 0;
-  std::string process_name;
-  int64_t base_ns = 0;          // baseTimeNanoseconds (epoch)
-  int64_t steady_to_epoch = 0;  // add to a steady-clock time to get epoch nanoseconds
-  bool record_shapes = false, profile_memory = false, with_stack = false;
-  std::string trace_id;
-
-  // A steady-clock time as nanoseconds since baseTimeNanoseconds: what the trace's "ts" holds
-  // (in microseconds).
-  int64_t since_base(int64_t steady_ns) const { return steady_ns + steady_to_epoch - base_ns; }
-};
-
-// An event's inputs as an OpInput (shapes, dtypes, values, strides of non-contiguous tensors).
-inline OpInput decode_inputs(const ThreadBuffer& b, const Event& e) {
-  OpInput in;
-  op_tracer::Decoder dec(b.tokens.data(), b.tokens.size(), e.tokens_begin, /*extended=*/true);
-  for (uint32_t i = 0; i < e.num_args; ++i) {
-    op_tracer::Decoded d = dec.value();
-    if (d.list) d.value = in.add_tensor_list(std::move(*d.list));
-    in.input_shapes.push_back(std::move(d.shape));
-    in.input_dtypes.push_back(std::move(d.dtype));
-    in.non_tensor_inputs.push_back(std::move(d.value));
-    in.input_strides.push_back(std::move(d.strides));
-  }
-  return in;
-}
 
 class KinetoWriter {
  public:

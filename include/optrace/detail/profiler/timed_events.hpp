@@ -8,8 +8,9 @@
 // linked to its call's range (DeviceJoin, device_trace.hpp: the one join both use).
 
 #include <optrace/detail/profiler/device_trace.hpp>
-#include <optrace/detail/profiler/kineto_writer.hpp>
-#include <optrace/detail/profiler/recorder.hpp>
+#include <optrace/detail/profiler/event_inputs.hpp>
+#include <optrace/detail/profiler/trace_info.hpp>
+#include <optrace/detail/profiler/window.hpp>
 #include <optrace/key_averages.hpp>
 
 #include <cstdint>

@@ -1,0 +1,180 @@
+// optrace/detail/profiler/callbacks.hpp: the Profiler's RecordFunction callbacks and each thread's state
+#pragma once
+// How the Profiler records, and why:
+// - One global RecordFunction callback pair, every scope (ops, autograd nodes, user annotations
+//   such as RecordScope and ProfilerStep#N), added when a recording window opens and removed when
+//   it closes. The callbacks are plain function pointers, so the open window is a global, which
+//   only ActiveWindow (recording/active_recording.hpp) installs and retracts, as OpTracer's session.
+// - Each thread appends to its own buffer (registered once per thread and window): a start time,
+//   the names' address (dispatcher ops) or a copy (other ranges), RecordFunction's ids, with
+//   record_shapes the inputs (event_inputs.hpp), with with_stack TorchScript's stacks
+//   (torchscript_stacks.hpp).
+// - The same callbacks drive OpTracer's (op_tracer/recorder.hpp on_start/on_end) over a session
+//   the Profiler owns: one recording gives both the timed trace and the hf op trace.
+
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/common/per_thread.hpp>
+#include <optrace/detail/op_tracer/call_table.hpp>
+#include <optrace/detail/op_tracer/recorder.hpp>
+#include <optrace/detail/profiler/et_values.hpp>
+#include <optrace/detail/profiler/event_inputs.hpp>
+#include <optrace/detail/profiler/torchscript_stacks.hpp>
+#include <optrace/detail/profiler/window.hpp>
+#include <optrace/detail/recording/active_recording.hpp>
+
+#include <ATen/record_function.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace optrace::detail::profiler {
+
+// The operating system's id of the calling thread, as torch.profiler writes it in "tid".
+inline int64_t os_thread_id() {
+#if defined(__linux__)
+  return static_cast<int64_t>(::syscall(SYS_gettid));
+#else
+  return static_cast<int64_t>(std::hash<std::thread::id>()(std::this_thread::get_id()));
+#endif
+}
+
+// The open window, if any.
+using ActiveWindow = ActiveRecording<Window>;
+
+// Dispatcher ops by their name's address (see op_tracer::ThreadState::lookup): a small cache per
+// thread, filled on first sight.
+struct OpCache {
+  static constexpr size_t kSize = 1024;
+  const char* keys[kSize] = {};
+  const OpInfo* ops[kSize] = {};
+
+  const OpInfo* find(const at::RecordFunction& fn) {
+    const char* key = fn.name();
+    size_t slot = (reinterpret_cast<uintptr_t>(key) >> 4) % kSize;
+    if (keys[slot] == key) return ops[slot];
+    auto name = fn.operator_name();
+    if (!name) return nullptr;
+    const OpInfo* info = op_info(*name);
+    keys[slot] = key;
+    ops[slot] = info;
+    return info;
+  }
+};
+
+// A thread's state, reached once per callback (per_thread.hpp: each reach of a thread_local is a
+// call of __tls_get_addr in a shared library).
+struct ThreadState {
+  uint64_t generation = 0;
+  std::shared_ptr<Window> window;
+  ThreadBuffer* buffer = nullptr;
+  OpCache ops;
+
+  // The open window's buffer of this thread, registered first if needed; nullptr when none.
+  ThreadBuffer* current() { return ActiveWindow::generation() == generation ? buffer : refresh(); }
+
+  // Out of line: the first call of a thread under a window, and the first after one opens or closes.
+  C10_NOINLINE ThreadBuffer* refresh() {
+    ActiveWindow::view(generation, [this](const std::shared_ptr<Window>& active) {
+      window = active;
+      buffer = nullptr;
+      if (!window) return;
+      auto fresh = std::make_unique<ThreadBuffer>();
+      fresh->os_tid = os_thread_id();
+      fresh->rf_thread_id = at::RecordFunction::currentThreadId();
+      std::lock_guard<std::mutex> buffers_lock(window->mutex);
+      window->buffers.push_back(std::move(fresh));
+      buffer = window->buffers.back().get();
+    });
+    return buffer;
+  }
+};
+
+inline ThreadState& thread_state() { return PerThread<ThreadState>::get(); }
+
+inline bool op_tracer_scope(at::RecordScope scope) {
+  return scope == at::RecordScope::FUNCTION || scope == at::RecordScope::BACKWARD_FUNCTION;
+}
+
+inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  if (op_tracer_scope(fn.scope())) op_tracer::on_start(fn);
+  ThreadState& ts = thread_state();
+  ThreadBuffer* b = ts.current();
+  if (b == nullptr) return nullptr;
+  const Settings& settings = ts.window->settings;
+  // torch.profiler takes no stack for an autograd node (it runs outside the interpreter).
+  Stacks stacks;
+  if (settings.with_stack && fn.scope() != at::RecordScope::BACKWARD_FUNCTION) stacks = torchscript_stacks();
+  const int64_t start = now_ns();
+  std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
+  if (ts.window->closed.load(std::memory_order_relaxed)) return nullptr;
+  Event e;
+  e.call_stack = intern_stack(*b, std::move(stacks.call_stack));
+  e.module_hierarchy = intern_stack(*b, std::move(stacks.module_hierarchy));
+  e.start_ns = start;
+  e.rf_id = fn.handle();
+  e.seq_nr = fn.seqNr();
+  e.fwd_thread_id = fn.forwardThreadId();
+  e.parent = b->open.empty() ? -1 : b->open.back();
+  e.scope = static_cast<uint8_t>(fn.scope());
+  switch (fn.scope()) {
+    case at::RecordScope::FUNCTION: e.kind = EventKind::kOp; break;
+    case at::RecordScope::BACKWARD_FUNCTION: e.kind = EventKind::kBackward; break;
+    case at::RecordScope::USER_SCOPE: e.kind = EventKind::kUserAnnotation; break;
+    default: e.kind = EventKind::kOther; break;
+  }
+  if (e.kind == EventKind::kOp) e.op = ts.ops.find(fn);
+  if (e.op != nullptr) {
+    e.name = fn.name();
+  } else {
+    e.own_name = static_cast<int32_t>(b->names.size());
+    b->names.emplace_back(fn.name());
+  }
+  // Inputs of every range that has them, as torch.profiler: ops, autograd nodes (their
+  // gradients), TorchScript functions.
+  if (settings.record_shapes && !fn.inputs().empty()) record_inputs(*b, e, fn);
+  if (settings.execution_trace) {
+    e.et_inputs_begin = static_cast<uint32_t>(b->et_tokens.size());
+    et_encode_all(b->et_tokens, op_inputs(e, fn));
+    e.et_inputs_end = static_cast<uint32_t>(b->et_tokens.size());
+  }
+  b->open.push_back(static_cast<int32_t>(b->events.size()));
+  b->events.push_back(e);
+  return nullptr;
+}
+
+inline void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
+  if (op_tracer_scope(fn.scope())) op_tracer::on_end(fn, nullptr);
+  ThreadState& ts = thread_state();
+  ThreadBuffer* b = ts.current();
+  if (b == nullptr) return;
+  const int64_t end = now_ns();
+  std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
+  if (ts.window->closed.load(std::memory_order_relaxed)) return;
+  // Ranges mostly close innermost first, but not always (a RecordScope may outlive the step
+  // it began in); a range opened before the window, or on another thread (an async range), has
+  // no event here.
+  const uint64_t id = fn.handle();
+  for (size_t k = b->open.size(); k-- > 0;) {
+    Event& e = b->events[static_cast<size_t>(b->open[k])];
+    if (e.rf_id != id) continue;
+    e.end_ns = end;
+    if (ts.window->settings.execution_trace) {
+      e.et_outputs_begin = static_cast<uint32_t>(b->et_tokens.size());
+      et_encode_all(b->et_tokens, op_outputs(fn));
+      e.et_outputs_end = static_cast<uint32_t>(b->et_tokens.size());
+    }
+    b->open.erase(b->open.begin() + static_cast<std::ptrdiff_t>(k));
+    return;
+  }
+}
+
+}  // namespace optrace::detail::profiler

@@ -1,0 +1,117 @@
+// optrace/detail/profiler/window.hpp: a recording window: each thread's events and memory events, the device's events
+#pragma once
+// What a window holds is plain data, written by the callbacks (callbacks.hpp, memory_reporter.hpp)
+// and by the CUDA capture (device_trace.hpp), read by the writers once the window closed
+// (kineto_writer.hpp, timed_events.hpp, execution_trace.hpp). Names are kept as the dispatcher's
+// own strings (ops) or copies (other ranges), inputs as OpTracer's tokens: strings, dtype names
+// and JSON are made only when a trace is written, off the stepping thread.
+
+#include <optrace/detail/common/block_vector.hpp>
+#include <optrace/detail/common/dispatcher.hpp>
+#include <optrace/detail/op_tracer/call_table.hpp>
+#include <optrace/detail/profiler/device_event.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::profiler {
+
+// Nanoseconds of a steady clock: what every event's times are taken with.
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+enum class EventKind : uint8_t { kOp, kBackward, kUserAnnotation, kOther };
+
+// One RecordFunction range on one thread.
+struct Event {
+  const char* name = nullptr;  // a dispatcher op's name (lives as long as the op), or nullptr:
+  int32_t own_name = -1;       // ... then the index of a copy in ThreadBuffer::names
+  EventKind kind = EventKind::kOther;
+  uint8_t scope = 0;           // at::RecordScope
+  const OpInfo* op = nullptr;  // dispatcher ops only
+  int64_t start_ns = 0, end_ns = -1;  // end -1: still open when the window closed
+  uint64_t rf_id = 0;          // RecordFunction's handle: "Record function id", the ET's rf_id
+  int64_t seq_nr = -1;         // autograd's sequence number
+  uint64_t fwd_thread_id = 0;  // RecordFunction's id of the thread that ran the forward
+  int32_t parent = -1;         // the enclosing open event of the same thread, index in `events`
+  uint32_t tokens_begin = 0, tokens_end = 0;  // with record_shapes: the inputs' encoding
+  uint32_t num_args = 0;
+  // With an execution trace: the inputs and outputs with their tensors' identities
+  // (et_values.hpp encodes them into ThreadBuffer::et_tokens).
+  uint32_t et_inputs_begin = 0, et_inputs_end = 0, et_outputs_begin = 0, et_outputs_end = 0;
+  // With with_stack, where TorchScript runs the range: indices in ThreadBuffer::stacks, or -1.
+  int32_t call_stack = -1, module_hierarchy = -1;
+};
+
+// One allocation (bytes > 0) or free (bytes < 0) that an allocator reported.
+struct MemoryEvent {
+  int64_t ts_ns = 0;
+  uintptr_t addr = 0;
+  int64_t bytes = 0, total_allocated = 0, total_reserved = 0;
+  int8_t device_type = 0, device_index = -1;
+};
+
+struct ThreadBuffer {
+  op_tracer::SpinLock mutex;  // taken by its thread on each event, and when the window closes
+  int64_t os_tid = 0;
+  uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
+  BlockVector<Event> events;  // appended without copying what is there (a window holds millions)
+  op_tracer::KeyWriter tokens;  // with record_shapes: the events' inputs, encoded where they stay
+  op_tracer::KeyWriter et_tokens;  // with an execution trace: the events' inputs and outputs
+  std::vector<std::string> names;
+  std::vector<std::string> stacks;  // with_stack: each distinct text once (stack_index)
+  std::unordered_map<std::string, int32_t> stack_index;
+  BlockVector<MemoryEvent> memory;
+  std::vector<int32_t> open;  // indices of the open events, innermost last
+};
+
+inline std::string event_name(const ThreadBuffer& b, const Event& e) {
+  return e.name != nullptr ? std::string(e.name) : b.names[static_cast<size_t>(e.own_name)];
+}
+
+struct Settings {
+  bool record_shapes = false;
+  bool profile_memory = false;
+  bool with_stack = false;
+  bool execution_trace = false;
+};
+
+// One recording window: from a schedule's start of recording to its save (or stop()).
+struct Window {
+  Settings settings;
+  int64_t start_ns = 0, end_ns = 0;
+  std::mutex mutex;  // guards `buffers`
+  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  // Set when the window closes: a thread that got its buffer just before checks it under the
+  // buffer's lock, so nothing is appended once the window's trace is handed over.
+  std::atomic<bool> closed{false};
+  // With the CUDA activity: kernels, copies and runtime calls (device_trace.hpp), in start order.
+  std::vector<DeviceEvent> device_events;
+  // ... and what CUPTI adds to them and to the trace's metadata ("deviceProperties", versions),
+  // read from libtorch's saved trace the first time the trace is written, off the stepping
+  // thread: read_device_details runs once (complete_device_details), then is dropped.
+  std::vector<std::pair<std::string, std::string>> device_metadata;
+  std::function<void(Window&)> read_device_details;
+  std::once_flag device_details_once;
+};
+
+// Runs the window's read_device_details, once, whichever thread writes its trace first.
+inline void complete_device_details(Window& w) {
+  std::call_once(w.device_details_once, [&w] {
+    if (!w.read_device_details) return;
+    auto read = std::move(w.read_device_details);
+    w.read_device_details = nullptr;
+    read(w);
+  });
+}
+
+}  // namespace optrace::detail::profiler
