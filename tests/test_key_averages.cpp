@@ -5,6 +5,7 @@
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/key_averages.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -727,11 +728,20 @@ TEST_CASE("key_averages: the real traces of HolisticTraceAnalysis", "[key_averag
 
 // The tables of `text` streamed in pieces of `piece_bytes` (handed 1000 bytes at a time), both
 // groupings and every column, or "" where streaming leaves the text to the whole read.
-std::string streamed_tables(const std::string& text, size_t piece_bytes) {
+// The tables of `text` streamed in pieces of `piece_bytes`, or "" where it was read whole;
+// `most_asked` is set to the most bytes one read asked for (the buffer, less what it held).
+std::string streamed_tables(const std::string& text, size_t piece_bytes, size_t* most_asked = nullptr) {
   std::string out;
   for (bool group : {false, true}) {
-    optrace_test::TextReader in{text, 1000};
+    struct Asked : optrace_test::TextReader {
+      size_t most = 0;
+      size_t read(char* into, size_t n) {
+        most = std::max(most, n);
+        return TextReader::read(into, n);
+      }
+    } in{{text, 1000}};
     auto read = optrace::detail::key_averages::stream_events(in, piece_bytes);
+    if (most_asked != nullptr) *most_asked = in.most;
     if (!read) return "";
     const KeyAverages k = KeyAverages::from_events(std::move(read->events), read->memory, group, read->time_zero_ns);
     out += k.table("", -1) + k.to_json();
@@ -763,6 +773,21 @@ TEST_CASE("key_averages: a trace streamed in pieces gives the tables of the trac
   CHECK(streamed_tables(list, 700) == whole_tables(list));
   const std::string keyed = "{\"schemaVersion\": 1, \"traceEvents\": [\n  " + events + "\n], \"baseTimeNanoseconds\": 1700000000000000000}";
   CHECK(streamed_tables(keyed, 700) == whole_tables(keyed));
+  // json.dump's layouts (`}, {`, `},{`) and a line break alone: cut by the text's tokens, braces in
+  // strings left alone, in pieces of their size.
+  for (const std::string& space : {std::string(", "), std::string(","), std::string(",\n")}) {
+    INFO("between events: '" << space << "'");
+    std::string laid;
+    for (int k = 0; k < 300; ++k)
+      laid += (k ? space : "") + (k % 10 == 5 ? R"({"ph": "X", "cat": "cpu_op", "name": "a},{\"b", "pid": 1, "tid": 1, "ts": 20, "dur": 1})" : event);
+    const std::string text = "{\"schemaVersion\": 1,\"traceEvents\": [" + laid + "], \"baseTimeNanoseconds\": 1700000000000000000}";
+    const std::string whole = whole_tables(text);
+    REQUIRE(whole.find("a},{\"b") != std::string::npos);
+    size_t most_asked = 0;
+    CHECK(streamed_tables(text, 700, &most_asked) == whole);
+    CHECK(most_asked <= 2 * 700);
+    CHECK(text.size() > 20 * 700);
+  }
   // Objects after the events, one a line: a cut among them is no event boundary. Streaming gives
   // up there (the whole read takes the trace), and never reads them as events.
   std::string objects;

@@ -1050,10 +1050,22 @@ TEST_CASE("kineto: a trace read in pieces on several threads is the trace read w
 
 namespace {
 
+// A TextReader that keeps the most bytes a read asked for: the streamed reader's buffer, less
+// what it holds (a buffer that grows asks for more than a piece).
+struct AskedReader : optrace_test::TextReader {
+  size_t most_asked = 0;
+  size_t read(char* into, size_t n) {
+    most_asked = std::max(most_asked, n);
+    return TextReader::read(into, n);
+  }
+};
+
 // What streaming `text` in pieces of `piece_bytes` gives, as read_in_pieces writes it; `whole`
-// is set when it fell back to reading the text whole, `rewinds` to the reads again.
-std::string stream(const std::string& text, size_t piece_bytes, int threads, bool* whole = nullptr, int* rewinds = nullptr) {
-  optrace_test::TextReader reader{text};
+// is set when it fell back to reading the text whole, `rewinds` to the reads again, `most_asked`
+// to the most bytes one read asked for.
+std::string stream(const std::string& text, size_t piece_bytes, int threads, bool* whole = nullptr, int* rewinds = nullptr,
+                   size_t* most_asked = nullptr) {
+  AskedReader reader{{text}};
   bool fell_back = false;
   std::string out;
   try {
@@ -1072,6 +1084,22 @@ std::string stream(const std::string& text, size_t piece_bytes, int threads, boo
   }
   if (whole != nullptr) *whole = fell_back;
   if (rewinds != nullptr) *rewinds = reader.rewinds;
+  if (most_asked != nullptr) *most_asked = reader.most_asked;
+  return out;
+}
+
+// `text` (a trace in the profiler's layout, no line break inside a string) with each line break
+// and the indentation after it replaced by `space`: the layouts json.dump and other tools write.
+std::string relaid(const std::string& text, const std::string& space) {
+  std::string out;
+  for (size_t k = 0; k < text.size(); ++k) {
+    if (text[k] != '\n') {
+      out += text[k];
+      continue;
+    }
+    while (k + 1 < text.size() && text[k + 1] == ' ') ++k;
+    out += space;
+  }
   return out;
 }
 
@@ -1158,6 +1186,108 @@ TEST_CASE("kineto: a trace streamed in pieces of bounded size is the trace read 
       CHECK(whole.rfind("error: ", 0) == 0);
       for (int threads : {1, 2}) CHECK(stream(text, 2048, threads) == whole);
     }
+  }
+}
+
+TEST_CASE("kineto: a trace streamed in any layout, in bounded memory", "[kineto]") {
+  namespace dk = optrace::detail::kineto;
+  SECTION("json.dump's layouts and one line break between events: read in pieces, as read whole") {
+    std::vector<std::string> texts;
+    for (const char* name : {"mtia_inference.pt.trace.json.gz", "small_base.pt.trace.json.gz"})
+      texts.push_back(optrace::detail::read_file_maybe_gzip(optrace_test::data_path(std::string("kineto/") + name)));
+    texts.push_back(profiler_layout(many_events(400)));
+    for (const std::string& text : texts) {
+      const std::string whole = read_in_pieces(text, 1);
+      REQUIRE(whole.rfind("error", 0) != 0);
+      for (const char* space : {"", " ", "\n"}) {  // `},{`, `}, {`, `},\n{`
+        const std::string laid = relaid(text, space);
+        REQUIRE(laid.size() > 10 * 1024);
+        for (int threads : {1, 2}) {
+          INFO("space '" << space << "', threads " << threads);
+          bool fell_back = true;
+          size_t most_asked = 0;
+          CHECK(stream(laid, 1024, threads, &fell_back, nullptr, &most_asked) == whole);
+          CHECK(fell_back == false);
+          CHECK(most_asked <= 2 * 1024 * size_t(threads));  // 1 KiB per thread, the first piece grown once at most: never the text
+        }
+      }
+    }
+  }
+  SECTION("braces and commas inside strings are no boundary") {
+    // Each tricky event between op events, in one line: a cut inside one of its strings would
+    // make pieces that fail, and the whole read.
+    std::vector<std::string> events = many_events(300);
+    const std::string tricky[] = {
+        R"({"ph": "X", "cat": "user_annotation", "name": "},{", "pid": 7, "tid": 1, "ts": 1, "dur": 1})",
+        R"({"ph": "X", "cat": "user_annotation", "name": "a\"},{\"b", "pid": 7, "tid": 1, "ts": 1, "dur": 1, "args": {"s": "}, {"}})",
+        R"({"ph": "X", "cat": "user_annotation", "name": "a\\", "pid": 7, "tid": 1, "ts": 1, "dur": 1, "args": {"l": [{}, {"x": "\\\"},{"}]}})"};
+    for (size_t k = 0; k < events.size(); k += 7) events.insert(events.begin() + k, tricky[k % 3]);
+    const std::string text = relaid(profiler_layout(events), "");
+    const std::string whole = read_in_pieces(text, 1);
+    REQUIRE(whole.rfind("error", 0) != 0);
+    for (size_t piece : {size_t(700), size_t(4096)}) {
+      bool fell_back = true;
+      size_t most_asked = 0;
+      CHECK(stream(text, piece, 1, &fell_back, nullptr, &most_asked) == whole);
+      CHECK(fell_back == false);
+      CHECK(most_asked <= 2 * piece);
+    }
+    // The cuts the tokens give: between the events of the events list only.
+    const std::string small = R"({"deviceProperties": [{"a": 1},{"b": 2}], "traceEvents": [{"name": "},{"},)"
+                              R"({"name": "a\\"},{"args": {"l": [{},{}]}}], "after": [{},{}]})";
+    std::vector<size_t> commas;
+    dk::for_each_event_cut(small.data(), small.size(), [&](const dk::Cut& cut) {
+      CHECK(small[cut.open] == '{');
+      commas.push_back(cut.comma);
+      return true;
+    });
+    CHECK(commas == std::vector<size_t>{small.find("},{\"name\": \"a") + 1, small.find("},{\"args") + 1});
+  }
+  SECTION("what has no boundary is refused at the cap, in one line") {
+    const std::string events = relaid(profiler_layout(many_events(50)), "");
+    const std::string open = events.substr(0, events.find("\"traceEvents\": [") + 16);
+    const std::string texts[] = {
+        open + R"({"name": ")" + std::string(100000, 'a'),                 // a string never closed
+        open + R"({"name": "x", "args": {"l": )" + std::string(100000, '['),  // deep nesting
+        open + R"({"name": "x", "args": {"l": ")" + std::string(100000, 'b') + "\"}}, " + events.substr(open.size())};  // one huge event
+    for (const std::string& text : texts) {
+      AskedReader in{{text}};
+      int pieces = 0;
+      try {
+        dk::stream_pieces(
+            in, 1024, dk::LastPiece::AsTrace,
+            [&](const dk::StreamPiece&, const char*&) {
+              ++pieces;
+              return dk::PieceRead::Read;
+            },
+            32 * 1024);
+        FAIL("streamed");
+      } catch (const optrace::JsonError& e) {
+        CHECK(std::string(e.what()).rfind("optrace: JsonError at /: no boundary between two events in the 32768 bytes from byte 0 on", 0) == 0);
+      }
+      CHECK(pieces == 0);
+      CHECK(in.most_asked <= 32 * 1024);
+    }
+    // A gzip bomb (64 MiB of one string in 64 KiB): inflated no further than the cap.
+    std::string bomb_text = open + R"({"name": ")";
+    bomb_text.resize(bomb_text.size() + (size_t(64) << 20), 'a');
+    const std::string bomb = write_temp("kineto_bomb.pt.trace.json.gz", bomb_text, true);
+    bomb_text = std::string();
+    optrace::detail::FileReader file(bomb);
+    struct Inflated {
+      optrace::detail::FileReader& file;
+      size_t bytes = 0;
+      size_t read(char* into, size_t n) {
+        n = file.read(into, n);
+        bytes += n;
+        return n;
+      }
+    } in{file};
+    CHECK_THROWS_AS(dk::stream_pieces(
+                        in, 4096, dk::LastPiece::AsTail, [](const dk::StreamPiece&, const char*&) { return dk::PieceRead::Read; },
+                        size_t(1) << 20),
+                    optrace::JsonError);
+    CHECK(in.bytes <= size_t(1) << 20);
   }
 }
 

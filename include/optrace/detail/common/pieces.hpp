@@ -1,15 +1,27 @@
 // optrace/detail/common/pieces.hpp: a text read a piece at a time, in bounded memory
 #pragma once
-// The buffer of every reader that never holds a file whole: the Kineto import's streaming
-// (kineto::import_stream), the key averages' (kineto::stream_documents) and the operator-inputs
-// log reader (op_trace::oplog::read_log). Each reads a piece, handles it up to the last boundary
-// it finds in it (an event's end, a line's end), and carries the rest into the next piece.
+// The buffer of every reader that never holds a file whole: the Kineto readers' streaming
+// (kineto::stream_pieces: the import and the key averages), the hf op trace reader
+// (op_trace::StreamReader) and the operator-inputs log reader (op_trace::oplog::read_log). Each
+// reads a piece, handles it up to the last boundary it finds in it (an event's end, a line's
+// end), and carries the rest into the next piece.
 
 #include <cstddef>
 #include <cstring>
 #include <memory>
 
 namespace optrace::detail {
+
+// Files from this size on (and every gzip file) are streamed; smaller ones are mapped and read at
+// once, which is as fast below it and needs no copy.
+inline constexpr size_t kStreamFromBytes = size_t(4) << 20;
+// The text read at a time (per thread, for the Kineto import): 1 MiB measured fastest, small
+// enough to stay in the caches (docs/performance.md, "How cost grows with size").
+inline constexpr size_t kStreamPieceBytes = size_t(1) << 20;
+// A piece grows to hold an event (or a value) longer than itself, up to this: past it the text is
+// refused rather than held, so that a hostile file (one endless string, a gzip bomb) cannot take
+// the memory.
+inline constexpr size_t kMaxPieceBytes = size_t(1) << 30;
 
 // `fill` reads from `in` (`size_t read(char*, size_t)`, 0 at the end: FileReader) until the
 // buffer holds `target()` bytes or the text ends. The caller handles the data up to a boundary,
@@ -44,6 +56,7 @@ class PieceBuffer {
 
   // Drops the first `n` bytes: the rest is the front of the next piece.
   void carry(size_t n) {
+    if (n == 0) return;
     std::memmove(data(), data() + n, size_ - n);
     size_ -= n;
   }

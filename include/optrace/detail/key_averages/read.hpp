@@ -87,6 +87,7 @@ struct TraceEvents {
   std::vector<TimedEvent> events;
   std::vector<MemoryRecord> memory;
   int64_t time_zero_ns = 0;  // the events' time 0 on the profiler's clock (KeyAverages::from_events)
+  bool times_measured = true;  // false: the trace says "timesMeasured": false (kineto::save of an op trace)
 };
 
 class Reader {
@@ -108,7 +109,9 @@ class Reader {
           // Only the memory columns' rounding depends on it: a value of another kind is left
           // alone (the bounds are then exact), not an error.
           int64_t ns;
+          bool measured;
           if (key == "baseTimeNanoseconds" && !v.get_int64().get(ns)) base_ns_ = ns;
+          if (key == "timesMeasured" && !v.get_bool().get(measured)) times_measured_ = measured;
         },
         &events_end);
     return events_end;
@@ -310,6 +313,7 @@ class Reader {
     for (int64_t ts : memory_times_) first = std::min(first, ts), last = std::max(last, ts);
     if (__builtin_add_overflow(base_ns_, first, &ignored) || __builtin_add_overflow(base_ns_, last, &ignored)) base_ns_ = 0;
     out_.time_zero_ns = base_ns_ + origin;
+    out_.times_measured = times_measured_;
     auto relative_us = [origin](int64_t ns) {
       int64_t d = 0;
       if (__builtin_sub_overflow(ns, origin, &d)) throw JsonError("", "the events' times span more than int64 nanoseconds");
@@ -347,21 +351,23 @@ class Reader {
   std::unordered_map<std::string, int64_t> named_threads_;
   std::optional<int64_t> trace_start_;  // the "Trace" span's ts
   int64_t base_ns_ = 0;  // "baseTimeNanoseconds": the clock's epoch time of ts 0 (newer profilers write it)
+  bool times_measured_ = true;  // "timesMeasured"
 };
 
 // The timed events of the Kineto trace `in` hands (detail::FileReader), read a piece of about
 // `piece_bytes` at a time (kineto::stream_documents): the text is never held whole. nullopt where
 // it must be read whole: a text that cannot be cut between events, or any error (the whole read
-// names it, with the event's exact path).
+// names it, with the event's exact path). Throws stream_documents' JsonError (no boundary within
+// kMaxPieceBytes).
 template <class Source>
-std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kineto::kStreamPieceBytes) {
+std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kStreamPieceBytes) {
+  Reader reader;
+  if (!kineto::stream_documents(in, piece_bytes, [&](const char* data, size_t size, size_t capacity, bool first) {
+        if (first) reader = Reader();  // the first piece again, longer
+        return reader.feed(data, size, capacity);
+      }))
+    return std::nullopt;
   try {
-    Reader reader;
-    if (!kineto::stream_documents(in, piece_bytes, [&](const char* data, size_t size, size_t capacity, bool first) {
-          if (first) reader = Reader();  // the first piece again, longer
-          return reader.feed(data, size, capacity);
-        }))
-      return std::nullopt;
     return reader.finish();
   } catch (const Error&) {
     return std::nullopt;

@@ -184,8 +184,11 @@ inline bool find_cut(const char* data, size_t size, size_t from, size_t window, 
   return false;
 }
 
-// The last event boundary in data[0, size): as find_cut's, searched from the end.
-inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut) {
+// The last event boundary in data[0, size) with a line break between the comma and the '{' (the
+// profiler's `},\n  {`, json.dump(indent=...)'s): found from the end, the bytes before unread.
+// Not inside a string (no string holds a line break), but maybe in a deeper list, or in another
+// key's: the reader of the piece checks.
+inline bool find_last_line_cut(const char* data, size_t size, Cut& cut) {
   for (size_t p = size; p > 0;) {
     const void* open = ::memrchr(data, '{', p);
     if (open == nullptr) return false;
@@ -194,12 +197,74 @@ inline bool find_last_cut(const char* data, size_t size, size_t spaces, Cut& cut
     size_t q = r;
     while (q > 0 && is_json_space(data[q - 1])) --q;
     if (q < 2 || data[q - 1] != ',' || data[q - 2] != '}') continue;
-    if (!is_event_open_after_comma(data, q - 1, r, spaces)) continue;
+    if (!is_event_open_after_comma(data, q - 1, r, 0)) continue;
     cut.comma = q - 1;
     cut.open = r;
     return true;
   }
   return false;
+}
+
+// The boundaries between the events of a trace's events list, found by the text's tokens:
+// data[0, size) read from a document's start (a trace, or a streamed piece: a list of events),
+// strings and their escapes followed, so that any whitespace between events (none included:
+// `},{`) is found and no brace inside a string is. The events list is the root list, or the
+// value of the root object's first "traceEvents" key (written without escapes). Calls
+// `on_cut(const Cut&)` at each boundary, in order, until it returns false, the list ends, or the
+// text read does (a string or an event cut off there). Depth is a count, not recursion: any
+// nesting is a pass over the bytes.
+template <class OnCut>
+void for_each_event_cut(const char* data, size_t size, OnCut&& on_cut) {
+  size_t depth = 0;
+  size_t events_depth = 0;  // the list's, once known: its events close back to it
+  bool root_object = false;
+  size_t key_begin = 0, key_end = 0;  // the last string in the root object: the key of a list opening there
+  auto skip_space = [&](size_t p) {
+    while (p < size && is_json_space(data[p])) ++p;
+    return p;
+  };
+  for (size_t p = 0; p < size; ++p) {
+    switch (data[p]) {
+      case '"': {  // to the closing quote: the first one after an even run of backslashes
+        const size_t begin = p + 1;
+        for (;;) {
+          const void* quote = std::memchr(data + p + 1, '"', size - (p + 1));
+          if (quote == nullptr) return;
+          p = static_cast<size_t>(static_cast<const char*>(quote) - data);
+          size_t backslashes = 0;
+          while (data[p - 1 - backslashes] == '\\') ++backslashes;
+          if (backslashes % 2 == 0) break;
+        }
+        if (depth == 1) {
+          key_begin = begin;
+          key_end = p;
+        }
+        break;
+      }
+      case '[':
+        if (depth == 0) events_depth = 1;
+        else if (depth == 1 && root_object && events_depth == 0 && key_end - key_begin == 11 &&
+                 std::memcmp(data + key_begin, "traceEvents", 11) == 0)
+          events_depth = 2;
+        ++depth;
+        break;
+      case '{':
+        if (depth == 0) root_object = true;
+        ++depth;
+        break;
+      case ']':
+      case '}':
+        if (depth == 0 || --depth < events_depth) return;
+        if (depth == events_depth && data[p] == '}') {
+          const size_t comma = skip_space(p + 1);
+          if (comma >= size || data[comma] != ',') break;
+          const size_t open = skip_space(comma + 1);
+          if (open < size && data[open] == '{' && !on_cut(Cut{comma, open})) return;
+        }
+        break;
+      default: break;
+    }
+  }
 }
 
 // How a streamed trace's text opens: '{' (an object with "traceEvents"), '[' (a bare list of
@@ -212,16 +277,22 @@ inline char trace_opening(const char* data, size_t size) {
 
 // A piece of a streamed trace, in its PieceBuffer, closed at its last event boundary so that it
 // is a JSON document of its own: the first piece of an object then ends "}]}", any other "}]".
-// What both streaming readers do with a piece (stream_documents below, import_stream in
-// importer.hpp): close it, read it, check that the events list reached the cut, then either
-// reopen it (a first piece read again, longer) or carry the events after the cut into the next
-// piece, opened as a list.
+// The closing bytes are written over the comma and the byte after it (the next event's '{' where
+// nothing lies between), and put back before the piece is read again or carried on.
 class ClosedPiece {
  public:
-  // Closes the buffer's piece at its last boundary; false where it holds none.
+  // Closes the buffer's piece at its last boundary (a line break's where there is one, else the
+  // tokens'); false where it holds none.
   bool close(PieceBuffer& buffer, bool first_of_object) {
     char* data = buffer.data();
-    if (!find_last_cut(data, buffer.size(), first_of_object ? 2 : 1, cut_)) return false;
+    if (!find_last_line_cut(data, buffer.size(), cut_)) {
+      bool found = false;
+      for_each_event_cut(data, buffer.size(), [&](const Cut& cut) {
+        cut_ = cut;
+        return found = true;
+      });
+      if (!found) return false;
+    }
     first_of_object_ = first_of_object;
     std::memcpy(saved_, data + cut_.comma, 2);
     data[cut_.comma] = ']';
@@ -239,9 +310,12 @@ class ClosedPiece {
   void reopen(PieceBuffer& buffer) const { std::memcpy(buffer.data() + cut_.comma, saved_, 2); }
   // Keeps the events after the cut as the next piece's front, a list from its '[' on.
   void carry_rest(PieceBuffer& buffer) const {
+    reopen(buffer);
     buffer.carry(cut_.open - 1);
     buffer.data()[0] = '[';
   }
+  // Where the carried text began in the piece.
+  size_t carried_from() const { return cut_.open - 1; }
 
  private:
   Cut cut_;
@@ -249,73 +323,118 @@ class ClosedPiece {
   bool first_of_object_ = false;
 };
 
-// Plain traces at least this long are streamed (import_stream, stream_documents); shorter ones are
-// read from their mapping, in pieces, which is as fast below it. Compressed ones are always streamed.
-inline constexpr size_t kStreamPlainAbove = 4u << 20;
-// The text read at a time (per thread, import_stream): 1 MiB measured fastest (docs/performance.md).
-inline constexpr size_t kStreamPieceBytes = 1u << 20;
+// The name load.hpp and key_averages.hpp test a file's size by (detail::kStreamFromBytes).
+inline constexpr size_t kStreamPlainAbove = kStreamFromBytes;
 
-// Reads the trace `in` hands (`size_t read(char*, size_t)`, as detail::FileReader) a piece of
-// about `piece_bytes` at a time, each made a JSON document of its own and passed to
-// `read_piece(data, size, capacity, first)`, which walks it (walk_events, with on_field for the
-// root's other keys) and returns where its events list ends (walk_events' `events_end`). The
-// first piece may be read more than once (`first`: start afresh), longer each time, when its cut
-// was no event boundary or its read threw (a cut before the events); later pieces' errors are thrown.
-// - the first piece is the trace up to an event boundary (find_last_cut), closed with "]}" (or
-//   "]" for a bare list of events);
-// - each next piece, the events up to the next boundary as a list ("[...]");
-// - the last, the rest as a trace of its own: `{"traceEvents":` put before "[...], ...}" (the
-//   root's keys after the events), or the rest of a bare list as it is.
-// The memory is a piece's (grown to hold an event longer than one), whatever the trace's size.
-// Returns false, having read some of it, when the text cannot be cut so: not an object or a list,
-// no boundary within 1 GiB, or a cut that was no boundary between events (the events list must
-// reach each piece's cut). The caller then reads the text whole, which also names any error.
+// How stream_pieces hands an object's last piece: its events, then the root's other keys
+// ("[...], "key": ...}").
+enum class LastPiece {
+  AsTrace,  // made a trace of its own: `{"traceEvents":` written before it
+  AsTail,   // as it is, StreamPiece::tail set: for a reader that takes that form (read_pieces)
+};
+
+// A piece of a streamed trace, a JSON document of its own, as stream_pieces hands it.
+struct StreamPiece {
+  char* data;
+  size_t size;
+  size_t capacity;  // readable (simdjson's padding after the text) and writable
+  bool first;       // the trace's first piece: read afresh (it may come again, longer)
+  bool last;        // the rest of the trace
+  bool tail;        // a list of events, then the rest of a root object (LastPiece::AsTail)
+};
+
+// What the reader of a piece made of it.
+enum class PieceRead {
+  Read,    // read: its events list ended at `events_end` (walk_events')
+  Failed,  // not read (an error): a first piece comes again, longer; otherwise the trace is read whole
+  Done,    // the reader is done with the trace: its result is made, or it reads the trace otherwise
+};
+
+// The one streaming driver of a Kineto trace: reads the trace `in` hands (`size_t read(char*,
+// size_t)`, 0 at the end: detail::FileReader) about `piece_bytes` at a time, each piece made a JSON
+// document of its own and handed, in order, to `read_piece(const StreamPiece&, const char*&
+// events_end) -> PieceRead`:
+// - the first piece is the trace up to its last event boundary, closed with "]}" (or "]" for a
+//   bare list of events);
+// - each next piece, the events up to the next boundary, as a list ("[...]");
+// - the last, the rest: for an object as `last` says, for a bare list as it is.
+// A boundary is found by the line break between two events where the layout has one, else by the
+// text's tokens (ClosedPiece). Each piece's events list must reach its cut (else the cut lay in a
+// deeper list, or in another key's): a first piece that does not, or fails to read, comes again,
+// longer (its last line break may lie in a list of objects before the events: "deviceProperties").
+// The memory is a piece's, grown to hold an event longer than one, whatever the trace's size.
+// Returns true when the trace was read to its end (or the reader said Done); false where it
+// cannot be streamed and the caller reads it whole, which also names any error: a text that is
+// not an object or a list, a piece that fails (a later one, or the last), a later cut that was no
+// boundary. Throws JsonError where no boundary lies within `max_piece_bytes` of text (one event,
+// or the text before the events, that long; an endless string): refused, not held.
 template <class Reader, class ReadPiece>
-bool stream_documents(Reader& in, size_t piece_bytes, ReadPiece&& read_piece) {
+bool stream_pieces(Reader& in, size_t piece_bytes, LastPiece last, ReadPiece&& read_piece,
+                   size_t max_piece_bytes = kMaxPieceBytes) {
   static constexpr char kPrefix[] = "{\"traceEvents\":";
-  constexpr size_t kFront = sizeof kPrefix - 1, kMaxRegion = size_t(1) << 30, pad = simdjson::SIMDJSON_PADDING;
-  PieceBuffer buffer(std::max<size_t>(piece_bytes, 64), kFront, pad);  // room for kPrefix before the last piece
+  constexpr size_t kFront = sizeof kPrefix - 1;
+  PieceBuffer buffer(std::max<size_t>(piece_bytes, 64), last == LastPiece::AsTrace ? kFront : 0, simdjson::SIMDJSON_PADDING);
   bool first = true, object = false;
+  size_t offset = 0;  // the buffer's first byte in the text, for the error
   for (;;) {
     buffer.fill(in);
     char* data = buffer.data();
-    const size_t filled = buffer.size();
     if (first) {
-      const char opening = trace_opening(data, filled);
+      const char opening = trace_opening(data, buffer.size());
       if (opening == 0) return false;
       object = opening == '{';
     }
-    if (buffer.end()) {
-      if (first || !object) return read_piece(data, filled, buffer.capacity(), first), true;
-      std::memcpy(data - kFront, kPrefix, kFront);
-      read_piece(data - kFront, kFront + filled, kFront + buffer.capacity(), false);
-      return true;
-    }
-    ClosedPiece piece;
-    if (!piece.close(buffer, first && object)) {
-      if (buffer.target() >= kMaxRegion) return false;
-      buffer.grow();
-      continue;
-    }
     const char* events_end = nullptr;
-    bool read = true;
-    try {
-      events_end = read_piece(data, piece.size(), buffer.capacity(), first);  // the text after the piece is its padding
-    } catch (const Error&) {
-      if (!first) throw;
-      read = false;
+    if (buffer.end()) {
+      StreamPiece piece{data, buffer.size(), buffer.capacity(), first, true, false};
+      if (!first && object && last == LastPiece::AsTail) {
+        piece.tail = true;
+      } else if (!first && object) {
+        std::memcpy(data - kFront, kPrefix, kFront);
+        piece = StreamPiece{data - kFront, kFront + piece.size, kFront + piece.capacity, false, true, false};
+      }
+      return read_piece(piece, events_end) != PieceRead::Failed;
     }
-    if (!read || !piece.events_reach_cut(buffer, events_end)) {
-      // The first piece's last boundary may lie in a list of objects before the events
-      // ("deviceProperties"): a longer first piece has one after them. It is read afresh.
-      if (!first || buffer.target() >= kMaxRegion) return false;
-      piece.reopen(buffer);
-      buffer.grow();
-      continue;
+    ClosedPiece closed;
+    const bool cut = closed.close(buffer, first && object);
+    if (cut) {
+      const PieceRead read = read_piece(StreamPiece{data, closed.size(), buffer.capacity(), first, false, false}, events_end);
+      if (read == PieceRead::Done) return true;
+      if (read == PieceRead::Read && closed.events_reach_cut(buffer, events_end)) {
+        closed.carry_rest(buffer);
+        offset += closed.carried_from();
+        first = false;
+        continue;
+      }
+      closed.reopen(buffer);
+      if (!first) return false;
     }
-    piece.carry_rest(buffer);
-    first = false;
+    if (buffer.target() >= max_piece_bytes) {
+      if (cut) return false;  // a first piece that never read: the whole read names why
+      throw JsonError(object && !first ? "/traceEvents" : "",
+                      "no boundary between two events in the " + std::to_string(buffer.target()) + " bytes from byte " +
+                          std::to_string(offset) + " on (one event that long, or a string never closed): not read, to bound the memory");
+    }
+    buffer.grow();
   }
+}
+
+// Reads the trace `in` hands a piece of about `piece_bytes` at a time (stream_pieces), each passed
+// to `read_piece(data, size, capacity, first)`, which walks it (walk_events, with on_field for the
+// root's other keys) and returns where its events list ends (walk_events' `events_end`); `first`:
+// start afresh. The last piece of an object is a trace of its own. Returns false where the caller
+// must read the text whole (stream_pieces says when; any error read_piece throws included, the
+// whole read naming it); throws stream_pieces' JsonError.
+template <class Reader, class ReadPiece>
+bool stream_documents(Reader& in, size_t piece_bytes, ReadPiece&& read_piece) {
+  return stream_pieces(in, piece_bytes, LastPiece::AsTrace, [&](const StreamPiece& piece, const char*& events_end) {
+    try {
+      events_end = read_piece(piece.data, piece.size, piece.capacity, piece.first);
+      return PieceRead::Read;
+    } catch (const Error&) {
+      return PieceRead::Failed;
+    }
+  });
 }
 
 }  // namespace optrace::detail::kineto

@@ -886,72 +886,55 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
   return importer.run(data, size, capacity);
 }
 
-// Streaming: a trace read from `in` in pieces of about `piece_bytes` (per thread), each parsed
-// on its own and folded into the result (Importer::take) before the next is read, so memory
-// stays bounded by the pieces whatever the trace's size. A piece ends where an event ends: the
-// last boundary in what was read ("},\n  {", find_last_cut), its tail carried to the next.
-// `whole` reads the trace as before (all of it in memory), for what streaming cannot take: a
-// trace read in one piece anyway, no boundary (an event longer than what was read, or a layout
-// without line breaks between events; grown to 1 GiB before giving up), any piece that fails
-// (whole then names the error, or reads what a cut misread).
+// Streaming: a trace read from `in` in pieces of about `piece_bytes` per thread (stream_pieces),
+// each parsed on its own and folded into the result (Importer::take) before the next is read, so
+// memory stays bounded by the pieces whatever the trace's size. `whole` reads the trace as before
+// (all of it in memory), for what streaming cannot take (stream_pieces says when; a piece whose
+// fold throws too: the whole read names the error). Throws stream_pieces' JsonError.
 template <class Reader, class Whole>
 ImportResult import_stream(Reader& in, const ImportOptions& options, const OpCatalog& catalog, Whole&& whole,
                            size_t piece_bytes = kStreamPieceBytes, bool fold = true) {
   const size_t wanted = options.threads() == 1 ? 1 : pieces_for(SIZE_MAX, options.threads());
-  constexpr size_t kMaxRegion = size_t(1) << 30;
-  PieceBuffer buffer(wanted * piece_bytes, 0, simdjson::SIMDJSON_PADDING);
-  bool first = true, object = false;
-  Importer result(options, catalog);
-  result.fold(fold);
+  std::optional<Importer> result;
+  std::optional<ImportResult> out;
+  bool unordered = false, failed = false;
   std::vector<std::unique_ptr<Importer>> importers;
   std::vector<std::unique_ptr<od::parser>> parsers;
-  for (;;) {
-    buffer.fill(in);
-    char* data = buffer.data();
-    const size_t filled = buffer.size();
-    const bool end = buffer.end();
-    if (first) {
-      if (end) return import_in_pieces(data, filled, buffer.capacity(), options, catalog, pieces_for(filled, options.threads()));
-      const char opening = trace_opening(data, filled);
-      if (opening == 0) return whole();
-      object = opening == '{';
+  auto read_piece = [&](const StreamPiece& piece, const char*& events_end) {
+    if (piece.first) {
+      if (piece.last) {  // read in one piece anyway
+        out = import_in_pieces(piece.data, piece.size, piece.capacity, options, catalog, pieces_for(piece.size, options.threads()));
+        return PieceRead::Done;
+      }
+      result.emplace(options, catalog);
+      result->fold(fold);
     }
-    ClosedPiece piece;
-    if (!end && !piece.close(buffer, first && object)) {
-      if (buffer.target() >= kMaxRegion) return whole();
-      buffer.grow();
-      continue;
-    }
-    const bool tail = end && object;  // the last piece of an object: its events, then the rest of it
-    const char* next = nullptr;
-    size_t n = read_pieces(data, end ? filled : piece.size(), buffer.capacity(), tail, wanted, options, catalog,
-                           importers, parsers, &next);
-    // The events list must reach this piece's end (the cut, or the end of a bare list).
-    if (n > 0 && !tail) n = (end ? next == nullptr : piece.events_reach_cut(buffer, next)) ? n : 0;
-    if (n == 0) {
-      // The first piece's last boundary may lie in the keys before the events (a list of objects
-      // there, as "deviceProperties"): a longer first piece has one after them.
-      if (!first || end || buffer.target() >= kMaxRegion) return whole();
-      piece.reopen(buffer);
-      buffer.grow();
-      continue;
-    }
+    const size_t n = read_pieces(piece.data, piece.size, piece.capacity, piece.tail, wanted, options, catalog, importers,
+                                 parsers, &events_end);
+    // The rest of a bare list must end where the text does.
+    if (n == 0 || (piece.last && !piece.tail && events_end != nullptr)) return PieceRead::Failed;
     // An error the fold meets (an event's fields malformed where only decoding reads them) is
     // named by the whole read, which may meet another first, as any read of the whole trace.
     try {
       for (size_t k = 0; k < n; ++k) {
-        if (!result.take(*importers[k])) {  // a thread's ops out of start order: read again, keeping them
-          in.rewind();
-          return import_stream(in, options, catalog, whole, piece_bytes, false);
+        if (!result->take(*importers[k])) {  // a thread's ops out of start order: read again, keeping them
+          unordered = true;
+          return PieceRead::Done;
         }
       }
-      if (end) return result.finish();
+      if (piece.last) out = result->finish();
     } catch (const Error&) {
-      return whole();
+      failed = true;
+      return PieceRead::Done;
     }
-    piece.carry_rest(buffer);
-    first = false;
+    return PieceRead::Read;
+  };
+  if (!stream_pieces(in, wanted * piece_bytes, LastPiece::AsTail, read_piece) || failed) return whole();
+  if (unordered) {
+    in.rewind();
+    return import_stream(in, options, catalog, whole, piece_bytes, false);
   }
+  return std::move(*out);
 }
 
 // Runs the importer over `data`, growing its capacity by simdjson's padding first (no copy when

@@ -15,6 +15,7 @@
 // reject: every byte of the frame is checked here, every value by the fast reader.
 
 #include <optrace/detail/common/json_text.hpp>
+#include <optrace/detail/common/pieces.hpp>
 #include <optrace/detail/op_trace/fast_reader.hpp>
 #include <optrace/op_trace_types.hpp>
 
@@ -31,18 +32,16 @@
 
 namespace optrace::detail::op_trace {
 
-// Files from this size on (and every gzip file) are streamed; smaller ones are mapped and read at once.
-inline constexpr size_t kStreamFromBytes = size_t(4) << 20;
-// The unique inputs read at a time: 1 MiB, as the Kineto reader's pieces.
-inline constexpr size_t kStreamBatchBytes = size_t(1) << 20;
+using detail::kStreamFromBytes;
 
 // `Reader` hands the text's bytes: `size_t read(char*, size_t n)` gives up to n, 0 at the end
 // (detail::FileReader).
 template <class Reader>
 class StreamReader {
  public:
-  explicit StreamReader(Reader& in, size_t batch_bytes = kStreamBatchBytes)
-      : in_(in), batch_bytes_(std::max<size_t>(batch_bytes, 1)), capacity_(2 * batch_bytes_ + 4096), buffer_(new char[capacity_]) {}
+  // `batch_bytes`: the unique inputs read at a time, as the Kineto reader's pieces.
+  explicit StreamReader(Reader& in, size_t batch_bytes = kStreamPieceBytes)
+      : in_(in), batch_bytes_(std::max<size_t>(batch_bytes, 1)), buffer_(2 * batch_bytes_ + 4096) {}
 
   // The trace's ops, or nullopt where the caller must read the text whole.
   std::optional<std::vector<OpEntry>> read() {
@@ -143,34 +142,23 @@ class StreamReader {
 
   // ---- the frame's bytes ----
 
-  char at(size_t p) const { return buffer_[p - base_]; }
+  char at(size_t p) { return buffer_.data()[p - base_]; }
 
   // Reads more of the text into the buffer, first dropping what lies before keep_ (and growing
   // the buffer when nothing can be dropped); false at the end of the text.
   bool more() {
-    if (end_) return false;
-    const size_t drop = keep_ - base_;
-    if (drop > 0) {
-      std::memmove(buffer_.get(), buffer_.get() + drop, filled_ - drop);
-      filled_ -= drop;
-      base_ = keep_;
-    }
-    if (filled_ == capacity_) {
-      std::unique_ptr<char[]> bigger(new char[capacity_ * 2]);
-      std::memcpy(bigger.get(), buffer_.get(), filled_);
-      buffer_ = std::move(bigger);
-      capacity_ *= 2;
-    }
-    const size_t n = in_.read(buffer_.get() + filled_, capacity_ - filled_);
-    filled_ += n;
-    if (n == 0) end_ = true;
-    return n > 0;
+    buffer_.carry(keep_ - base_);
+    base_ = keep_;
+    if (buffer_.size() == buffer_.target()) buffer_.grow();
+    const size_t filled = buffer_.size();
+    buffer_.fill(in_);
+    return buffer_.size() > filled;
   }
 
   // The next byte that is not whitespace, pos_ on it, or -1 at the end of the text.
   int next() {
     for (;;) {
-      for (; pos_ < base_ + filled_; ++pos_)
+      for (; pos_ < base_ + buffer_.size(); ++pos_)
         if (!json::detail::is_json_space(at(pos_))) return static_cast<unsigned char>(at(pos_));
       if (!in_batch_) keep_ = pos_;
       if (!more()) return -1;
@@ -205,7 +193,7 @@ class StreamReader {
   // list or an object (strings skipped), or the end of a number or literal. What it holds is the
   // fast reader's to check. The bytes from keep_ on stay in the buffer.
   size_t value_end() {
-    if (pos_ >= base_ + filled_ && !more()) throw Fail{};
+    if (pos_ >= base_ + buffer_.size() && !more()) throw Fail{};
     const char first = at(pos_);
     if (first == ',' || first == ':' || first == ']' || first == '}') throw Fail{};
     if (!in_batch_) keep_ = pos_;  // kept from its start (as_list reads it)
@@ -214,7 +202,7 @@ class StreamReader {
     bool in_string = false, escaped = false;
     size_t p = pos_;
     for (;;) {
-      for (const size_t stop = base_ + filled_; p < stop; ++p) {
+      for (const size_t stop = base_ + buffer_.size(); p < stop; ++p) {
         const char c = at(p);
         if (scalar) {
           if (json::detail::is_value_end(c)) return p;
@@ -245,7 +233,7 @@ class StreamReader {
     const size_t n = to - from;
     scratch_.resize(std::max(scratch_.size(), n + 2 + simdjson::SIMDJSON_PADDING));
     scratch_[0] = '[';
-    std::memcpy(&scratch_[1], buffer_.get() + (from - base_), n);
+    std::memcpy(&scratch_[1], buffer_.data() + (from - base_), n);
     scratch_[n + 1] = ']';
     std::memset(&scratch_[n + 2], 0, simdjson::SIMDJSON_PADDING);
     return simdjson::padded_string_view(scratch_.data(), n + 2, scratch_.size());
@@ -253,10 +241,8 @@ class StreamReader {
 
   Reader& in_;
   const size_t batch_bytes_;
-  size_t capacity_;
-  std::unique_ptr<char[]> buffer_;  // the text's bytes [base_, base_ + filled_)
-  size_t base_ = 0, filled_ = 0;
-  bool end_ = false;
+  PieceBuffer buffer_;  // the text's bytes [base_, base_ + buffer_.size())
+  size_t base_ = 0;
   size_t pos_ = 0;         // where the walk is, in the text
   size_t keep_ = 0;        // the buffer keeps the text from here on: a batch's or a value's start
   bool in_batch_ = false;  // keep_ holds a batch's start
@@ -266,7 +252,7 @@ class StreamReader {
 
 // The ops of the hf op trace `in` reads, streamed; nullopt where it must be read whole.
 template <class Reader>
-std::optional<std::vector<OpEntry>> stream_ops(Reader& in, size_t batch_bytes = kStreamBatchBytes) {
+std::optional<std::vector<OpEntry>> stream_ops(Reader& in, size_t batch_bytes = kStreamPieceBytes) {
   return StreamReader<Reader>(in, batch_bytes).read();
 }
 
