@@ -94,25 +94,32 @@ inline bool at_most(int64_t a, double b) {
   return a <= static_cast<int64_t>(std::floor(b));
 }
 
-inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory, bool by_input_shape,
-                                         int64_t time_zero_ns) {
-  struct Node {  // one of torch's FunctionEvents
-    std::string name, shapes;
-    int64_t tid = 0, start = 0, end = 0, memory = 0, device_memory = 0;
-    int64_t id = 0, linked = 0;  // correlation ids
-    bool user_annotation = false, on_device = false;
-    int64_t parent = -1;
-    std::vector<int64_t> children;
-    std::vector<double> kernels;  // the durations of the device events it launched (step 2)
-    double device_total = 0;
-  };
-  std::vector<Node> nodes;
+// torch's FunctionEvent: one event, with what the steps below give it.
+struct FunctionEvent {
+  std::string name, shapes;
+  int64_t tid = 0, start = 0, end = 0, memory = 0, device_memory = 0;
+  int64_t id = 0, linked = 0;  // correlation ids
+  bool user_annotation = false, on_device = false;
+  int64_t parent = -1;
+  std::vector<int64_t> children;
+  std::vector<double> kernels;  // the durations of the device events it launched (step 2)
+  double device_total = 0;
+};
+
+// torch's float microseconds of an event's duration.
+inline double elapsed_us(const FunctionEvent& e) {
+  return static_cast<double>(e.end) / 1000.0 - static_cast<double>(e.start) / 1000.0;
+}
+
+// 1. The events torch keeps (`_filter_name`), checked and named as their rows (`_rewrite_name`).
+inline std::vector<FunctionEvent> function_events(std::vector<TimedEvent>& events) {
+  std::vector<FunctionEvent> nodes;
   nodes.reserve(events.size());
   for (size_t k = 0; k < events.size(); ++k) {
     TimedEvent& e = events[k];
     if (filtered_out(e.name)) continue;
     auto what = [&] { return "event " + std::to_string(k) + " (" + e.name + ")"; };
-    Node n;
+    FunctionEvent n;
     int64_t dur = 0;
     if (!to_ns(e.start_us, n.start)) raise<ArgumentError>(what(), ": start_us must be a finite number of microseconds, got ", e.start_us);
     if (!to_ns(e.dur_us, dur) || dur < 0)
@@ -130,29 +137,32 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     n.linked = e.linked_correlation_id;
     nodes.push_back(std::move(n));
   }
-  // torch's float microseconds of an event's duration.
-  auto elapsed_us = [](const Node& e) { return static_cast<double>(e.end) / 1000.0 - static_cast<double>(e.start) / 1000.0; };
+  return nodes;
+}
 
-  // 2. Device events to the CPU events linked to none whose id they are linked to, in the
-  // events' order (a later one's thread wins, as in torch's loop).
+// 2. Device events to the CPU events linked to none whose id they are linked to, in the events'
+// order (a later one's thread wins, as in torch's loop over `device_corr_map`).
+inline void associate_device_events(std::vector<FunctionEvent>& nodes) {
   std::unordered_map<int64_t, std::vector<size_t>> linked_to;
   for (size_t k = 0; k < nodes.size(); ++k)
     if (nodes[k].linked > 0) linked_to[nodes[k].linked].push_back(k);
-  if (!linked_to.empty()) {
-    for (Node& fe : nodes) {
-      if (fe.on_device || fe.linked != 0) continue;
-      auto it = linked_to.find(fe.id);
-      if (it == linked_to.end()) continue;
-      for (size_t k : it->second) {
-        Node& f = nodes[k];
-        if (f.on_device) fe.kernels.push_back(elapsed_us(f));
-        else f.tid = fe.tid;
-      }
+  if (linked_to.empty()) return;
+  for (FunctionEvent& fe : nodes) {
+    if (fe.on_device || fe.linked != 0) continue;
+    auto it = linked_to.find(fe.id);
+    if (it == linked_to.end()) continue;
+    for (size_t k : it->second) {
+      FunctionEvent& f = nodes[k];
+      if (f.on_device) fe.kernels.push_back(elapsed_us(f));
+      else f.tid = fe.tid;
     }
   }
+}
 
-  // 3. Memory: the records by time, their CPU and device bytes summed, and a count of the CPU
-  // events over each (a difference array: a record no event covers becomes a "[memory]" event).
+// 3. Memory (`MemRecordsAcc.in_interval`): the records by time, their CPU and device bytes summed,
+// and a count of the CPU events over each (a difference array: a record no event covers becomes
+// a "[memory]" event, torch's top-level memory events).
+inline void add_memory_records(std::vector<FunctionEvent>& nodes, const std::vector<MemoryRecord>& memory, int64_t time_zero_ns) {
   std::vector<size_t> by_time(memory.size());
   std::vector<int64_t> times(memory.size());
   for (size_t k = 0; k < memory.size(); ++k) {
@@ -169,141 +179,166 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     cpu_bytes_before[i + 1] = cpu_bytes_before[i] + (cpu_memory(r.device_type) ? r.bytes : 0);
     device_bytes_before[i + 1] = device_bytes_before[i] + (device_memory(r.device_type) ? r.bytes : 0);
   }
-  if (!memory.empty()) {
-    auto on_clock = [time_zero_ns](int64_t ns) {
-      int64_t out = 0;
-      if (__builtin_add_overflow(ns, time_zero_ns, &out)) raise<ArgumentError>("time_zero_ns + the times is beyond int64 nanoseconds");
-      return out;
-    };
-    for (int64_t& t : sorted_times) t = on_clock(t);
-    for (Node& n : nodes) {
-      if (n.on_device) continue;
-      const double from = torch_bound_ns(on_clock(n.start)), to = torch_bound_ns(on_clock(n.end));
-      const size_t lo = static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
-                                                                 [from](int64_t t) { return !at_least(t, from); }) - sorted_times.begin());
-      const size_t hi = std::max(lo, static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
-                                                                              [to](int64_t t) { return at_most(t, to); }) - sorted_times.begin()));
-      n.memory = cpu_bytes_before[hi] - cpu_bytes_before[lo];
-      n.device_memory = device_bytes_before[hi] - device_bytes_before[lo];
-      ++covering[lo];
-      --covering[hi];
-    }
-    std::vector<bool> covered(memory.size());
-    int64_t open = 0;
-    for (size_t i = 0; i < by_time.size(); ++i) covered[by_time[i]] = (open += covering[i]) > 0;
-    for (size_t k = 0; k < memory.size(); ++k) {  // in the records' order, after the events
-      if (covered[k]) continue;
-      Node n;
-      n.name = "[memory]";
-      n.tid = memory[k].tid;
-      n.start = n.end = times[k];
-      n.memory = cpu_memory(memory[k].device_type) ? memory[k].bytes : 0;
-      n.device_memory = device_memory(memory[k].device_type) ? memory[k].bytes : 0;
-      nodes.push_back(std::move(n));
+  if (memory.empty()) return;
+  auto on_clock = [time_zero_ns](int64_t ns) {
+    int64_t out = 0;
+    if (__builtin_add_overflow(ns, time_zero_ns, &out)) raise<ArgumentError>("time_zero_ns + the times is beyond int64 nanoseconds");
+    return out;
+  };
+  for (int64_t& t : sorted_times) t = on_clock(t);
+  for (FunctionEvent& n : nodes) {
+    if (n.on_device) continue;
+    const double from = torch_bound_ns(on_clock(n.start)), to = torch_bound_ns(on_clock(n.end));
+    const size_t lo = static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
+                                                               [from](int64_t t) { return !at_least(t, from); }) - sorted_times.begin());
+    const size_t hi = std::max(lo, static_cast<size_t>(std::partition_point(sorted_times.begin(), sorted_times.end(),
+                                                                            [to](int64_t t) { return at_most(t, to); }) - sorted_times.begin()));
+    n.memory = cpu_bytes_before[hi] - cpu_bytes_before[lo];
+    n.device_memory = device_bytes_before[hi] - device_bytes_before[lo];
+    ++covering[lo];
+    --covering[hi];
+  }
+  std::vector<bool> covered(memory.size());
+  int64_t open = 0;
+  for (size_t i = 0; i < by_time.size(); ++i) covered[by_time[i]] = (open += covering[i]) > 0;
+  for (size_t k = 0; k < memory.size(); ++k) {  // in the records' order, after the events
+    if (covered[k]) continue;
+    FunctionEvent n;
+    n.name = "[memory]";
+    n.tid = memory[k].tid;
+    n.start = n.end = times[k];
+    n.memory = cpu_memory(memory[k].device_type) ? memory[k].bytes : 0;
+    n.device_memory = device_memory(memory[k].device_type) ? memory[k].bytes : 0;
+    nodes.push_back(std::move(n));
+  }
+}
+
+// torch's EventList: the events, and `list`, their indices in the list's order.
+struct EventList {
+  std::vector<FunctionEvent> events;
+  std::vector<int64_t> list;
+
+  FunctionEvent& at(int64_t k) { return events[static_cast<size_t>(k)]; }
+
+  // 4. The list (`_parse_kineto_results`' sort): by start, the longer first, stably.
+  void sort_by_start() {
+    list.resize(events.size());
+    for (size_t k = 0; k < list.size(); ++k) list[k] = static_cast<int64_t>(k);
+    std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) {
+      const FunctionEvent& x = at(a);
+      const FunctionEvent& y = at(b);
+      return x.start != y.start ? x.start < y.start : x.end > y.end;
+    });
+  }
+
+  // 5. Nesting (`_populate_cpu_children`): each thread's CPU events in list order, with a stack
+  // of the open ones.
+  void populate_cpu_children() {
+    std::vector<int64_t> by_thread;
+    by_thread.reserve(list.size());
+    for (int64_t k : list)
+      if (!at(k).on_device) by_thread.push_back(k);
+    std::stable_sort(by_thread.begin(), by_thread.end(), [&](int64_t a, int64_t b) { return at(a).tid < at(b).tid; });
+    std::vector<int64_t> open;
+    for (size_t i = 0; i < by_thread.size(); ++i) {
+      FunctionEvent& e = at(by_thread[i]);
+      if (i > 0 && at(by_thread[i - 1]).tid != e.tid) open.clear();
+      while (!open.empty()) {
+        FunctionEvent& parent = at(open.back());
+        if (e.start >= parent.end || e.end > parent.end) {
+          open.pop_back();
+          continue;
+        }
+        parent.children.push_back(by_thread[i]);
+        e.parent = open.back();
+        break;
+      }
+      open.push_back(by_thread[i]);
     }
   }
 
-  // 4. The list.
-  std::vector<int64_t> list(nodes.size());
-  for (size_t k = 0; k < list.size(); ++k) list[k] = static_cast<int64_t>(k);
-  std::stable_sort(list.begin(), list.end(), [&](int64_t a, int64_t b) {
-    const Node& x = nodes[static_cast<size_t>(a)];
-    const Node& y = nodes[static_cast<size_t>(b)];
-    return x.start != y.start ? x.start < y.start : x.end > y.end;
-  });
-  auto node = [&nodes](int64_t k) -> Node& { return nodes[static_cast<size_t>(k)]; };
+  // 6. Calls nested alone in a call of the same name, merged into it (`_remove_dup_nodes`: its
+  // passes, in list order, until one merges nothing).
+  void remove_dup_nodes() {
+    for (;;) {
+      std::vector<bool> merged(events.size(), false);
+      bool any = false;
+      for (int64_t k : list) {
+        FunctionEvent& e = at(k);
+        if (e.parent < 0) continue;
+        FunctionEvent& parent = at(e.parent);
+        if (parent.name != e.name || parent.children.size() != 1) continue;
+        parent.children = e.children;
+        parent.kernels = e.kernels;
+        for (int64_t child : e.children) at(child).parent = e.parent;
+        merged[static_cast<size_t>(k)] = any = true;
+      }
+      if (!any) return;
+      list.erase(std::remove_if(list.begin(), list.end(), [&](int64_t k) { return merged[static_cast<size_t>(k)]; }), list.end());
+    }
+  }
 
-  // 5. Nesting: each thread's CPU events in list order, with a stack of the open ones.
-  std::vector<int64_t> by_thread;
-  by_thread.reserve(list.size());
-  for (int64_t k : list)
-    if (!node(k).on_device) by_thread.push_back(k);
-  std::stable_sort(by_thread.begin(), by_thread.end(), [&](int64_t a, int64_t b) { return node(a).tid < node(b).tid; });
-  std::vector<int64_t> open;
-  for (size_t i = 0; i < by_thread.size(); ++i) {
-    Node& e = node(by_thread[i]);
-    if (i > 0 && node(by_thread[i - 1]).tid != e.tid) open.clear();
-    while (!open.empty()) {
-      Node& parent = node(open.back());
-      if (e.start >= parent.end || e.end > parent.end) {
-        open.pop_back();
+  double children_device_us(const FunctionEvent& e) {
+    double sum = 0;
+    for (int64_t child : e.children) sum += at(child).device_total;
+    return sum;
+  }
+
+  // 7. `device_time_total`, children first (a child comes after its parent in the list): torch's
+  // recursive sums, in its order.
+  void sum_device_time() {
+    for (auto it = list.rbegin(); it != list.rend(); ++it) {
+      FunctionEvent& e = at(*it);
+      if (e.on_device) {
+        e.device_total = elapsed_us(e);
         continue;
       }
-      parent.children.push_back(by_thread[i]);
-      e.parent = open.back();
-      break;
+      double launched = 0;
+      for (double d : e.kernels) launched += d;
+      e.device_total = launched + children_device_us(e);
     }
-    open.push_back(by_thread[i]);
   }
 
-  // 6. Calls nested alone in a call of the same name, merged into it (torch's passes, in list order).
-  for (;;) {
-    std::vector<bool> merged(nodes.size(), false);
-    bool any = false;
+  // 7 and 8. Self time and memory; rows in order of first appearance (`key_averages`' dict, each
+  // event added as `FunctionEventAvg.add` does). The times are torch's floats, added in torch's
+  // order (the same last bits, so the same table).
+  std::vector<KeyAverage> key_averages(bool by_input_shape) {
+    std::vector<KeyAverage> rows;
+    std::unordered_map<std::string, size_t> row_of;
+    std::string key;
     for (int64_t k : list) {
-      Node& e = node(k);
-      if (e.parent < 0) continue;
-      Node& parent = node(e.parent);
-      if (parent.name != e.name || parent.children.size() != 1) continue;
-      parent.children = e.children;
-      parent.kernels = e.kernels;
-      for (int64_t child : e.children) node(child).parent = e.parent;
-      merged[static_cast<size_t>(k)] = any = true;
+      FunctionEvent& e = at(k);
+      if (by_input_shape && e.shapes.empty()) e.shapes = "[]";  // what torch prints for no recorded shapes
+      key.assign(e.name).append(1, '\0').append(e.user_annotation ? "1" : "0").append(e.on_device ? "d" : "c");
+      if (by_input_shape) key.append(1, '\0').append(e.shapes);
+      auto [it, fresh] = row_of.emplace(key, rows.size());
+      if (fresh) {
+        KeyAverage row;
+        row.name = e.name;
+        if (by_input_shape) row.input_shapes = e.shapes;
+        row.user_annotation = e.user_annotation;
+        row.on_device = e.on_device;
+        rows.push_back(std::move(row));
+      }
+      add(rows[it->second], e);
     }
-    if (!any) break;
-    list.erase(std::remove_if(list.begin(), list.end(), [&](int64_t k) { return merged[static_cast<size_t>(k)]; }), list.end());
+    return rows;
   }
 
-  // 7. Device time, children first (a child comes after its parent in the list): torch's
-  // recursive sums, in its order.
-  auto children_device_us = [&](const Node& e) {
-    double sum = 0;
-    for (int64_t child : e.children) sum += node(child).device_total;
-    return sum;
-  };
-  for (auto it = list.rbegin(); it != list.rend(); ++it) {
-    Node& e = node(*it);
-    if (e.on_device) {
-      e.device_total = elapsed_us(e);
-      continue;
-    }
-    double launched = 0;
-    for (double d : e.kernels) launched += d;
-    e.device_total = launched + children_device_us(e);
-  }
-
-  // 7 and 8. Self time and memory; rows in order of first appearance. The times are torch's
-  // floats, added in torch's order (the same last bits, so the same table).
-  std::vector<KeyAverage> rows;
-  std::unordered_map<std::string, size_t> row_of;
-  std::string key;
-  for (int64_t k : list) {
-    Node& e = node(k);
-    if (by_input_shape && e.shapes.empty()) e.shapes = "[]";  // what torch prints for no recorded shapes
-    key.assign(e.name).append(1, '\0').append(e.user_annotation ? "1" : "0").append(e.on_device ? "d" : "c");
-    if (by_input_shape) key.append(1, '\0').append(e.shapes);
-    auto [it, fresh] = row_of.emplace(key, rows.size());
-    if (fresh) {
-      KeyAverage row;
-      row.name = e.name;
-      if (by_input_shape) row.input_shapes = e.shapes;
-      row.user_annotation = e.user_annotation;
-      row.on_device = e.on_device;
-      rows.push_back(std::move(row));
-    }
-    KeyAverage& row = rows[it->second];
+  // `FunctionEventAvg.add`: one event's calls, times and memory added to its row.
+  void add(KeyAverage& row, const FunctionEvent& e) {
     row.calls += 1;
     row.device_total_us += e.device_total;
     if (e.on_device) {  // no CPU time, no memory: torch's 0s
       row.self_device_us += e.device_total;
-      continue;
+      return;
     }
     double children_us = 0;
     int64_t self_memory = e.memory, self_device_memory = e.device_memory;
     for (int64_t child : e.children) {
-      children_us += elapsed_us(node(child));
-      self_memory -= node(child).memory;
-      self_device_memory -= node(child).device_memory;
+      children_us += elapsed_us(at(child));
+      self_memory -= at(child).memory;
+      self_device_memory -= at(child).device_memory;
     }
     row.cpu_total_us += elapsed_us(e);
     row.self_cpu_us += elapsed_us(e) - children_us;
@@ -313,7 +348,21 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
     row.device_memory += e.device_memory;
     row.self_device_memory += self_device_memory;
   }
-  return rows;
+};
+
+// The steps above, in the header's order: `_parse_kineto_results` (1 to 4), EventList's
+// `_build_tree` (5, 6), then its `key_averages` (7, 8).
+inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory, bool by_input_shape,
+                                         int64_t time_zero_ns) {
+  EventList event_list;
+  event_list.events = function_events(events);
+  associate_device_events(event_list.events);
+  add_memory_records(event_list.events, memory, time_zero_ns);
+  event_list.sort_by_start();
+  event_list.populate_cpu_children();
+  event_list.remove_dup_nodes();
+  event_list.sum_device_time();
+  return event_list.key_averages(by_input_shape);
 }
 
 }  // namespace optrace::detail::key_averages

@@ -475,89 +475,105 @@ inline std::optional<std::pair<int64_t, int64_t>> linear_relation(const Leaf& lx
   return std::make_pair(coeff, offset);
 }
 
-/// infer_dynamic_shapes over a CallSet; the examples come from the default export arguments.
-inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicShapesOptions& options) {
-  Analysis a(calls);
-  DimFacts facts = dim_facts(a, options);
-  std::optional<Value> example;
-  // The example is infer_arguments()' default choice (made on the dims that varied: a dim
-  // made dynamic by dim0_dynamic has one value in every call). Only its sizes are needed:
-  // synthesized inputs go to the meta device.
-  if (!calls.stored.empty()) {
-    DimFacts varied = dim_facts(a, {});
-    example = complete_call(a, varied, calls.stored[choose_stored_call(a, varied, {}, calls.stored)], c10::Device(c10::kMeta), nullptr);
-  }
+/// A dynamic dim: dim `dim` of leaf `leaf`.
+struct DynamicDim {
+  size_t leaf, dim;
+};
 
-  // Equivalence classes of dynamic dims: (leaf, dim) pairs.
-  struct Member { size_t leaf, dim; };
-  std::vector<std::vector<Member>> classes;
+/// How a class of dynamic dims derives from another: value = coeff * root + offset (root -1: none).
+struct DimRelation {
+  int64_t root = -1, coeff = 1, offset = 0;
+};
+
+/// The dynamic dims in classes that share one symbol, and how the classes derive from each other.
+struct DimClasses {
+  std::vector<std::vector<DynamicDim>> members;
+  std::vector<DimRelation> relation;  // per class
+  std::vector<bool> is_base;          // per class: another class derives from it
+};
+
+/// Equivalence classes of the dynamic dims: with shared_symbols, a dim joins the first class whose
+/// sizes it follows in every signature (same_sequence).
+inline DimClasses group_dynamic_dims(const Analysis& a, const DimFacts& facts, const DynamicShapesOptions& options) {
+  DimClasses classes;
   const auto& leaves = a.leaves();
   for (size_t l = 0; l < leaves.size(); ++l)
     for (size_t d = 0; d < facts.dynamic[l].size(); ++d) {
       if (!facts.dynamic[l][d]) continue;
       bool placed = false;
       if (options.shared_symbols())
-        for (auto& cls : classes)
+        for (auto& cls : classes.members)
           if (same_sequence(leaves[cls[0].leaf], cls[0].dim, leaves[l], d)) {
             cls.push_back({l, d});
             placed = true;
             break;
           }
-      if (!placed) classes.push_back({{l, d}});
+      if (!placed) classes.members.push_back({{l, d}});
     }
-  // Derived relations between classes: class c = coeff * root + offset.
-  struct Relation { int64_t root = -1, coeff = 1, offset = 0; };
-  std::vector<Relation> rel(classes.size());
-  std::vector<bool> is_base(classes.size(), false);
-  if (options.derived_dims()) {
-    for (size_t c = 0; c < classes.size(); ++c) {
-      const Member& mc = classes[c][0];
-      for (size_t r = 0; r < c; ++r) {
-        if (rel[r].root >= 0) continue;
-        const Member& mr = classes[r][0];
-        // The root is the smaller dim: c = a*r + b with b >= 0 when a == 1 (s0 + 1, not s0 - 1).
-        auto forward = linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim);
-        if (forward && (forward->first > 1 || forward->second > 0 || is_base[r])) {
-          rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
-          is_base[r] = true;
-          break;
-        }
-        if (!is_base[r]) {
-          if (auto backward = linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
-            rel[r] = {static_cast<int64_t>(c), backward->first, backward->second};
-            is_base[c] = true;
-            break;
-          }
-        }
-        if (forward) {
-          rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
-          is_base[r] = true;
+  classes.relation.resize(classes.members.size());
+  classes.is_base.resize(classes.members.size(), false);
+  return classes;
+}
+
+/// Derived dims: each class related linearly (linear_relation) to the first earlier root class
+/// that fits; the root is the smaller dim.
+inline void find_derived_dims(const std::vector<Leaf>& leaves, DimClasses& classes) {
+  std::vector<DimRelation>& rel = classes.relation;
+  std::vector<bool>& is_base = classes.is_base;
+  for (size_t c = 0; c < classes.members.size(); ++c) {
+    const DynamicDim& mc = classes.members[c][0];
+    for (size_t r = 0; r < c; ++r) {
+      if (rel[r].root >= 0) continue;
+      const DynamicDim& mr = classes.members[r][0];
+      // The root is the smaller dim: c = a*r + b with b >= 0 when a == 1 (s0 + 1, not s0 - 1).
+      auto forward = linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim);
+      if (forward && (forward->first > 1 || forward->second > 0 || is_base[r])) {
+        rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
+        is_base[r] = true;
+        break;
+      }
+      if (!is_base[r]) {
+        if (auto backward = linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
+          rel[r] = {static_cast<int64_t>(c), backward->first, backward->second};
+          is_base[c] = true;
           break;
         }
       }
+      if (forward) {
+        rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
+        is_base[r] = true;
+        break;
+      }
     }
   }
-  // Symbols: one per root class, numbered in order of first appearance.
-  std::vector<std::string> symbol_of(classes.size());
-  std::vector<SymbolRange> symbols;
-  for (size_t c = 0; c < classes.size(); ++c) {
+}
+
+/// Each dynamic dim's DimSpec, by (leaf, dim).
+using DynamicDimSpecs = std::map<std::pair<size_t, size_t>, DimSpec>;
+
+/// Symbols, one per root class numbered in order of first appearance, into `symbols` (with the
+/// expressions derived from each); returns each dynamic dim's DimSpec by (leaf, dim).
+inline DynamicDimSpecs assign_symbols(const DimClasses& classes, const DimFacts& facts, std::vector<SymbolRange>& symbols) {
+  const std::vector<DimRelation>& rel = classes.relation;
+  std::vector<std::string> symbol_of(classes.members.size());
+  for (size_t c = 0; c < classes.members.size(); ++c) {
     if (rel[c].root >= 0) continue;
     SymbolRange s;
     s.name = "s" + std::to_string(symbols.size());
     s.min = INT64_MAX;
     s.max = INT64_MIN;
-    for (const Member& m : classes[c]) {
+    for (const DynamicDim& m : classes.members[c]) {
       s.min = std::min(s.min, facts.min[m.leaf][m.dim]);
       s.max = std::max(s.max, facts.max[m.leaf][m.dim]);
     }
     symbol_of[c] = s.name;
     symbols.push_back(std::move(s));
   }
-  std::map<std::pair<size_t, size_t>, DimSpec> dim_specs;
-  for (size_t c = 0; c < classes.size(); ++c) {
+  DynamicDimSpecs dim_specs;
+  for (size_t c = 0; c < classes.members.size(); ++c) {
     size_t root = rel[c].root >= 0 ? static_cast<size_t>(rel[c].root) : c;
-    bool named = classes[c].size() > 1 || rel[c].root >= 0 || is_base[c];
-    for (const Member& m : classes[c]) {
+    bool named = classes.members[c].size() > 1 || rel[c].root >= 0 || classes.is_base[c];
+    for (const DynamicDim& m : classes.members[c]) {
       DimSpec spec;
       spec.dynamic = true;
       spec.symbol = symbol_of[root];
@@ -567,41 +583,36 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
       dim_specs[{m.leaf, m.dim}] = spec;
     }
     if (rel[c].root >= 0) {
-      std::string e = dim_specs[{classes[c][0].leaf, classes[c][0].dim}].expr();
+      std::string e = dim_specs[{classes.members[c][0].leaf, classes.members[c][0].dim}].expr();
       for (SymbolRange& s : symbols)
         if (s.name == symbol_of[root] && std::find(s.derived.begin(), s.derived.end(), e) == s.derived.end())
           s.derived.push_back(e);
     }
   }
+  return dim_specs;
+}
 
-  // The tree of ShapeNodes mirrors the template.
+/// The tree of ShapeNodes, mirroring the template, with the warnings its dims call for.
+struct ShapeTreeBuilder {
+  const Analysis& a;
+  const DimFacts& facts;
+  const DynamicDimSpecs& dim_specs;
+  const DynamicShapesOptions& options;
   std::unordered_map<const Value*, size_t> leaf_of;
-  for (size_t l = 0; l < leaves.size(); ++l) leaf_of[leaves[l].node] = l;
   std::vector<std::string> warnings;
-  std::function<ShapeNode(const Value&, const Value*)> build = [&](const Value& t, const Value* ex) -> ShapeNode {
+
+  ShapeTreeBuilder(const Analysis& analysis, const DimFacts& leaf_facts, const DynamicDimSpecs& specs,
+                   const DynamicShapesOptions& shape_options)
+      : a(analysis), facts(leaf_facts), dim_specs(specs), options(shape_options) {
+    for (size_t l = 0; l < a.leaves().size(); ++l) leaf_of[a.leaves()[l].node] = l;
+  }
+
+  ShapeNode build(const Value& t, const Value* ex) {
     ShapeNode n;
     n.kind = t.kind;
     if (t.is_tensor()) {
       size_t l = leaf_of.at(&t);
-      for (size_t d = 0; d < t.spec.sizes.size(); ++d) {
-        DimSpec spec;
-        auto it = dim_specs.find({l, d});
-        if (it != dim_specs.end()) spec = it->second;
-        spec.min = facts.min[l][d];
-        spec.max = facts.max[l][d];
-        spec.example = ex && ex->is_tensor() ? ex->spec.sizes[d] : t.spec.sizes[d];
-        if (spec.dynamic && spec.example <= 1)
-          warnings.push_back(concat(
-              leaves[l].where, " dim ", d, " is dynamic but its example value is ", spec.example,
-              " (no stored call has every dynamic dim >= 2): torch.export treats sizes 0 and 1 as constants, so it ",
-              options.dim_style() == DimStyle::named || spec.named
-                  ? std::string("fails on this named dim (\"Constraints violated\")")
-                  : concat("specializes it to ", spec.example, " (torch 2.6: silently) and the program rejects every other size"),
-              "; store a call where it is >= 2 (ObserverOptions().store_n_calls)"));
-        if (spec.max == 0)
-          warnings.push_back(concat(leaves[l].where, " dim ", d, " is 0 in every call"));
-        n.dims.push_back(std::move(spec));
-      }
+      for (size_t d = 0; d < t.spec.sizes.size(); ++d) n.dims.push_back(dim_spec(l, d, t, ex));
       return n;
     }
     if (!t.is_container()) {
@@ -615,15 +626,57 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
       n.items.push_back(build(t.items[k], child));
     }
     return n;
-  };
+  }
+
+  // Dim `d` of leaf `l` (template node `t`, example `ex`), warning where torch.export will not
+  // take it as the analysis does.
+  DimSpec dim_spec(size_t l, size_t d, const Value& t, const Value* ex) {
+    DimSpec spec;
+    auto it = dim_specs.find({l, d});
+    if (it != dim_specs.end()) spec = it->second;
+    spec.min = facts.min[l][d];
+    spec.max = facts.max[l][d];
+    spec.example = ex && ex->is_tensor() ? ex->spec.sizes[d] : t.spec.sizes[d];
+    const std::string& where = a.leaves()[l].where;
+    if (spec.dynamic && spec.example <= 1)
+      warnings.push_back(concat(
+          where, " dim ", d, " is dynamic but its example value is ", spec.example,
+          " (no stored call has every dynamic dim >= 2): torch.export treats sizes 0 and 1 as constants, so it ",
+          options.dim_style() == DimStyle::named || spec.named
+              ? std::string("fails on this named dim (\"Constraints violated\")")
+              : concat("specializes it to ", spec.example, " (torch 2.6: silently) and the program rejects every other size"),
+          "; store a call where it is >= 2 (ObserverOptions().store_n_calls)"));
+    if (spec.max == 0) warnings.push_back(concat(where, " dim ", d, " is 0 in every call"));
+    return spec;
+  }
+};
+
+/// infer_dynamic_shapes over a CallSet; the examples come from the default export arguments.
+inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicShapesOptions& options) {
+  Analysis a(calls);
+  DimFacts facts = dim_facts(a, options);
+  std::optional<Value> example;
+  // The example is infer_arguments()' default choice (made on the dims that varied: a dim
+  // made dynamic by dim0_dynamic has one value in every call). Only its sizes are needed:
+  // synthesized inputs go to the meta device.
+  if (!calls.stored.empty()) {
+    DimFacts varied = dim_facts(a, {});
+    example = complete_call(a, varied, calls.stored[choose_stored_call(a, varied, {}, calls.stored)], c10::Device(c10::kMeta), nullptr);
+  }
+  DimClasses classes = group_dynamic_dims(a, facts, options);
+  if (options.derived_dims()) find_derived_dims(a.leaves(), classes);
+  std::vector<SymbolRange> symbols;
+  const DynamicDimSpecs dim_specs = assign_symbols(classes, facts, symbols);
+
+  ShapeTreeBuilder tree(a, facts, dim_specs, options);
   std::vector<ShapeNode> arguments;
   for (size_t k = 0; k < a.keys().size(); ++k)
-    arguments.push_back(build(a.tmpl().items[k], example ? &example->items[k] : nullptr));
+    arguments.push_back(tree.build(a.tmpl().items[k], example ? &example->items[k] : nullptr));
   if (calls.dropped_signatures > 0)
-    warnings.push_back(concat(calls.dropped_signatures,
-                              " distinct call signatures beyond max_signatures were kept only as per-dim ranges; "
-                              "shared and derived dims were found from the others"));
-  return DynamicShapes(calls.keyed, a.keys(), std::move(arguments), std::move(symbols), std::move(warnings),
+    tree.warnings.push_back(concat(calls.dropped_signatures,
+                                   " distinct call signatures beyond max_signatures were kept only as per-dim ranges; "
+                                   "shared and derived dims were found from the others"));
+  return DynamicShapes(calls.keyed, a.keys(), std::move(arguments), std::move(symbols), std::move(tree.warnings),
                        options.dim_style());
 }
 

@@ -494,47 +494,80 @@ class PlanBuilder {
     slot.range = std::make_pair(lo, hi);
   }
 
+  // The int of argument `i`, or nullopt when it is no int.
+  static std::optional<int64_t> int_arg(const CallPlan& plan, int i) {
+    if (i < 0 || static_cast<size_t>(i) >= plan.args.size()) return std::nullopt;
+    const ArgPlan& p = plan.args[i];
+    if (p.kind == ArgPlan::Kind::value && p.value.isInt()) return p.value.toInt();
+    return std::nullopt;
+  }
+
+  // The int list of argument `i`, or nullopt when it is no int list.
+  static std::optional<std::vector<int64_t>> int_list_arg(const CallPlan& plan, int i) {
+    if (i < 0 || static_cast<size_t>(i) >= plan.args.size()) return std::nullopt;
+    const c10::IValue& v = plan.args[i].value;
+    if (plan.args[i].kind != ArgPlan::Kind::value || !v.isIntList()) return std::nullopt;
+    return v.toIntVector();
+  }
+
+  // index_list: each tensor of the target list indexes the matching dim of the source.
+  static void apply_index_list(CallPlan& plan, const RangeRule& rule) {
+    const TensorSlot* source = slot_of(plan, rule.source);
+    if (source == nullptr || static_cast<size_t>(rule.target) >= plan.args.size()) return;
+    const ArgPlan& list = plan.args[rule.target];
+    for (size_t k = 0; k < list.slots.size() && k < source->spec.sizes.size(); ++k)
+      if (list.slots[k] >= 0) narrow_range(plan.tensors[list.slots[k]], 0, source->spec.sizes[k]);
+  }
+
+  // index_dim: the target indexes the source along a dim (an argument, or the rule's fixed one).
+  static void apply_index_dim(const CallPlan& plan, const RangeRule& rule, const TensorSlot& source, TensorSlot& target) {
+    const auto& sizes = source.spec.sizes;
+    std::optional<int64_t> dim = rule.dim >= 0 ? int_arg(plan, rule.dim) : std::optional<int64_t>(rule.fixed_dim);
+    if (rule.dim >= 0 && !dim && rule.dim < static_cast<int>(plan.args.size()) && plan.args[rule.dim].value.isNone()) {
+      narrow_range(target, 0, source.spec.numel());  // take_along_dim(dim=None)
+      return;
+    }
+    if (!dim) return;
+    const int64_t rank = static_cast<int64_t>(sizes.size());
+    int64_t d = *dim < 0 ? *dim + std::max<int64_t>(rank, 1) : *dim;
+    if (rank == 0 && d == 0) narrow_range(target, 0, 1);  // 0-dim source: index 0
+    else if (d >= 0 && d < rank) narrow_range(target, 0, sizes[static_cast<size_t>(d)]);
+  }
+
+  // view_storage: the target is viewed with the sizes, strides and offset of arguments source,
+  // dim and fixed_dim, so its storage must reach the view's last element.
+  static void apply_view_storage(const CallPlan& plan, const RangeRule& rule, TensorSlot& target) {
+    const auto sizes = int_list_arg(plan, rule.source), strides = int_list_arg(plan, rule.dim);
+    if (!sizes || !strides || sizes->size() != strides->size()) return;
+    const int64_t offset = int_arg(plan, rule.fixed_dim).value_or(target.spec.storage_offset);
+    int64_t extent = offset + 1;
+    bool empty = false, bad = offset < 0;
+    for (size_t i = 0; i < sizes->size(); ++i) {
+      empty = empty || (*sizes)[i] == 0;
+      bad = bad || (*sizes)[i] < 0 || (*strides)[i] < 0 ||
+            __builtin_add_overflow(extent, ((*sizes)[i] - 1) * (*strides)[i], &extent);
+    }
+    if (!empty && !bad) target.min_storage = extent;
+  }
+
   static void apply_rules(CallPlan& plan) {
     for (const RangeRule* rule : rules_for(plan.base)) {
       if (rule->kind == RangeKind::index_list) {
-        const TensorSlot* source = slot_of(plan, rule->source);
-        if (source == nullptr || static_cast<size_t>(rule->target) >= plan.args.size()) continue;
-        const ArgPlan& list = plan.args[rule->target];
-        for (size_t k = 0; k < list.slots.size() && k < source->spec.sizes.size(); ++k)
-          if (list.slots[k] >= 0) narrow_range(plan.tensors[list.slots[k]], 0, source->spec.sizes[k]);
+        apply_index_list(plan, *rule);
         continue;
       }
       if (slot_of(plan, rule->target) == nullptr) continue;
       TensorSlot& target = plan.tensors[static_cast<size_t>(plan.args[rule->target].slot)];
       const TensorSlot* source = slot_of(plan, rule->source);
-      auto int_arg = [&plan](int i) -> std::optional<int64_t> {
-        if (i < 0 || static_cast<size_t>(i) >= plan.args.size()) return std::nullopt;
-        const ArgPlan& p = plan.args[i];
-        if (p.kind == ArgPlan::Kind::value && p.value.isInt()) return p.value.toInt();
-        return std::nullopt;
-      };
       switch (rule->kind) {
-        case RangeKind::index_dim: {
-          if (source == nullptr) break;
-          const auto& sizes = source->spec.sizes;
-          std::optional<int64_t> dim = rule->dim >= 0 ? int_arg(rule->dim) : std::optional<int64_t>(rule->fixed_dim);
-          if (rule->dim >= 0 && !dim && rule->dim < static_cast<int>(plan.args.size()) &&
-              plan.args[rule->dim].value.isNone()) {
-            narrow_range(target, 0, source->spec.numel());  // take_along_dim(dim=None)
-            break;
-          }
-          if (!dim) break;
-          const int64_t rank = static_cast<int64_t>(sizes.size());
-          int64_t d = *dim < 0 ? *dim + std::max<int64_t>(rank, 1) : *dim;
-          if (rank == 0 && d == 0) narrow_range(target, 0, 1);  // 0-dim source: index 0
-          else if (d >= 0 && d < rank) narrow_range(target, 0, sizes[static_cast<size_t>(d)]);
+        case RangeKind::index_dim:
+          if (source != nullptr) apply_index_dim(plan, *rule, *source, target);
           break;
-        }
         case RangeKind::index_numel:
           if (source != nullptr) narrow_range(target, 0, source->spec.numel());
           break;
         case RangeKind::index_bound:
-          if (auto bound = int_arg(rule->dim); bound && *bound > 0) narrow_range(target, 0, *bound);
+          if (auto bound = int_arg(plan, rule->dim); bound && *bound > 0) narrow_range(target, 0, *bound);
           break;
         case RangeKind::classes: {
           if (source == nullptr) break;
@@ -556,26 +589,7 @@ class PlanBuilder {
           }
           break;
         case RangeKind::sorted: target.fixup = RangeKind::sorted; break;
-        case RangeKind::view_storage: {
-          auto int_list = [&plan](int i) -> std::optional<std::vector<int64_t>> {
-            if (i < 0 || static_cast<size_t>(i) >= plan.args.size()) return std::nullopt;
-            const c10::IValue& v = plan.args[i].value;
-            if (plan.args[i].kind != ArgPlan::Kind::value || !v.isIntList()) return std::nullopt;
-            return v.toIntVector();
-          };
-          const auto sizes = int_list(rule->source), strides = int_list(rule->dim);
-          if (!sizes || !strides || sizes->size() != strides->size()) break;
-          const int64_t offset = int_arg(rule->fixed_dim).value_or(target.spec.storage_offset);
-          int64_t extent = offset + 1;
-          bool empty = false, bad = offset < 0;
-          for (size_t i = 0; i < sizes->size(); ++i) {
-            empty = empty || (*sizes)[i] == 0;
-            bad = bad || (*sizes)[i] < 0 || (*strides)[i] < 0 ||
-                  __builtin_add_overflow(extent, ((*sizes)[i] - 1) * (*strides)[i], &extent);
-          }
-          if (!empty && !bad) target.min_storage = extent;
-          break;
-        }
+        case RangeKind::view_storage: apply_view_storage(plan, *rule, target); break;
         case RangeKind::index_list: break;
       }
     }
