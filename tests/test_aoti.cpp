@@ -135,6 +135,10 @@ TEST_CASE("aoti: nested specs, None and outputs rebuilt", "[aoti]") {
                     OPTRACE_CONTAINS("the package returned 1 outputs"));
   CHECK_THROWS_AS(parse_tree_spec(R"([1, {"type": "collections.defaultdict", "context": "x", "children_spec": []}])"),
                   optrace::JsonError);
+  // A package whose in_spec is an output's is malformed metadata (Package's JsonError), not a
+  // call's mistake (ArgumentError).
+  CHECK_THROWS_AS(CallShape::of(out, {}), optrace::JsonError);
+  CHECK_THROWS_WITH(CallShape::of(out, {}), OPTRACE_CONTAINS("in_spec is not ((args...), {kwargs...})"));
 }
 
 TEST_CASE("aoti: the guard refuses what the package was not compiled for, by torch's rules", "[aoti]") {

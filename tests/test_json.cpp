@@ -1,8 +1,11 @@
-// Tests for optrace/json/writer.hpp and optrace/error.hpp.
-#include <optrace/error.hpp>
+// Tests for optrace/json/writer.hpp and optrace/json/reader.hpp.
+#include <optrace/json/reader.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <limits>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "optrace_catch.hpp"
 
@@ -31,36 +34,58 @@ TEST_CASE("json writer: nesting and escapes", "[json]") {
   CHECK(pretty.str() == "{\n \"a\": [\n  1,\n  2\n ]\n}");
 }
 
-TEST_CASE("errors: message format and nesting", "[json]") {
-  CHECK_THROWS_WITH(optrace::detail::raise<optrace::ArgumentError>("argument 'x': rank ", 2),
-                    "optrace: ArgumentError: argument 'x': rank 2");
-  CHECK_THROWS_AS(optrace::detail::raise<optrace::ShapeError>("bad"), optrace::Error);
-  CHECK_THROWS_WITH(throw optrace::JsonError("/a/0", "expected an integer, got string \"abc\""),
-                    "optrace: JsonError at /a/0: expected an integer, got string \"abc\"");
-  try {
-    try {
-      throw std::out_of_range("inner");
-    } catch (...) {
-      optrace::detail::raise<optrace::IoError>("outer");
-    }
-  } catch (const optrace::IoError& e) {
-    CHECK(std::string(e.what()) == "optrace: IoError: outer");
-    CHECK_THROWS_AS(std::rethrow_if_nested(e), std::out_of_range);
-  }
+TEST_CASE("json reader: float tokens inside strings stay strings", "[json]") {
+  // Patterns that look like bare tokens force the exact (string-tracking) rewrite.
+  auto doc = optrace::json::Document::parse(R"(["x, NaN, y", "[Infinity]", "a\", -Infinity", NaN, "k: -Infinity}"])");
+  std::vector<std::string> got;
+  for (optrace::json::Node v : doc->root().array()) got.push_back(v.is_string() ? std::string(v.as_string()) : v.describe());
+  CHECK(got == std::vector<std::string>{"x, NaN, y", "[Infinity]", "a\", -Infinity", "NaN", "k: -Infinity}"});
 }
 
-TEST_CASE("errors: the bare message and a JSON path re-rooted without parsing text", "[json]") {
-  optrace::ArgumentError a("scalar changed between calls: 0.5 and 0.25");
-  CHECK(a.message() == "scalar changed between calls: 0.5 and 0.25");
-  CHECK(std::string(a.what_without_prefix()) == "ArgumentError: scalar changed between calls: 0.5 and 0.25");
-  optrace::Error plain("plain");
-  CHECK(std::string(plain.what()) == "optrace: Error: plain");
-  // A message that itself holds the text "optrace: JsonError at /x: " is kept whole.
-  optrace::JsonError inner("/Input Dims/0", "optrace: JsonError at /x: expected a list");
-  optrace::JsonError outer = inner.under("/traceEvents/12/args");
-  CHECK(outer.path() == "/traceEvents/12/args/Input Dims/0");
-  CHECK(outer.message() == "optrace: JsonError at /x: expected a list");
-  CHECK(std::string(outer.what()) == "optrace: JsonError at /traceEvents/12/args/Input Dims/0: optrace: JsonError at /x: expected a list");
-  CHECK(optrace::JsonError("", "malformed").under("/a").path() == "/a");
-  CHECK(std::string(optrace::JsonError("", "malformed").what()) == "optrace: JsonError at /: malformed");
+TEST_CASE("json reader: typed accessors and paths", "[json]") {
+  auto doc = optrace::json::Document::parse(R"({"a": [1, -Infinity, "NaN", {"b/": [true]}], "s": "x\"y"})");
+  optrace::json::Node root = doc->root();
+  optrace::json::Node a = root["a"];
+  CHECK(a.size() == 4);
+  CHECK(a.path() == "/a");
+  std::vector<optrace::json::Node> items;
+  for (optrace::json::Node v : a.array()) items.push_back(v);
+  CHECK(items[0].as_int() == 1);
+  CHECK(items[0].as_double() == 1.0);
+  CHECK(items[1].is_number());
+  CHECK(!items[1].is_string());
+  CHECK(items[1].as_double() == -std::numeric_limits<double>::infinity());
+  CHECK(items[2].as_string() == "NaN");
+  CHECK(items[3]["b/"].path() == "/a/3/b~1");
+  CHECK_THROWS_WITH(items[3]["b/"].array().begin().operator*().as_int(),
+                    "optrace: JsonError at /a/3/b~1/0: expected an integer, got true");
+  CHECK_THROWS_WITH(items[1].as_string(), "optrace: JsonError at /a/1: expected a string, got -Infinity");
+  CHECK_THROWS_WITH(root["s"].as_double(), "optrace: JsonError at /s: expected a number, got string \"x\"y\"");
+  CHECK_THROWS_WITH(a.as_int_list(), "optrace: JsonError at /a/1: expected an integer, got -Infinity");
+  CHECK_THROWS_WITH(root["zz"], "optrace: JsonError at /: missing key \"zz\"");
+  CHECK_THROWS_WITH(root.as_bool(), "optrace: JsonError at /: expected a boolean, got an object");
+  int keys = 0;
+  for (auto [k, v] : root.object()) keys += static_cast<int>(k.size()) + (v.is_array() ? 10 : 0);
+  CHECK(keys == 12);
+}
+
+TEST_CASE("json::Document: parsers are reused, documents stay independent", "[json]") {
+  // Parsers of destroyed documents are kept for the next ones: a document must never see another's
+  // values, whatever the order they are made and destroyed in.
+  std::vector<std::unique_ptr<optrace::json::Document>> docs;
+  for (int k = 0; k < 20; ++k) {
+    docs.push_back(optrace::json::Document::parse("{\"k\": " + std::to_string(k) + ", \"s\": \"" + std::string(k * 50, 'x') + "\"}"));
+    if (k % 3 == 2) docs.erase(docs.begin());
+  }
+  for (const auto& d : docs) {
+    const int64_t k = d->root()["k"].as_int();
+    CHECK(d->root()["s"].as_string().size() == static_cast<size_t>(k * 50));
+  }
+  docs.clear();
+  // A large document after small ones, and small ones after it.
+  std::string big = "[";
+  for (int k = 0; k < 300000; ++k) big += (k ? ",\"" : "\"") + std::to_string(k) + "\"";
+  big += "]";
+  CHECK(optrace::json::Document::parse(big)->root().array().size() == 300000);
+  CHECK(optrace::json::Document::parse("[1, 2]")->root().array().size() == 2);
 }

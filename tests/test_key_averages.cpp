@@ -3,7 +3,9 @@
 // torch 2.6 printed it for the same events) and of real Kineto traces: torch 2.6's own and torch
 // 2.11's CUDA trace, with the tables torch printed in those runs.
 #include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/kineto/exporter.hpp>
 #include <optrace/key_averages.hpp>
+#include <optrace/op_trace.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -129,6 +131,18 @@ std::vector<TimedEvent> two_steps() {
           event("aten::linear", 1, 110.0, 150.0, "[[2, 3], [4, 3], [4]]"),
           event("aten::addmm", 1, 115.0, 145.25, "[[4], [2, 3], [3, 4], [], []]"),
           event("aten::relu", 2, 30.0, 35.5, "[[2, 4]]")};
+}
+
+TEST_CASE("key_averages: a trace that says its times were not measured says so", "[key_averages]") {
+  // kineto::save of an op trace: one event per unique input, 1 us each, its calls in args.count.
+  const optrace::OpTrace trace = optrace::OpTrace::load(optrace_test::data_path("peer/mlp.hf_op_trace.json"));
+  const std::string exported = optrace::detail::kineto::export_trace(trace, optrace::kineto::ExportOptions());
+  const KeyAverages untimed = KeyAverages::from_kineto_text(exported, false);
+  CHECK_FALSE(untimed.times_measured());
+  CHECK_FALSE(untimed.rows().empty());
+  const KeyAverages measured = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/small_base.pt.trace.json.gz"), false);
+  CHECK(measured.times_measured());
+  CHECK(KeyAverages::from_events({}, {}, false).times_measured());
 }
 
 TEST_CASE("key_averages: self time is the time less the events nested directly in it", "[key_averages]") {

@@ -284,6 +284,19 @@ TEST_CASE("kineto: argument kinds and overload resolution", "[kineto]") {
     const OpInput& view = only_input(r.trace, "view.default");
     CHECK(view.input_dtypes == std::vector<std::string>{"torch.int64", "<class 'list'>"});
   }
+  SECTION("the interpreter's stack before a call whose .out overload takes as many arguments") {
+    // A profiler before 2.1 (no Overload name) around TorchScript: the value before linear's
+    // (input, weight, bias) would bind linear.out(input, weight, bias, *, out) by arity, with
+    // every argument shifted. out= is keyword-only: the default overload on the last three,
+    // which decomposes (its t and addmm are kept).
+    auto r = kineto::parse(trace_of({
+        op("aten::linear", 0, 10, in("[[2048, 200], [2048, 512], [200, 512], [200]]", R"(["float", "float", "float", "float"])")),
+        op("aten::t", 1, 1, in("[[200, 512]]", R"(["float"])")),
+    }));
+    CHECK(r.trace.find("linear.out") == nullptr);
+    CHECK(r.report.decomposed == 1);
+    CHECK(only_input(r.trace, "t.default").input_shapes[0] == std::vector<int64_t>{200, 512});
+  }
   SECTION("events it cannot use are reported") {
     auto r = kineto::parse(trace_of({
         op("aten::surely_not_an_op", 0, 10, in("[[3]]", R"(["float"])", R"([""])")),
@@ -1208,7 +1221,7 @@ TEST_CASE("kineto: a trace streamed in any layout, in bounded memory", "[kineto]
           size_t most_asked = 0;
           CHECK(stream(laid, 1024, threads, &fell_back, nullptr, &most_asked) == whole);
           CHECK(fell_back == false);
-          CHECK(most_asked <= 2 * 1024 * size_t(threads));  // 1 KiB per thread, the first piece grown once at most: never the text
+          CHECK(most_asked <= 2 * 1024 * static_cast<size_t>(threads));  // 1 KiB per thread, the first piece grown once at most: never the text
         }
       }
     }

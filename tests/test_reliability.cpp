@@ -2,6 +2,7 @@
 // exact counts under load ([stress]), and saves that a killed process cannot leave half-written.
 #include <optrace/kineto.hpp>
 #include <optrace/json/reader.hpp>
+#include <optrace/key_averages.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 #include <optrace/op_trace.hpp>
@@ -45,15 +46,18 @@ std::string regression(const std::string& target, const std::string& name) {
   return read_text(std::string(OPTRACE_SOURCE_DIR) + "/tests/fuzz/regressions/" + target + "/" + name);
 }
 
-// The files of the fuzzers' regression folder for `target`.
+// The files of the fuzzers' regression folder for `target`: every target has one, never empty
+// (a folder renamed or lost would otherwise check nothing).
 std::vector<std::string> regressions(const std::string& target) {
   std::vector<std::string> out;
-  std::string dir = std::string(OPTRACE_SOURCE_DIR) + "/tests/fuzz/regressions/" + target;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
-    closedir(d);
-  }
+  const std::string dir = std::string(OPTRACE_SOURCE_DIR) + "/tests/fuzz/regressions/" + target;
+  DIR* d = opendir(dir.c_str());
+  INFO(dir);
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d))
+    if (e->d_name[0] != '.') out.push_back(dir + "/" + e->d_name);
+  closedir(d);
+  REQUIRE(!out.empty());
   return out;
 }
 
@@ -282,6 +286,33 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
     std::string text = read_text(path);
     CHECK_NOTHROW(answer([&] { optrace::kineto::parse(text).trace.to_json(); }));
   }
+  for (const std::string& path : regressions("key_averages")) {
+    INFO(path);
+    std::string text = read_text(path);
+    for (bool grouped : {false, true})
+      CHECK_NOTHROW(answer([&] { optrace::KeyAverages::from_kineto_text(text, grouped).table("", -1); }));
+  }
+  for (const std::string& path : regressions("operator_inputs")) {
+    INFO(path);
+    std::string text = read_text(path);
+    CHECK_NOTHROW(answer([&] { optrace::operator_inputs::to_text(optrace::operator_inputs::parse(text, path).trace); }));
+  }
+  // The command line's (argument lists) are replayed by fuzz_replay_cli; here, that they are kept.
+  CHECK(!regressions("cli").empty());
+}
+
+TEST_CASE("reliability: the kept regressions answer as they did when found", "[reliability]") {
+  CHECK_THAT(answer([&] { optrace::Observations::from_json(regression("observations", "values-nested-400-deep.json")); }),
+             OPTRACE_CONTAINS("expected values nested at most 128 deep"));
+  CHECK_THAT(answer([&] { optrace::operator_inputs::parse(regression("operator_inputs", "dim-beyond-int64.txt"), "log.txt"); }),
+             OPTRACE_CONTAINS("TextError at log.txt:2:14: expected an integer that fits 64 bits"));
+  CHECK_THAT(answer([&] { optrace::operator_inputs::parse(regression("operator_inputs", "count-sum-overflow.txt"), "log.txt"); }),
+             OPTRACE_CONTAINS("expected counts that add up to at most 2^63-1"));
+  CHECK_THAT(answer([&] { optrace::KeyAverages::from_kineto_text(regression("key_averages", "time-overflow.json"), false); }),
+             OPTRACE_CONTAINS("JsonError at /traceEvents/0/ts: expected a time in microseconds"));
+  // Times 18e12 us apart: each fits int64 nanoseconds, their span does not (measured from the first).
+  const optrace::KeyAverages span = optrace::KeyAverages::from_kineto_text(regression("key_averages", "times-span-beyond-int64.json"), false);
+  CHECK(span.rows().size() == 2);
 }
 
 // ---- load ----------------------------------------------------------------------------------

@@ -668,9 +668,6 @@ TEST_CASE("replay: options and python value strings", "[replay]") {
 }
 
 TEST_CASE("replay: a trace recorded from a small model", "[replay]") {
-#ifndef NDEBUG
-  OPTRACE_SKIP("OpTracer needs NDEBUG (a Release build)");
-#else
   torch::manual_seed(3);
   torch::NoGradGuard no_grad;
   torch::nn::Embedding embedding(50, 16);
@@ -706,7 +703,6 @@ TEST_CASE("replay: a trace recorded from a small model", "[replay]") {
   const std::string path = optrace_test::temp_path("recorded_model.hf_op_trace.json");
   trace.save(path);
   require_all_ok(optrace::replay(OpTrace::load(path), cpu(ReplayMode::check)));
-#endif
 }
 
 TEST_CASE("replay: the example of docs/replay.md", "[replay]") {

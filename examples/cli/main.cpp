@@ -60,8 +60,8 @@
 #include <optrace/kineto.hpp>
 #include <optrace/operator_inputs.hpp>
 #include <optrace/replay.hpp>
-#include <torch/version.h>
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#include <optrace/detail/common/compat.hpp>
+#if OPTRACE_HAS_AOTI
 #define OPTRACE_CLI_AOTI 1
 #include <optrace/aoti.hpp>
 #endif
@@ -218,6 +218,10 @@ std::string summary_by_time(const Invocation& inv, const std::string& path) {
       throw;
     }
   }();
+  if (!averages.times_measured())
+    optrace::detail::raise_about_file<optrace::Error>(
+        path, "no measured times to show: optrace convert wrote it from an op trace (one event per unique input, 1 us each; "
+              "the calls are in each event's args.count, which optrace summary counts)");
   const int rows = inv.top > 0 ? static_cast<int>(std::min<int64_t>(inv.top, INT_MAX)) : -1;
   if (inv.json) return averages.to_json("self_cpu_time_total", rows, 1);
   const std::string table = averages.table("self_cpu_time_total", rows);

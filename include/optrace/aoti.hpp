@@ -5,8 +5,8 @@
 // examples/python/compile_package.py stores, is detail/aoti/guard.hpp. docs/aoti.md walks the
 // loop: observe, compile, load, verify, serve.
 
-#include <torch/version.h>
-#if !defined(TORCH_VERSION_MAJOR) || TORCH_VERSION_MAJOR < 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR < 6)
+#include <optrace/detail/common/compat.hpp>
+#if !OPTRACE_HAS_AOTI
 #error "optrace/aoti.hpp needs libtorch >= 2.6 (torch::inductor::AOTIModelPackageLoader)"
 #endif
 
@@ -86,7 +86,7 @@ class Package {
     }
     try {
       std::vector<std::string> spec = state_->loader->get_call_spec();
-      if (spec.size() != 2) detail::raise<ArgumentError>("the package's call spec has ", spec.size(), " parts, not 2");
+      if (spec.size() != 2) detail::raise_json("", "the package's call spec has ", spec.size(), " parts, not 2");
       state_->metadata = state_->loader->get_metadata();
       auto found = state_->metadata.find(std::string(detail::aoti::kGuardKey));
       detail::aoti::Guard guard;
@@ -470,7 +470,7 @@ optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Obser
       r.arguments = arguments.describe();
     } catch (const std::exception& e) {
       r.status = VerifyStatus::error;
-      r.message = std::string("cannot build its inputs: ") + e.what();
+      r.message = std::string("cannot build its inputs: ") + detail::describe_exception(e);
       report.results.push_back(std::move(r));
       continue;
     }
@@ -506,7 +506,7 @@ optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Obser
       }
     } catch (const std::exception& e) {
       r.status = VerifyStatus::error;
-      r.message = std::string(stage) + " failed: " + e.what();
+      r.message = std::string(stage) + " failed: " + detail::describe_exception(e);
       report.results.push_back(std::move(r));
       continue;
     }

@@ -123,14 +123,32 @@ std::string concat(const Parts&... parts) {
   return out.str();
 }
 
-/// The one place that throws (fmt's report_error). Builds the message only when called; keeps
-/// the exception being handled, if any, as the nested cause.
+/// The one place that throws (fmt's report_error): `E` made of `args`, with the exception being
+/// handled, if any, kept as the nested cause. The forms below build the message only when called.
+///
+/// Everything optrace throws to its caller comes from here, an `Error` of the family above.
+/// Outside this file only three kinds of `throw` remain: rethrows (`throw;`), the internal
+/// signals a reader throws from one function and catches itself (`FastReader::give_up`,
+/// `StreamReader::give_up`, the operator-inputs parser's `left_out_line`), and `std::bad_alloc` for
+/// memory the allocator refused, as the standard containers throw it.
+template <class E, class... Args>
+[[noreturn]] void throw_error(Args&&... args) {
+  static_assert(std::is_base_of_v<Error, E>, "optrace throws only its own error family");
+  if (std::current_exception()) std::throw_with_nested(E(std::forward<Args>(args)...));
+  throw E(std::forward<Args>(args)...);
+}
+
+/// Throws `E` with the parts concatenated as its message.
 template <class E, class... Parts>
 [[noreturn]] void raise(const Parts&... parts) {
-  static_assert(!std::is_same_v<E, JsonError>, "JsonError takes a path: throw JsonError(path, msg)");
-  std::string message = concat(parts...);
-  if (std::current_exception()) std::throw_with_nested(E(std::move(message)));
-  throw E(std::move(message));
+  static_assert(!std::is_same_v<E, JsonError>, "JsonError takes a path: raise_json(path, parts...)");
+  throw_error<E>(concat(parts...));
+}
+
+/// Throws a JsonError at the JSON pointer `path` with the parts concatenated as its message.
+template <class... Parts>
+[[noreturn]] void raise_json(std::string path, const Parts&... parts) {
+  throw_error<JsonError>(std::move(path), concat(parts...));
 }
 
 /// `raise`, for an error about a file: names it (Error::file).
@@ -138,7 +156,7 @@ template <class E, class... Parts>
 [[noreturn]] void raise_about_file(const std::string& file, const Parts&... parts) {
   E e(concat(parts...));
   e.name_file(file);
-  throw e;
+  throw e;  // never nested: the file's error is the whole story
 }
 
 }  // namespace detail

@@ -79,7 +79,7 @@ class KeyAverages {
         detail::FileReader in(path);
         if (in.gzip() || in.file_size() >= detail::kineto::kStreamPlainAbove)
           if (auto read = detail::key_averages::stream_events(in))
-            return from_events(std::move(read->events), read->memory, group_by_input_shape, read->time_zero_ns);
+            return read_from(std::move(*read), group_by_input_shape);
       }
       std::string text = detail::read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
       return from_padded(text, group_by_input_shape);
@@ -94,6 +94,10 @@ class KeyAverages {
     return from_padded(copy, group_by_input_shape);
   }
 
+  /// Whether the trace's times were measured: false for a trace that says they were not
+  /// (`"timesMeasured": false`, what `kineto::save` writes for an op trace: one event per unique
+  /// input, 1 us each), whose rows' times and calls mean nothing.
+  bool times_measured() const { return times_measured_; }
   /// The rows in torch's order: by the start of each row's first event.
   const std::vector<KeyAverage>& rows() const { return rows_; }
   /// Whether memory records were given (torch's profile_memory): the table shows memory then.
@@ -133,15 +137,21 @@ class KeyAverages {
   }
 
  private:
+  // A trace's events, read whole or streamed, with what the trace says of its times.
+  static KeyAverages read_from(detail::key_averages::TraceEvents read, bool group_by_input_shape) {
+    KeyAverages out = from_events(std::move(read.events), read.memory, group_by_input_shape, read.time_zero_ns);
+    out.times_measured_ = read.times_measured;
+    return out;
+  }
   // `text` has simdjson's padding in its capacity.
   static KeyAverages from_padded(std::string& text, bool group_by_input_shape) {
     if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
     detail::key_averages::TraceEvents read = detail::key_averages::Reader().read(text.data(), text.size(), text.capacity());
-    return from_events(std::move(read.events), read.memory, group_by_input_shape, read.time_zero_ns);
+    return read_from(std::move(read), group_by_input_shape);
   }
 
   std::vector<KeyAverage> rows_;
-  bool memory_ = false, grouped_ = false, device_ = false;
+  bool memory_ = false, grouped_ = false, device_ = false, times_measured_ = true;
 };
 
 }  // namespace optrace

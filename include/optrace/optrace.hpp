@@ -1,4 +1,4 @@
-// optrace/optrace.hpp: the umbrella header; includes every public header, nothing else
+// optrace/optrace.hpp: the umbrella header; includes every public header (compat.hpp only to ask the libtorch version)
 #pragma once
 
 // Foundation: errors, JSON, Python's spellings, tensor specs.
@@ -32,8 +32,8 @@
 #include <optrace/plan.hpp>
 
 // AOTInductor packages: libtorch >= 2.6 only (aoti.hpp stops older builds with an #error).
-#include <torch/version.h>
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#include <optrace/detail/common/compat.hpp>
+#if OPTRACE_HAS_AOTI
 #include <optrace/aoti.hpp>
 #include <optrace/serve.hpp>
 #endif

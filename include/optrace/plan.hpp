@@ -309,7 +309,7 @@ inline std::string safe_relative(const json::Node& node) {
   bool ok = !p.empty() && !path.is_absolute() && p.find('\\') == std::string::npos && p.find('\0') == std::string::npos;
   for (const auto& part : path) ok = ok && part != ".." && part != "." && !part.empty();
   if (!ok)
-    throw JsonError(node.path(), "'" + p + "' is not a file name inside the plan's folder (an absolute path or a '..' is refused)");
+    optrace::detail::raise_json(node.path(), "'" + p + "' is not a file name inside the plan's folder (an absolute path or a '..' is refused)");
   return p;
 }
 
@@ -455,22 +455,22 @@ class Plan {
       json::Node root = doc->root();
       json::Node format = root["format"];
       if (!format.is_string() || format.as_string() != kPlanFormat)
-        throw JsonError(format.path(), "not an optrace plan (expected \"format\": \"optrace.plan\")");
+        optrace::detail::raise_json(format.path(), "not an optrace plan (expected \"format\": \"optrace.plan\")");
       int64_t version = root["version"].as_int();
       if (version != kPlanVersion)
-        throw JsonError("/version", "plan version " + std::to_string(version) + "; this optrace reads version " +
+        optrace::detail::raise_json("/version", "plan version " + std::to_string(version) + "; this optrace reads version " +
                                         std::to_string(kPlanVersion));
       for (json::Node s : root["sources"].array()) plan.sources_.emplace_back(s.as_string());
       for (json::Node a : root["arg_names"].array()) plan.order_.emplace_back(a.as_string());
       plan.total_calls_ = root["calls"].as_int();
       for (json::Node w : root["warnings"].array()) plan.warnings_.emplace_back(w.as_string());
       auto packages = root["packages"].array();
-      if (packages.size() == 0) throw JsonError("/packages", "a plan without packages");
+      if (packages.size() == 0) optrace::detail::raise_json("/packages", "a plan without packages");
       for (json::Node p : packages) {
         PlannedPackage pkg;
         pkg.name = std::string(p["name"].as_string());
         for (const PlannedPackage& other : plan.packages_)
-          if (other.name == pkg.name) throw JsonError(p["name"].path(), "two packages named '" + pkg.name + "'");
+          if (other.name == pkg.name) optrace::detail::raise_json(p["name"].path(), "two packages named '" + pkg.name + "'");
         pkg.file = detail::plan::safe_relative(p["file"]);
         pkg.observations_file = detail::plan::safe_relative(p["observations"]);
         pkg.structure = std::string(p["structure"].as_string());

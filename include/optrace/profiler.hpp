@@ -301,10 +301,10 @@ class Profiler {
   void start() {
     Profiler* active = nullptr;
     if (!active_profiler().compare_exchange_strong(active, this))
-      throw Error(active == this ? "this Profiler is already started" : "another Profiler is active; stop it first");
+      detail::raise<Error>(active == this ? "this Profiler is already started" : "another Profiler is active; stop it first");
     if (detail::op_tracer::ActiveSession::any()) {
       active_profiler().store(nullptr);
-      throw Error("an OpTracer is recording; stop it before starting a Profiler");
+      detail::raise<Error>("an OpTracer is recording; stop it before starting a Profiler");
     }
     started_ = true;
     step_num_ = 0;

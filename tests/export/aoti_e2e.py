@@ -207,6 +207,8 @@ def main(name, observe_tool, serve_tool, work, cli=None):
         cli_report = efo.read(cli_json)
         if [r["status"] for r in cli_report["signatures"]] != [r["status"] for r in report["signatures"]]:
             fail("optrace verify and optrace::aoti::verify disagree: %s" % run.stdout)
+        if name == "keyword":
+            check_verify_errors(command, cli_json, efo.read)
 
     # torch's own loader, on the same inputs, gives what the C++ package gave; both match eager.
     compiled = torch._inductor.aoti_load_package(package)
@@ -250,6 +252,20 @@ def main(name, observe_tool, serve_tool, work, cli=None):
     print("PASS %s: torch %s, package compiled in %.1f s; verify %s; %d calls served as aoti_load_package "
           "serves them; %d bad calls refused%s" % (name, torch.__version__, compile_s, got, served, len(bad), extra))
     return 0
+
+
+def check_verify_errors(command, cli_json, read):
+    """Labels drawn past the model's 4 classes fail inside the package: each signature's error is
+    one line, libtorch's message without its backtrace, on the terminal and in the report."""
+    run = subprocess.run(command + ["--int-range", "0,64"], capture_output=True, text=True)
+    errors = [r["message"] for r in read(cli_json)["signatures"] if r["status"] == "error"]
+    if run.returncode != 1 or not errors:
+        fail("optrace verify with labels out of range: exit %d, errors %s: %s" % (run.returncode, errors, run.stdout))
+    for text in errors + [run.stdout]:
+        if "Exception raised from" in text or "frame #" in text:
+            fail("optrace verify printed libtorch's backtrace: %r" % text[:400])
+    if any("\n" in m for m in errors):
+        fail("optrace verify's error is not one line: %r" % errors)
 
 
 def check_other_packages(cli, work, program, package, scripted):

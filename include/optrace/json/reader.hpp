@@ -110,10 +110,10 @@ class Node {
   std::string describe() const;
   /// Throws `JsonError(path(), message + ", got " + describe())`.
   [[noreturn]] void fail(const std::string& message) const {
-    throw JsonError(path(), message + ", got " + describe());
+    optrace::detail::raise_json(path(), message + ", got " + describe());
   }
   /// Throws `JsonError(path(), message)` as given.
-  [[noreturn]] void fail_plain(const std::string& message) const { throw JsonError(path(), message); }
+  [[noreturn]] void fail_plain(const std::string& message) const { optrace::detail::raise_json(path(), message); }
 
   const simdjson::dom::element& element() const { return element_; }
 
@@ -288,7 +288,7 @@ class Document {
   // `text` must stay readable SIMDJSON_PADDING bytes past `size`, and live as long as this document.
   void parse_padded(const char* text, size_t size) {
     auto error = parser_->parse(text, size, false).get(root_);
-    if (error) throw JsonError("", "malformed JSON: " + detail::simdjson_message(error));
+    if (error) optrace::detail::raise_json("", "malformed JSON: " + detail::simdjson_message(error));
   }
 
   static bool same(const simdjson::dom::element& a, const simdjson::dom::element& b) {

@@ -85,12 +85,12 @@ inline c10::ScalarType scalar_type_from_schema(int64_t number, const std::string
   for (const auto& e : detail::schema_dtype_table()) {
     if (e.schema.number != number) continue;
     if (!e.c10)
-      throw JsonError(path, optrace::detail::concat("dtype ", number, " (", e.schema.name,
+      optrace::detail::raise_json(path, optrace::detail::concat("dtype ", number, " (", e.schema.name,
                                                     ") is not supported by the installed libtorch ",
                                                     TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR));
     return *e.c10;
   }
-  throw JsonError(path, optrace::detail::concat("unknown dtype number ", number,
+  optrace::detail::raise_json(path, optrace::detail::concat("unknown dtype number ", number,
                                                 " (torch.export schema ScalarType: 1-13, 28-30)"));
 }
 
@@ -124,7 +124,7 @@ inline c10::Layout layout_from_schema(int64_t number, const std::string& path = 
     case 7: return c10::kStrided;
     default: break;
   }
-  throw JsonError(path, optrace::detail::concat("unknown layout number ", number,
+  optrace::detail::raise_json(path, optrace::detail::concat("unknown layout number ", number,
                                                 " (torch.export schema Layout: 1-7)"));
 }
 
@@ -157,10 +157,10 @@ inline c10::Device device_from_schema(std::string_view type, std::optional<int64
     }
   }
   if (!device)
-    throw JsonError(path + "/type", optrace::detail::concat("unknown device type \"", type, "\""));
+    optrace::detail::raise_json(path + "/type", optrace::detail::concat("unknown device type \"", type, "\""));
   if (index) {
     if (*index < 0 || *index > 127 || device->is_cpu())
-      throw JsonError(path + "/index", optrace::detail::concat("invalid index ", *index, " for device type \"",
+      optrace::detail::raise_json(path + "/index", optrace::detail::concat("invalid index ", *index, " for device type \"",
                                                                type, "\""));
     device->set_index(static_cast<c10::DeviceIndex>(*index));
   }

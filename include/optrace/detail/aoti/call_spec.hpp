@@ -48,19 +48,19 @@ inline TreeSpec read_tree_spec(const json::Node& node) {
   else if (t == "builtins.list") spec.type = TreeSpec::Type::List;
   else if (t == "builtins.dict" || t == "collections.OrderedDict") spec.type = TreeSpec::Type::Dict;
   else if (t == "builtins.NoneType") spec.type = TreeSpec::Type::None;
-  else throw JsonError(type.path(), "a pytree node of type " + t + ", which optrace cannot build from C++ values");
+  else optrace::detail::raise_json(type.path(), "a pytree node of type " + t + ", which optrace cannot build from C++ values");
   if (spec.type == TreeSpec::Type::Dict) {
     // The context is itself JSON text: the list of keys.
     json::Node context = node["context"];
     auto keys = json::Document::parse(context.as_string());
     for (json::Node k : keys->root().array()) {
-      if (!k.is_string()) throw JsonError(context.path(), "dict keys other than strings are not supported");
+      if (!k.is_string()) optrace::detail::raise_json(context.path(), "dict keys other than strings are not supported");
       spec.keys.emplace_back(k.as_string());
     }
   }
   for (json::Node child : node["children_spec"].array()) spec.children.push_back(read_tree_spec(child));
   if (spec.type == TreeSpec::Type::Dict && spec.keys.size() != spec.children.size())
-    throw JsonError(node.path(), "a dict node with " + std::to_string(spec.keys.size()) + " keys and " +
+    optrace::detail::raise_json(node.path(), "a dict node with " + std::to_string(spec.keys.size()) + " keys and " +
                                      std::to_string(spec.children.size()) + " children");
   return spec;
 }
@@ -71,7 +71,7 @@ inline TreeSpec parse_tree_spec(std::string_view text) {
   json::Node root = doc->root();
   auto items = root.array();
   if (items.size() != 2 || !(*items.begin()).is_int() || (*items.begin()).as_int() != 1)
-    throw JsonError("", "a pytree treespec of protocol 1 ([1, {...}]) was expected");
+    optrace::detail::raise_json("", "a pytree treespec of protocol 1 ([1, {...}]) was expected");
   auto it = items.begin();
   ++it;
   return read_tree_spec(*it);
@@ -123,7 +123,7 @@ struct CallShape {
   static CallShape of(const TreeSpec& in_spec, std::vector<std::string> names) {
     if (in_spec.type != TreeSpec::Type::Tuple || in_spec.children.size() != 2 ||
         in_spec.children[0].type != TreeSpec::Type::Tuple || in_spec.children[1].type != TreeSpec::Type::Dict)
-      raise<ArgumentError>("the package's in_spec is not ((args...), {kwargs...})");
+      raise_json("", "the package's in_spec is not ((args...), {kwargs...})");
     return CallShape{in_spec.children[0], in_spec.children[1], std::move(names)};
   }
 

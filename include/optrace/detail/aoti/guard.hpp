@@ -61,7 +61,7 @@ struct Guard {
     json::Node root = doc->root();
     int64_t version = root["version"].as_int();
     if (version != kGuardVersion)
-      throw JsonError("/version", "guard metadata version " + std::to_string(version) + "; this optrace reads version " +
+      optrace::detail::raise_json("/version", "guard metadata version " + std::to_string(version) + "; this optrace reads version " +
                                       std::to_string(kGuardVersion));
     Guard g;
     json::Node names = root;
@@ -88,7 +88,7 @@ struct Guard {
               dim.solvable = true;
               dim.coeff = n.as_int();
               dim.offset = d["offset"].as_int();
-              if (dim.coeff == 0) throw JsonError(n.path(), "a dim of coefficient 0 is static");
+              if (dim.coeff == 0) optrace::detail::raise_json(n.path(), "a dim of coefficient 0 is static");
             }
             if (d.find("min", n) && !n.is_null()) dim.min = n.as_int();
             if (d.find("max", n) && !n.is_null()) dim.max = n.as_int();
@@ -113,7 +113,7 @@ struct Guard {
     }
     for (auto [name, range] : root["symbols"].object()) {
       auto bounds = range.array();
-      if (bounds.size() != 2) throw JsonError(range.path(), "a range is [min, max]");
+      if (bounds.size() != 2) optrace::detail::raise_json(range.path(), "a range is [min, max]");
       auto it = bounds.begin();
       int64_t lo = (*it).as_int();
       ++it;

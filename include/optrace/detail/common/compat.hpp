@@ -12,6 +12,8 @@
 #include <type_traits>
 
 #define OPTRACE_TORCH_VERSION (TORCH_VERSION_MAJOR * 10000 + TORCH_VERSION_MINOR * 100 + TORCH_VERSION_PATCH)
+// AOTInductor's package loader from C++ (torch::inductor::AOTIModelPackageLoader): aoti.hpp, serve.hpp.
+#define OPTRACE_HAS_AOTI (OPTRACE_TORCH_VERSION >= 20600)
 
 namespace optrace::detail {
 

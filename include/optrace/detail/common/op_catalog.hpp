@@ -77,7 +77,7 @@ class Reader {
 
   bool done() const { return at_ >= text_.size(); }
   [[noreturn]] void fail(const std::string& what) const {
-    throw Error("malformed op catalog, line " + std::to_string(line_) + ": " + what);
+    raise<Error>("malformed op catalog, line ", line_, ": ", what);
   }
   std::string_view word() {
     skip_spaces();

@@ -32,6 +32,7 @@
 // itself is "baseTimeNanoseconds" + ts (torch's start_ns()), which memory attribution rounds with
 // (aggregate.hpp).
 
+#include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/common/ondemand.hpp>
 #include <optrace/detail/kineto/events.hpp>
 #include <optrace/error.hpp>
@@ -71,15 +72,28 @@ inline std::string input_shapes_text(const std::vector<std::optional<std::vector
 // What an "X" event of category `cat` is to torch's key_averages (see above).
 enum class Counted { No, Op, Runtime, Overhead, Device, DeviceAnnotation };
 inline Counted counted_category(std::string_view cat) {
-  for (std::string_view c : {"cpu_op", "user_annotation", "Operator"})
-    if (cat == c) return Counted::Op;
-  for (std::string_view c : {"cuda_runtime", "cuda_driver", "xpu_runtime", "mtia_runtime", "privateuse1_runtime",
-                             "privateuse1_driver", "Runtime"})
-    if (cat == c) return Counted::Runtime;
-  if (cat == "overhead") return Counted::Overhead;
-  for (std::string_view c : {"kernel", "Kernel", "gpu_memcpy", "gpu_memset", "cuda_sync"})
-    if (cat == c) return Counted::Device;
-  if (cat == "gpu_user_annotation") return Counted::DeviceAnnotation;
+  using kineto_names::Category;
+  static constexpr std::pair<Category, Counted> kCounted[] = {
+      {Category::cpu_op, Counted::Op},
+      {Category::user_annotation, Counted::Op},
+      {Category::operator_legacy, Counted::Op},
+      {Category::cuda_runtime, Counted::Runtime},
+      {Category::cuda_driver, Counted::Runtime},
+      {Category::xpu_runtime, Counted::Runtime},
+      {Category::mtia_runtime, Counted::Runtime},
+      {Category::privateuse1_runtime, Counted::Runtime},
+      {Category::privateuse1_driver, Counted::Runtime},
+      {Category::runtime_legacy, Counted::Runtime},
+      {Category::overhead, Counted::Overhead},
+      {Category::kernel, Counted::Device},
+      {Category::kernel_legacy, Counted::Device},
+      {Category::gpu_memcpy, Counted::Device},
+      {Category::gpu_memset, Counted::Device},
+      {Category::cuda_sync, Counted::Device},
+      {Category::gpu_user_annotation, Counted::DeviceAnnotation},
+  };
+  for (const auto& [category, counted] : kCounted)
+    if (kineto_names::is(cat, category)) return counted;
   return Counted::No;
 }
 
@@ -129,7 +143,7 @@ class Reader {
       if (ph == "X")
         return !has_cat ? Kind::Unknown
                : counted_category(cat) != Counted::No ? Kind::Timed
-               : cat == "Trace" ? Kind::Span
+               : kineto_names::is(cat, kineto_names::Category::trace_span) ? Kind::Span
                                 : Kind::Other;
       if (ph == "i") return !has_name ? Kind::Unknown : name == "[memory]" ? Kind::Memory : Kind::Other;
       return Kind::Other;
@@ -239,10 +253,10 @@ class Reader {
 
   template <class PathFn>
   int64_t time_of(std::string_view token, const char* key, const PathFn& event_path) {
-    if (token.empty()) throw JsonError(event_path(), "missing key \"" + std::string(key) + "\"");
+    if (token.empty()) optrace::detail::raise_json(event_path(), "missing key \"" + std::string(key) + "\"");
     int64_t ns;
     if (!kineto::parse_time_ns(token, ns))
-      throw JsonError(event_path() + "/" + key, "expected a time in microseconds, got " + json::detail::describe_number(token));
+      optrace::detail::raise_json(event_path() + "/" + key, "expected a time in microseconds, got " + json::detail::describe_number(token));
     return ns;
   }
 
@@ -258,19 +272,19 @@ class Reader {
 
   template <class PathFn>
   void add_timed(Event& ev, const PathFn& event_path) {
-    if (!ev.has_name) throw JsonError(event_path(), "missing key \"name\"");
+    if (!ev.has_name) optrace::detail::raise_json(event_path(), "missing key \"name\"");
     const Counted counted = counted_category(ev.cat);
     TimedEvent t;
     t.name = std::string(ev.name);
     t.tid = thread_of(ev.tid);
     t.input_shapes = std::move(ev.shapes);
-    t.user_annotation = ev.cat == "user_annotation" || counted == Counted::DeviceAnnotation;
+    t.user_annotation = kineto_names::is(ev.cat, kineto_names::Category::user_annotation) || counted == Counted::DeviceAnnotation;
     t.on_device = counted == Counted::Device || counted == Counted::DeviceAnnotation;
     int64_t ts = time_of(ev.ts, "ts", event_path), dur = time_of(ev.dur, "dur", event_path);
-    if (dur < 0) throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got " + json::detail::describe_number(ev.dur));
+    if (dur < 0) optrace::detail::raise_json(event_path() + "/dur", "expected a duration of at least 0, got " + json::detail::describe_number(ev.dur));
     int64_t end = 0;
     if (__builtin_add_overflow(ts, dur, &end))
-      throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
+      optrace::detail::raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
     if (counted == Counted::DeviceAnnotation && dur >= 2) ts += 1, dur -= 2;  // Kineto's widening, undone
     Ids ids;
     if (counted == Counted::Op) {
@@ -289,7 +303,7 @@ class Reader {
 
   template <class PathFn>
   void add_memory(Event& ev, const PathFn& event_path) {
-    if (!ev.bytes) throw JsonError(event_path() + "/args", "missing key \"Bytes\"");
+    if (!ev.bytes) optrace::detail::raise_json(event_path() + "/args", "missing key \"Bytes\"");
     MemoryRecord m;
     m.tid = thread_of(ev.tid);
     m.bytes = *ev.bytes;
@@ -316,7 +330,7 @@ class Reader {
     out_.times_measured = times_measured_;
     auto relative_us = [origin](int64_t ns) {
       int64_t d = 0;
-      if (__builtin_sub_overflow(ns, origin, &d)) throw JsonError("", "the events' times span more than int64 nanoseconds");
+      if (__builtin_sub_overflow(ns, origin, &d)) optrace::detail::raise_json("", "the events' times span more than int64 nanoseconds");
       return static_cast<double>(d) / 1000.0;
     };
     for (size_t k = 0; k < times_.size(); ++k) {

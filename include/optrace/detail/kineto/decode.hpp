@@ -775,7 +775,7 @@ inline void read_args_dom(const RawFields& raw, const std::string& args_path, st
     }
     problem = read_args(doc->root(), args);
   } catch (const JsonError& e) {
-    throw e.under(args_path);
+    optrace::detail::throw_error<JsonError>(e.under(args_path));
   }
 }
 
@@ -807,6 +807,69 @@ inline std::string example_of(std::string_view events_path, uint32_t index, std:
          (raw.types.empty() ? std::string("absent") : shorten(raw.types)) + ")";
 }
 
+// The overload a call's recorded arguments fit best, and how many recorded values before them are
+// not its arguments (`skip`); `tied`: others that fit as well, at the same skip.
+struct OverloadChoice {
+  const OpInfo* best = nullptr;
+  size_t skip = 0;
+  std::vector<const OpInfo*> tied;
+};
+
+// The best fit of `args` among `overloads`, at `offset` recorded values skipped (the last
+// `args.size() - offset` are the arguments), kept in `choice` when better than what it holds.
+inline void fit_overloads(const std::vector<const OpInfo*>& overloads, const std::vector<RecArg>& args,
+                          const std::string* hint, bool skipping, OverloadChoice& choice, int& best_score) {
+  for (const OpInfo* o : overloads) {
+    const auto& params = o->args;
+    if (hint != nullptr) {
+      if (o->overload != *hint || args.size() > params.size()) continue;
+    } else if (!skipping ? params.size() != args.size() : params.size() >= args.size()) {
+      continue;
+    }
+    const size_t offset = skipping ? args.size() - params.size() : 0;
+    int score = 0;
+    for (size_t k = offset; k < args.size() && score >= 0; ++k) {
+      const int s = match_score(args[k], params[k - offset]);
+      score = s < 0 ? -1 : score + s;
+    }
+    if (score < 0) continue;
+    if (score > best_score || (score == best_score && skipping && offset < choice.skip)) {
+      choice.best = o;
+      choice.skip = offset;
+      choice.tied.clear();
+      best_score = score;
+    } else if (score == best_score && offset == choice.skip) {
+      choice.tied.push_back(o);
+    }
+  }
+}
+
+// The overload of a call: the schema `args` fit best, the one the trace names (`hint`) if any.
+// Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack: when
+// no schema takes all the recorded inputs, the op's arguments are the last ones (as OpTracer
+// reads them). With one value too many, an `.out` overload can take them all by arity
+// (linear.out(input, weight, bias, *, out) for the stack's value then linear's three), every
+// argument shifted; its out= is keyword-only, a call passes it by name, and a profiler before 2.1
+// (no Overload name) around TorchScript makes such bindings far more often than calls with out=:
+// an overload on the last arguments is preferred to one that binds keyword-only out= tensors.
+inline OverloadChoice choose_overload(const std::vector<const OpInfo*>& overloads, const std::vector<RecArg>& args,
+                                      const std::string* hint) {
+  OverloadChoice choice;
+  int best_score = -1;
+  fit_overloads(overloads, args, hint, false, choice, best_score);
+  if (hint != nullptr) return choice;
+  bool binds_out = choice.best != nullptr && choice.best->positional < args.size();
+  for (size_t k = binds_out ? choice.best->positional : args.size(); k < args.size(); ++k)
+    binds_out = binds_out && choice.best->args[k].kind == ArgKind::Tensor;  // out=, not dtype= or alpha=
+  if (choice.best == nullptr || binds_out) {
+    OverloadChoice skipped;
+    int skipped_score = -1;
+    fit_overloads(overloads, args, nullptr, true, skipped, skipped_score);
+    if (skipped.best != nullptr) return skipped;
+  }
+  return choice;
+}
+
 // Decodes, into the default `info`, the key of event `index` of the list at `events_path` (the
 // paths of errors and examples, built only for them): a call of op `name`, of the catalog's
 // `overloads` of it.
@@ -831,40 +894,10 @@ inline void decode(KeyInfo& info, const std::vector<const OpInfo*>& overloads, s
   read_recorded(raw, event_path, args, overload_hint, has_hint, problem);
   if (!problem.empty()) return left_out(problem);
 
-  // The overload: the best-fitting schema.
-  // Boxed calls (the TorchScript interpreter's) hand RecordFunction the caller's whole stack: when
-  // no schema takes all the recorded inputs, the op's arguments are the last ones (as OpTracer
-  // reads them).
-  const OpInfo* best = nullptr;
-  int best_score = -1;
-  size_t skip = 0;  // recorded inputs before the op's arguments
-  std::vector<const OpInfo*> tied;
-  for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
-    if (pass == 1 && has_hint) break;
-    for (const OpInfo* o : overloads) {
-      const auto& params = o->args;
-      if (has_hint) {
-        if (o->overload != overload_hint || args.size() > params.size()) continue;
-      } else if (pass == 0 ? params.size() != args.size() : params.size() >= args.size()) {
-        continue;
-      }
-      size_t offset = pass == 0 ? 0 : args.size() - params.size();
-      int score = 0;
-      for (size_t k = offset; k < args.size() && score >= 0; ++k) {
-        int s = match_score(args[k], o->args[k - offset]);
-        score = s < 0 ? -1 : score + s;
-      }
-      if (score < 0) continue;
-      if (score > best_score || (score == best_score && pass == 1 && offset < skip)) {
-        best = o;
-        best_score = score;
-        skip = offset;
-        tied.clear();
-      } else if (score == best_score && offset == skip) {
-        tied.push_back(o);
-      }
-    }
-  }
+  const OverloadChoice choice = choose_overload(overloads, args, has_hint ? &overload_hint : nullptr);
+  const OpInfo* best = choice.best;
+  const size_t skip = choice.skip;
+  const std::vector<const OpInfo*>& tied = choice.tied;
   if (skip > 0) args.erase(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(skip));
   if (best == nullptr)
     return left_out(has_hint ? "no overload \"" + overload_hint + "\" takes the recorded arguments"

@@ -29,12 +29,12 @@ namespace optrace::detail::kineto {
 namespace od = simdjson::ondemand;
 
 [[noreturn]] inline void malformed(const std::string& path, simdjson::error_code e) {
-  throw JsonError(path, "malformed JSON: " + json::detail::simdjson_message(e));
+  optrace::detail::raise_json(path, "malformed JSON: " + json::detail::simdjson_message(e));
 }
 
 template <class V>
 [[noreturn]] void expected(V& v, const std::string& path, const char* what) {
-  throw JsonError(path, std::string(what) + ", got " + ondemand::describe(v));
+  optrace::detail::raise_json(path, std::string(what) + ", got " + ondemand::describe(v));
 }
 
 // The JSON pointer of event `index` of the list at `events_path`, for errors and examples.
@@ -138,7 +138,7 @@ const char* walk_events(od::parser& parser, const char* data, size_t size, size_
       if (events_end != nullptr && doc.current_location().get(*events_end)) *events_end = nullptr;
       if constexpr (!other_fields) break;
     }
-    if (!found) throw JsonError("", "missing key \"traceEvents\"");
+    if (!found) optrace::detail::raise_json("", "missing key \"traceEvents\"");
   } else {
     expected(doc, "", "expected an object with \"traceEvents\" or a list of events");
   }
@@ -411,7 +411,7 @@ bool stream_pieces(Reader& in, size_t piece_bytes, LastPiece last, ReadPiece&& r
     }
     if (buffer.target() >= max_piece_bytes) {
       if (cut) return false;  // a first piece that never read: the whole read names why
-      throw JsonError(object && !first ? "/traceEvents" : "",
+      optrace::detail::raise_json(object && !first ? "/traceEvents" : "",
                       "no boundary between two events in the " + std::to_string(buffer.target()) + " bytes from byte " +
                           std::to_string(offset) + " on (one event that long, or a string never closed): not read, to bound the memory");
     }

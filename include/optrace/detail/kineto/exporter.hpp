@@ -5,6 +5,7 @@
 // "TensorList dtypes", "Dropped calls".
 
 #include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/kineto/profiler_text.hpp>
 #include <optrace/json/writer.hpp>
@@ -173,7 +174,7 @@ inline void export_input(json::Writer& w, const std::string& op, const OpInput& 
                          const optrace::kineto::ExportOptions& options) {
   const auto [qualified, overload] = qualified_name(op);
   w.begin_object();
-  w.key("ph").value("X").key("cat").value("cpu_op").key("name").value(qualified);
+  w.key("ph").value("X").key("cat").value(kineto_names::name(kineto_names::Category::cpu_op)).key("name").value(qualified);
   w.key("pid").value(options.pid()).key("tid").value(options.tid()).key("ts").value(ts).key("dur").value(int64_t{1});
   w.key("args").begin_object();
   w.key("External id").value(id);
@@ -190,6 +191,7 @@ inline std::string export_trace(const OpTrace& trace, const ExportOptions& optio
   w.begin_object();
   w.key("schemaVersion").value(int64_t{1});
   w.key("traceName").value("optrace");
+  w.key("timesMeasured").value(false);  // the times below are made up: key_averages must not show them
   w.key("displayTimeUnit").value("ms");
   w.key("traceEvents").begin_array();
   w.begin_object().key("ph").value("M").key("name").value("process_name").key("pid").value(options.pid());
@@ -202,7 +204,7 @@ inline std::string export_trace(const OpTrace& trace, const ExportOptions& optio
     }
     if (e.dropped_calls > 0) {
       const auto [qualified, overload] = qualified_name(e.name);
-      w.begin_object().key("ph").value("X").key("cat").value("cpu_op").key("name").value(qualified);
+      w.begin_object().key("ph").value("X").key("cat").value(kineto_names::name(kineto_names::Category::cpu_op)).key("name").value(qualified);
       w.key("pid").value(options.pid()).key("tid").value(options.tid()).key("ts").value(2 * slot).key("dur").value(int64_t{1});
       w.key("args").begin_object().key("External id").value(slot + 1).key("Overload name").value(overload);
       w.key("Dropped calls").value(e.dropped_calls).end_object().end_object();

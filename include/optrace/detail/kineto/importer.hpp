@@ -21,6 +21,7 @@
 
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/common/json_text.hpp>
+#include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/common/ondemand.hpp>
 #include <optrace/detail/common/pieces.hpp>
 #include <optrace/detail/common/string_map.hpp>
@@ -170,7 +171,7 @@ class Importer {
   };
 
   static bool is_op_category(std::string_view cat) {
-    return (cat.size() == 6 && std::memcmp(cat.data(), "cpu_op", 6) == 0) || cat == "Operator";
+    return kineto_names::is(cat, kineto_names::Category::cpu_op) || kineto_names::is(cat, kineto_names::Category::operator_legacy);
   }
   static bool is_op_event(const Event& e) { return e.op_category && e.ph.size() == 1 && e.ph[0] == 'X'; }
 
@@ -349,15 +350,15 @@ class Importer {
       if (auto e = sub.get_object().get(args)) malformed(event_path() + "/args", e);
       read_args(args, ev, [&event_path] { return event_path() + "/args"; });
     }
-    if (ev.ts.empty()) throw JsonError(event_path(), "missing key \"ts\"");
-    if (ev.dur.empty()) throw JsonError(event_path(), "missing key \"dur\"");
+    if (ev.ts.empty()) optrace::detail::raise_json(event_path(), "missing key \"ts\"");
+    if (ev.dur.empty()) optrace::detail::raise_json(event_path(), "missing key \"dur\"");
     EventRec rec;
-    if (!parse_time_ns(ev.ts, rec.ts)) throw JsonError(event_path() + "/ts", "expected a time in microseconds, got number " + std::string(ev.ts));
+    if (!parse_time_ns(ev.ts, rec.ts)) optrace::detail::raise_json(event_path() + "/ts", "expected a time in microseconds, got number " + std::string(ev.ts));
     int64_t dur;
     if (!parse_time_ns(ev.dur, dur) || dur < 0)
-      throw JsonError(event_path() + "/dur", "expected a duration of at least 0, got number " + std::string(ev.dur));
+      optrace::detail::raise_json(event_path() + "/dur", "expected a duration of at least 0, got number " + std::string(ev.dur));
     if (__builtin_add_overflow(rec.ts, dur, &rec.end))
-      throw JsonError(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
+      optrace::detail::raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
     rec.index = index;
     rec.count = ev.count;
     if (!ev.raw.concrete.empty()) saw_concrete_ = true;
@@ -382,7 +383,7 @@ class Importer {
     rec.key = key;
     // Every count the report and the trace add up is part of this sum: it must fit int64.
     if (__builtin_add_overflow(calls_, rec.count, &calls_))
-      throw JsonError(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
+      optrace::detail::raise_json(event_path() + (ev.dropped ? "/args/Dropped calls" : "/args/count"),
                       "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
     records_.push_back(rec);
   }
@@ -469,7 +470,7 @@ class Importer {
   // caller reads the trace again without folding (finish() then sorts what take() kept).
   bool take(const Importer& piece) {
     if (report_.events + piece.report_.events > UINT32_MAX)
-      throw JsonError(events_path_, "more than " + std::to_string(UINT32_MAX) + " events: beyond what one import reads");
+      optrace::detail::raise_json(events_path_, "more than " + std::to_string(UINT32_MAX) + " events: beyond what one import reads");
     if (report_.events == 0 && events_path_.empty()) events_path_ = piece.events_path_;
     const uint32_t offset = static_cast<uint32_t>(report_.events);
     std::vector<uint32_t> thread_of, key_of;
@@ -480,7 +481,7 @@ class Importer {
       rec.key = key_of[rec.key];
       rec.index += offset;
       if (__builtin_add_overflow(calls_, rec.count, &calls_))
-        throw JsonError(event_path_of(events_path_, rec.index) + (sources_[rec.key].dropped ? "/args/Dropped calls" : "/args/count"),
+        optrace::detail::raise_json(event_path_of(events_path_, rec.index) + (sources_[rec.key].dropped ? "/args/Dropped calls" : "/args/count"),
                         "the events' counts add up to more than " + std::to_string(INT64_MAX) + " calls");
       if (!fold_) {
         records_.push_back(rec);
@@ -888,7 +889,7 @@ inline ImportResult import_in_pieces(char* data, size_t size, size_t capacity, c
 
 // Streaming: a trace read from `in` in pieces of about `piece_bytes` per thread (stream_pieces),
 // each parsed on its own and folded into the result (Importer::take) before the next is read, so
-// memory stays bounded by the pieces whatever the trace's size. `whole` reads the trace as before
+// memory stays bounded by the pieces whatever the trace's size. `whole` reads the trace whole
 // (all of it in memory), for what streaming cannot take (stream_pieces says when; a piece whose
 // fold throws too: the whole read names the error). Throws stream_pieces' JsonError.
 template <class Reader, class Whole>

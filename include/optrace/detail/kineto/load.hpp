@@ -47,7 +47,7 @@ inline ImportResult import_file(optrace::detail::FileBytes& file, const ImportOp
   return import_in_pieces(file.data(), file.size(), file.capacity(), options, catalog, pieces_for(file.size(), options.threads()));
 }
 
-// A Kineto trace from `in`, streamed in bounded memory; `path`'s whole text read as before when
+// A Kineto trace from `in`, streamed in bounded memory; `path`'s whole text read in memory when
 // streaming cannot take it (import_stream says when).
 inline ImportResult stream_file(optrace::detail::FileReader& in, const std::string& path, const ImportOptions& options,
                                 const OpCatalog& catalog) {
@@ -142,7 +142,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
     if (format == TraceFormat::Unknown) {
       // Let the Kineto reader name the problem (malformed JSON, or not a trace at all).
       auto probe = json::Document::parse(data);
-      throw JsonError("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
+      optrace::detail::raise_json("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
                               probe->root().describe());
     }
     return hf_result(OpTrace::from_json(data));

@@ -21,7 +21,6 @@
 
 #include <cctype>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -138,29 +137,9 @@ inline void collect_structs(const Value& v, std::map<std::string, std::vector<st
   for (const Value& item : v.items) collect_structs(item, out);
 }
 
-/// The observation file of `calls` as JSON.
-inline std::string observations_json(const CallSet& calls, int indent = 1) {
-  json::Writer w(indent);
-  w.begin_object();
-  w.key("format").value("optrace.observations");
-  w.key("version").begin_object().key("major").value(kObservationsMajor).key("minor").value(kObservationsMinor).end_object();
-  w.key("producer").begin_object().key("optrace").value("0.1.0").key("torch").value(TORCH_VERSION).end_object();
-
-  // The analysis (same as infer_dynamic_shapes()) names the inputs and their symbols. If the
-  // calls cannot be aligned, the history is still written, with the reason.
-  std::string analysis_error;
-  std::optional<Analysis> analysis;
-  DynamicShapes shapes;
-  std::optional<Value> example;
-  try {
-    analysis.emplace(calls);
-    shapes = infer_dynamic_shapes(calls, {});
-    if (!calls.stored.empty()) example = infer_argument_value(calls, {}, c10::Device(c10::kMeta), nullptr);
-  } catch (const ArgumentError& e) {
-    analysis_error = e.what();
-    analysis.reset();
-  }
-
+/// The arguments as torch.export sees them: their names, whether keyed, the in_spec and its
+/// namedtuple side table (empty, or null, when the calls could not be aligned).
+inline void write_argument_spec(json::Writer& w, const CallSet& calls, const Analysis* analysis) {
   w.key("arg_names").begin_array();
   if (analysis) for (const std::string& k : analysis->keys()) w.value(k);
   w.end_array();
@@ -179,64 +158,55 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
     }
   }
   w.end_object();
+}
 
-  // Per input leaf (depth first, in argument order): TensorMeta with symbolic dynamic dims.
-  w.key("inputs").begin_array();
-  if (analysis) {
-    std::function<void(const Value&, const ShapeNode&, const Value*, const std::string&, std::vector<PathStep>&)> walk =
-        [&](const Value& t, const ShapeNode& shape, const Value* ex, const std::string& top, std::vector<PathStep>& path) {
-          if (t.is_container()) {
-            for (size_t k = 0; k < t.items.size(); ++k) {
-              path.push_back({k, t.is_keyed() ? t.keys[k] : std::string()});
-              const Value* child = ex && ex->kind == t.kind ? (t.is_keyed() ? ex->find(t.keys[k]) : &ex->items[k]) : nullptr;
-              walk(t.items[k], shape.items[k], child, top, path);
-              path.pop_back();
-            }
-            return;
-          }
-          const std::string name = leaf_name(top, path, analysis->tmpl());
-          w.begin_object().key("name").value(name).key("argument").value(top);
-          w.key("meta");
-          if (t.is_tensor()) {
-            // The example's spec, so that each symbol's hint is its value in the export arguments.
-            TensorSpec spec = ex && ex->is_tensor() ? ex->spec : t.spec;
-            if (spec.device.is_meta()) spec.device = t.spec.device;  // synthesized for the example
-            std::vector<std::string> symbols;
-            for (const DimSpec& d : shape.dims) symbols.push_back(d.dynamic ? d.expr() : std::string());
-            json::write_tensor_meta(w, spec, symbols);
-            w.key("value").null();
-            auto range = calls.int_ranges.find(name);
-            if (range != calls.int_ranges.end() && has_int_range(spec.dtype))
-              w.key("int_range").begin_array().value(range->second.first).value(range->second.second).end_array();
-          } else {
-            w.null().key("value");
-            write_value(w, t);
-          }
-          w.end_object();
-        };
-    for (size_t k = 0; k < analysis->keys().size(); ++k) {
-      std::vector<PathStep> path;
-      walk(analysis->tmpl().items[k], shapes.arguments()[k], example ? &example->items[k] : nullptr, analysis->keys()[k], path);
+/// The "inputs" entries: per input leaf (depth first, in argument order) a TensorMeta with
+/// symbolic dynamic dims, or the leaf's value.
+struct InputsWriter {
+  json::Writer& w;
+  const CallSet& calls;
+  const Value& tmpl;
+
+  // `t` (template) with its `shape` and its example `ex`, below argument `top` at `path`.
+  void walk(const Value& t, const ShapeNode& shape, const Value* ex, const std::string& top, std::vector<PathStep>& path) {
+    if (!t.is_container()) {
+      write_leaf(t, shape, ex, top, path);
+      return;
+    }
+    for (size_t k = 0; k < t.items.size(); ++k) {
+      path.push_back({k, t.is_keyed() ? t.keys[k] : std::string()});
+      const Value* child = ex && ex->kind == t.kind ? (t.is_keyed() ? ex->find(t.keys[k]) : &ex->items[k]) : nullptr;
+      walk(t.items[k], shape.items[k], child, top, path);
+      path.pop_back();
     }
   }
-  w.end_array();
 
-  w.key("range_constraints").begin_object();
-  // The ranges the file's dynamic_shapes give torch.export (named symbols): what the exported
-  // program's range_constraints say.
-  for (const SymbolRange& s : shapes.symbols()) {
-    auto [lo, hi] = s.export_range();
-    w.key(s.name).begin_object().key("min_val").value(lo).key("max_val").value(hi).end_object();
+  void write_leaf(const Value& t, const ShapeNode& shape, const Value* ex, const std::string& top, const std::vector<PathStep>& path) {
+    const std::string name = leaf_name(top, path, tmpl);
+    w.begin_object().key("name").value(name).key("argument").value(top);
+    w.key("meta");
+    if (t.is_tensor()) {
+      // The example's spec, so that each symbol's hint is its value in the export arguments.
+      TensorSpec spec = ex && ex->is_tensor() ? ex->spec : t.spec;
+      if (spec.device.is_meta()) spec.device = t.spec.device;  // synthesized for the example
+      std::vector<std::string> symbols;
+      for (const DimSpec& d : shape.dims) symbols.push_back(d.dynamic ? d.expr() : std::string());
+      json::write_tensor_meta(w, spec, symbols);
+      w.key("value").null();
+      auto range = calls.int_ranges.find(name);
+      if (range != calls.int_ranges.end() && has_int_range(spec.dtype))
+        w.key("int_range").begin_array().value(range->second.first).value(range->second.second).end_array();
+    } else {
+      w.null().key("value");
+      write_value(w, t);
+    }
+    w.end_object();
   }
-  w.end_object();
-  w.key("dynamic_shapes");
-  if (analysis) shapes.write_json(w);
-  else w.null();
-  w.key("warnings").begin_array();
-  for (const std::string& s : shapes.warnings()) w.value(s);
-  w.end_array();
-  if (!analysis_error.empty()) w.key("analysis_error").value(analysis_error);
+};
 
+/// What optrace reads back: the call counts, every distinct signature with its count, the stored
+/// calls and the overflow ranges.
+inline void write_call_history(json::Writer& w, const CallSet& calls) {
   w.key("calls").begin_object().key("total").value(calls.total_calls).key("distinct").value(calls.signatures.size())
       .key("stored").value(calls.stored.size()).key("dropped_signatures").value(calls.dropped_signatures).end_object();
   w.key("history").begin_array();
@@ -264,6 +234,59 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
   } else {
     w.null();
   }
+}
+
+/// The observation file of `calls` as JSON.
+inline std::string observations_json(const CallSet& calls, int indent = 1) {
+  json::Writer w(indent);
+  w.begin_object();
+  w.key("format").value("optrace.observations");
+  w.key("version").begin_object().key("major").value(kObservationsMajor).key("minor").value(kObservationsMinor).end_object();
+  w.key("producer").begin_object().key("optrace").value("0.1.0").key("torch").value(TORCH_VERSION).end_object();
+
+  // The analysis (same as infer_dynamic_shapes()) names the inputs and their symbols. If the
+  // calls cannot be aligned, the history is still written, with the reason.
+  std::string analysis_error;
+  std::optional<Analysis> analysis;
+  DynamicShapes shapes;
+  std::optional<Value> example;
+  try {
+    analysis.emplace(calls);
+    shapes = infer_dynamic_shapes(calls, {});
+    if (!calls.stored.empty()) example = infer_argument_value(calls, {}, c10::Device(c10::kMeta), nullptr);
+  } catch (const ArgumentError& e) {
+    analysis_error = e.what();
+    analysis.reset();
+  }
+  write_argument_spec(w, calls, analysis ? &*analysis : nullptr);
+
+  w.key("inputs").begin_array();
+  if (analysis) {
+    InputsWriter inputs{w, calls, analysis->tmpl()};
+    for (size_t k = 0; k < analysis->keys().size(); ++k) {
+      std::vector<PathStep> path;
+      inputs.walk(analysis->tmpl().items[k], shapes.arguments()[k], example ? &example->items[k] : nullptr, analysis->keys()[k], path);
+    }
+  }
+  w.end_array();
+
+  w.key("range_constraints").begin_object();
+  // The ranges the file's dynamic_shapes give torch.export (named symbols): what the exported
+  // program's range_constraints say.
+  for (const SymbolRange& s : shapes.symbols()) {
+    auto [lo, hi] = s.export_range();
+    w.key(s.name).begin_object().key("min_val").value(lo).key("max_val").value(hi).end_object();
+  }
+  w.end_object();
+  w.key("dynamic_shapes");
+  if (analysis) shapes.write_json(w);
+  else w.null();
+  w.key("warnings").begin_array();
+  for (const std::string& s : shapes.warnings()) w.value(s);
+  w.end_array();
+  if (!analysis_error.empty()) w.key("analysis_error").value(analysis_error);
+
+  write_call_history(w, calls);
   w.end_object();
   return w.take();
 }
@@ -311,7 +334,7 @@ auto under_path(const json::Node& at, F&& read) -> decltype(read()) {
   try {
     return read();
   } catch (const JsonError& e) {
-    throw e.under(at.path());
+    optrace::detail::throw_error<JsonError>(e.under(at.path()));
   }
 }
 

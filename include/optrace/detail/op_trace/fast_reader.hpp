@@ -53,19 +53,19 @@ class FastReader {
   // The list's one item: a string (unescaped), an integer, or any value (read to validate it).
   bool read_string(simdjson::padded_string_view text, std::string& out) {
     return in_list(text, [&](od::value item, size_t k) {
-      if (k > 0) throw Fail{};
+      if (k > 0) give_up();
       out = std::string(get<std::string_view>(item.get_string()));
     });
   }
   bool read_int(simdjson::padded_string_view text, int64_t& out) {
     return in_list(text, [&](od::value item, size_t k) {
-      if (k > 0) throw Fail{};
+      if (k > 0) give_up();
       out = get<int64_t>(item.get_int64());
     });
   }
   bool read_any(simdjson::padded_string_view text) {
     return in_list(text, [&](od::value item, size_t k) {
-      if (k > 0) throw Fail{};
+      if (k > 0) give_up();
       skip(item);
     });
   }
@@ -81,7 +81,9 @@ class FastReader {
  private:
   struct Fail {};
 
-  [[noreturn]] static void fail(simdjson::error_code) { throw Fail{}; }
+  // The one throw of this reader's signal: what it cannot read fast goes to the DOM reader.
+  [[noreturn]] static void give_up() { throw Fail{}; }
+  [[noreturn]] static void fail(simdjson::error_code) { give_up(); }
   template <class T, class R>
   static T get(R&& result) {
     return ondemand::take<T>(std::forward<R>(result), fail);
@@ -94,15 +96,15 @@ class FastReader {
     auto doc = get<od::document>(parser_.iterate(text));
     for (auto field : get<od::object>(doc.get_object())) {
       std::string name(get<std::string_view>(field.unescaped_key()));
-      if (!names.insert(name).second) throw Fail{};  // duplicate op
+      if (!names.insert(name).second) give_up();  // duplicate op
       OpEntry& entry = ops.emplace_back();
       entry.name = std::move(name);
       read_entry(get<od::value>(field.value()), entry);
       // An overflowing total goes to the DOM reader, which names the path.
-      if (__builtin_add_overflow(calls, entry.total_calls(), &calls)) throw Fail{};
+      if (__builtin_add_overflow(calls, entry.total_calls(), &calls)) give_up();
     }
     const char* rest = nullptr;
-    if (doc.current_location().get(rest) == simdjson::SUCCESS) throw Fail{};  // something after the root
+    if (doc.current_location().get(rest) == simdjson::SUCCESS) give_up();  // something after the root
     return ops;
   }
 
@@ -113,15 +115,15 @@ class FastReader {
       od::raw_json_string key = get<od::raw_json_string>(field.key());
       od::value value = get<od::value>(field.value());
       if (key == "unique_inputs") {
-        if (have_inputs) throw Fail{};
+        if (have_inputs) give_up();
         have_inputs = true;
         for (auto item : get<od::array>(value.get_array())) add_input(get<od::value>(item), entry, sum);
       } else if (key == "total_calls") {
-        if (have_total) throw Fail{};
+        if (have_total) give_up();
         have_total = true;
         total_calls = get<int64_t>(value.get_int64());
       } else if (key == "unique_input_count") {
-        if (have_count) throw Fail{};
+        if (have_count) give_up();
         have_count = true;
         // The writer puts it before the inputs: a hint for their vector too (capped: checked after).
         counted = get<int64_t>(value.get_int64());
@@ -130,12 +132,12 @@ class FastReader {
         skip(value);
       }
     }
-    if (!close_entry(entry, have_total && have_count && have_inputs, total_calls, sum, counted)) throw Fail{};
+    if (!close_entry(entry, have_total && have_count && have_inputs, total_calls, sum, counted)) give_up();
   }
 
   void add_input(od::value v, OpEntry& entry, int64_t& sum) {
     entry.unique_inputs.push_back(read_input(v, entry.name));
-    if (__builtin_add_overflow(sum, entry.unique_inputs.back().count, &sum)) throw Fail{};
+    if (__builtin_add_overflow(sum, entry.unique_inputs.back().count, &sum)) give_up();
   }
 
   // Calls `each(item, k)` for the k-th item of the list in `text`; false at a Fail.
@@ -146,7 +148,7 @@ class FastReader {
       size_t k = 0;
       for (auto item : get<od::array>(doc.get_array())) each(get<od::value>(item), k++);
       const char* rest = nullptr;
-      if (doc.current_location().get(rest) == simdjson::SUCCESS) throw Fail{};  // something after the list
+      if (doc.current_location().get(rest) == simdjson::SUCCESS) give_up();  // something after the list
       return true;
     } catch (const Fail&) {
       return false;
@@ -157,7 +159,7 @@ class FastReader {
     OpInput in;
     uint32_t seen = 0;  // bit k: InputKey k read
     auto first = [&seen](InputKey k) {
-      if (seen & (1u << k)) throw Fail{};  // a duplicate key
+      if (seen & (1u << k)) give_up();  // a duplicate key
       seen |= 1u << k;
     };
     for (auto field : get<od::object>(v.get_object())) {
@@ -165,7 +167,7 @@ class FastReader {
       od::value value = get<od::value>(field.value());
       if (key == "op_name") {
         first(kOpName);
-        if (get<std::string_view>(value.get_string()) != name) throw Fail{};
+        if (get<std::string_view>(value.get_string()) != name) give_up();
       } else if (key == "input_shapes") {
         first(kInputShapes);
         read_shapes(value, in.input_shapes);
@@ -211,7 +213,7 @@ class FastReader {
             continue;
           }
           read_ints(r);
-          if (ints_.size() != 2) throw Fail{};
+          if (ints_.size() != 2) give_up();
           in.input_value_ranges.emplace_back(std::make_pair(ints_[0], ints_[1]));
         }
       } else {
@@ -222,13 +224,13 @@ class FastReader {
     auto fits = [n](size_t m, bool optional) { return m == n || (optional && m == 0); };
     if ((seen & kRequiredInputKeys) != kRequiredInputKeys || in.count < 1 || !fits(in.input_dtypes.size(), false) ||
         !fits(in.non_tensor_inputs.size(), false))
-      throw Fail{};
+      give_up();
     // The DOM path checks an extended list present in the JSON even when empty.
     if (((seen & (1u << kInputStrides)) && in.input_strides.size() != n) ||
         ((seen & (1u << kInputDevices)) && in.input_devices.size() != n) ||
         ((seen & (1u << kInputValueRanges)) && in.input_value_ranges.size() != n))
-      throw Fail{};
-    if (first_problem(in)) throw Fail{};  // the DOM reader names it
+      give_up();
+    if (first_problem(in)) give_up();  // the DOM reader names it
     return in;
   }
 
@@ -252,12 +254,12 @@ class FastReader {
         have_strides = true;
         read_shapes(value, list.strides);
       } else {
-        throw Fail{};  // a duplicate or unknown key: rare enough to leave to the DOM path
+        give_up();  // a duplicate or unknown key: rare enough to leave to the DOM path
       }
     }
     if (!have_length || !have_shapes || !have_dtypes || length != list.length() || list.dtypes.size() != list.shapes.size() ||
         (have_strides && list.strides.size() != list.shapes.size()))
-      throw Fail{};
+      give_up();
     return list;
   }
 
@@ -279,10 +281,10 @@ class FastReader {
         seen |= 8;
         kw.strides = read_shape(value);
       } else {
-        throw Fail{};
+        give_up();
       }
     }
-    if ((seen & 7) != 7) throw Fail{};
+    if ((seen & 7) != 7) give_up();
   }
 
   static bool is_null(od::value& v) {
@@ -320,26 +322,26 @@ class FastReader {
     od::json_type type;
     if (v.type().get(type) != simdjson::SUCCESS) {  // 'N' or 'I': not a JSON value
       if (auto d = ondemand::python_float(v)) return OpValue::floating(*d);
-      throw Fail{};
+      give_up();
     }
     switch (type) {
       case od::json_type::null:
-        if (!is_null(v)) throw Fail{};
+        if (!is_null(v)) give_up();
         return OpValue::none();
       case od::json_type::boolean: return OpValue::boolean(get<bool>(v.get_bool()));
       case od::json_type::number: {
         od::number_type kind;
         if (v.get_number_type().get(kind) != simdjson::SUCCESS) {  // "-Infinity"
           if (auto d = ondemand::python_float(v)) return OpValue::floating(*d);
-          throw Fail{};
+          give_up();
         }
         if (kind == od::number_type::signed_integer) return OpValue::integer(get<int64_t>(v.get_int64()));
         if (kind == od::number_type::floating_point_number) return OpValue::floating(get<double>(v.get_double()));
-        throw Fail{};  // beyond int64
+        give_up();  // beyond int64
       }
       case od::json_type::string: return OpValue::string(std::string(get<std::string_view>(v.get_string())));
       case od::json_type::array: {
-        if (depth >= json::kMaxValueDepth) throw Fail{};  // the DOM reader names the path
+        if (depth >= json::kMaxValueDepth) give_up();  // the DOM reader names the path
         std::vector<OpValue> items;  // not values_: a list may sit inside non_tensor_inputs
         items.reserve(4);
         for (auto item : get<od::array>(v.get_array()))
@@ -350,14 +352,14 @@ class FastReader {
         std::optional<int64_t> ref;
         for (auto field : get<od::object>(v.get_object())) {
           od::raw_json_string key = get<od::raw_json_string>(field.key());
-          if (ref || !(key == "tensor_list_ref")) throw Fail{};
+          if (ref || !(key == "tensor_list_ref")) give_up();
           ref = get<int64_t>(field.value().get_int64());
         }
-        if (!ref) throw Fail{};
+        if (!ref) give_up();
         return OpValue::tensor_list_ref(*ref);
       }
     }
-    throw Fail{};
+    give_up();
   }
 
   // Reads (and so validates) a value nobody asked for: the DOM path rejects malformed JSON
@@ -365,10 +367,10 @@ class FastReader {
   void skip(od::value v, int depth = 0) {
     od::json_type type;
     if (v.type().get(type) != simdjson::SUCCESS) {
-      if (!ondemand::python_float(v)) throw Fail{};
+      if (!ondemand::python_float(v)) give_up();
       return;
     }
-    if (depth >= json::kMaxValueDepth) throw Fail{};
+    if (depth >= json::kMaxValueDepth) give_up();
     switch (type) {
       case od::json_type::array:
         for (auto item : get<od::array>(v.get_array())) skip(get<od::value>(item), depth + 1);

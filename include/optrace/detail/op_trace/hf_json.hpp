@@ -243,7 +243,7 @@ inline OpInput read_input(const json::Node& v, std::string_view name) {
     }
     check_length(*extra, in.input_value_ranges.size());
   }
-  if (auto problem = first_problem(in)) throw JsonError(v.path() + problem->where, problem->message);
+  if (auto problem = first_problem(in)) optrace::detail::raise_json(v.path() + problem->where, problem->message);
   return in;
 }
 

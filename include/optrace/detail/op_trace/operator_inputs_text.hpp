@@ -139,10 +139,12 @@ struct ReadResult {
   std::vector<LeftOut> left_out;
 };
 
-// A line left out (kept in the report, not an error).
+// A line left out (kept in the report, not an error): the parser's signal, thrown by
+// `left_out_line` only and caught by the reader of the line.
 struct Unsupported {
   std::string reason;
 };
+[[noreturn]] inline void left_out_line(const char* reason) { throw Unsupported{reason}; }
 
 class LineParser {
  public:
@@ -157,11 +159,11 @@ class LineParser {
       std::string_view rest = s_.substr(column, 24);
       got = "'" + std::string(rest) + (column + 24 < s_.size() ? "...'" : "'");
     }
-    throw TextError(source_, line_no_, static_cast<int64_t>(column) + 1, "expected " + expected + ", got " + got);
+    optrace::detail::throw_error<TextError>(source_, line_no_, static_cast<int64_t>(column) + 1, "expected " + expected + ", got " + got);
   }
   // A value read as it is written but that cannot be true ("negative size -3").
   [[noreturn]] void fail_plain(size_t column, const std::string& message) const {
-    throw TextError(source_, line_no_, static_cast<int64_t>(column) + 1, message);
+    optrace::detail::throw_error<TextError>(source_, line_no_, static_cast<int64_t>(column) + 1, message);
   }
 
   void skip_space() {
@@ -537,7 +539,7 @@ class InputBuilder {
 
   Arg arg(Expr& e) {
     Arg a;
-    if (e.kind == Expr::Kind::sparse) throw Unsupported{"sparse tensor (ST): the op-trace model has no sparse tensors"};
+    if (e.kind == Expr::Kind::sparse) left_out_line("sparse tensor (ST): the op-trace model has no sparse tensors");
     if (e.kind == Expr::Kind::tensor) {
       a.shape = std::move(e.shape);
       a.dtype = std::move(e.s);
@@ -548,7 +550,7 @@ class InputBuilder {
       TensorListInfo list;
       bool any_strides = false;
       for (Expr& x : e.items) {
-        if (x.kind == Expr::Kind::sparse) throw Unsupported{"sparse tensor (ST): the op-trace model has no sparse tensors"};
+        if (x.kind == Expr::Kind::sparse) left_out_line("sparse tensor (ST): the op-trace model has no sparse tensors");
         if (x.kind == Expr::Kind::none) {
           list.shapes.emplace_back();
           list.dtypes.emplace_back(kNoneType);

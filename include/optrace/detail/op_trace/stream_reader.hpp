@@ -10,7 +10,7 @@
 // the file as the walk needs it and dropped once a batch is read, so memory holds a batch and the
 // result, whatever the file's size (a single unique input longer than a batch is held whole).
 // At the first thing it does not expect, this reader gives up (nullopt) and the caller reads the
-// file whole as before: the fast reader, and the DOM reader, which names what is wrong. So, as
+// file whole, in memory: the fast reader, and the DOM reader, which names what is wrong. So, as
 // the fast reader, it only has to read well-formed traces right, and never accept what those
 // reject: every byte of the frame is checked here, every value by the fast reader.
 
@@ -54,6 +54,8 @@ class StreamReader {
 
  private:
   struct Fail {};
+  // The one throw of this reader's signal: the file is then read whole.
+  [[noreturn]] static void give_up() { throw Fail{}; }
 
   std::vector<OpEntry> read_trace() {
     std::vector<OpEntry> ops;
@@ -65,15 +67,15 @@ class StreamReader {
     } else {
       for (;;) {
         std::string name = key();
-        if (!names.insert(name).second) throw Fail{};  // a duplicate op
+        if (!names.insert(name).second) give_up();  // a duplicate op
         OpEntry& entry = ops.emplace_back();
         entry.name = std::move(name);
         read_entry(entry);
-        if (__builtin_add_overflow(calls, entry.total_calls(), &calls)) throw Fail{};
+        if (__builtin_add_overflow(calls, entry.total_calls(), &calls)) give_up();
         if (comma_or('}')) break;
       }
     }
-    if (next() != -1) throw Fail{};  // something after the root
+    if (next() != -1) give_up();  // something after the root
     return ops;
   }
 
@@ -87,30 +89,30 @@ class StreamReader {
       for (;;) {
         const std::string k = key();
         if (k == "unique_inputs") {
-          if (have_inputs || next() != '[') throw Fail{};
+          if (have_inputs || next() != '[') give_up();
           have_inputs = true;
           read_inputs(entry, sum);
         } else {
-          if (next() < 0) throw Fail{};
+          if (next() < 0) give_up();
           const size_t end = value_end();
           const simdjson::padded_string_view list = as_list(pos_, end);
           if (k == "total_calls") {
-            if (have_total || !fast_.read_int(list, total_calls)) throw Fail{};
+            if (have_total || !fast_.read_int(list, total_calls)) give_up();
             have_total = true;
           } else if (k == "unique_input_count") {
-            if (have_count || !fast_.read_int(list, counted)) throw Fail{};
+            if (have_count || !fast_.read_int(list, counted)) give_up();
             have_count = true;
             // As the fast reader: a hint for the inputs' vector, capped (checked after).
             if (!have_inputs && counted > 0) entry.unique_inputs.reserve(static_cast<size_t>(std::min<int64_t>(counted, 1 << 20)));
           } else if (!fast_.read_any(list)) {
-            throw Fail{};
+            give_up();
           }
           pos_ = end;
         }
         if (comma_or('}')) break;
       }
     }
-    if (!FastReader::close_entry(entry, have_total && have_count && have_inputs, total_calls, sum, counted)) throw Fail{};
+    if (!FastReader::close_entry(entry, have_total && have_count && have_inputs, total_calls, sum, counted)) give_up();
   }
 
   // The list at pos_ ('['): its items read in batches of about batch_bytes_, each batch's text
@@ -130,12 +132,12 @@ class StreamReader {
         end = value_end();
         pos_ = end;
         c = next();
-        if (c != ',' && c != ']') throw Fail{};
+        if (c != ',' && c != ']') give_up();
         ++pos_;
-        if (c == ',' && next() < 0) throw Fail{};
+        if (c == ',' && next() < 0) give_up();
       } while (c == ',' && end - batch < batch_bytes_);
       in_batch_ = false;
-      if (!fast_.read_inputs(as_list(batch, end), entry, sum)) throw Fail{};
+      if (!fast_.read_inputs(as_list(batch, end), entry, sum)) give_up();
       if (c == ']') return;
     }
   }
@@ -166,7 +168,7 @@ class StreamReader {
   }
 
   void expect(char c) {
-    if (next() != static_cast<unsigned char>(c)) throw Fail{};
+    if (next() != static_cast<unsigned char>(c)) give_up();
     ++pos_;
   }
   // After a member: true at `close` (passed), false at ',' (passed, and a member follows).
@@ -174,16 +176,16 @@ class StreamReader {
     const int c = next();
     ++pos_;
     if (c == static_cast<unsigned char>(close)) return true;
-    if (c != ',') throw Fail{};
+    if (c != ',') give_up();
     return false;
   }
 
   // A key at pos_ (a string, then ':'), unescaped; pos_ after the ':'.
   std::string key() {
-    if (next() != '"') throw Fail{};
+    if (next() != '"') give_up();
     const size_t end = value_end();
     std::string k;
-    if (!fast_.read_string(as_list(pos_, end), k)) throw Fail{};
+    if (!fast_.read_string(as_list(pos_, end), k)) give_up();
     pos_ = end;
     expect(':');
     return k;
@@ -193,9 +195,9 @@ class StreamReader {
   // list or an object (strings skipped), or the end of a number or literal. What it holds is the
   // fast reader's to check. The bytes from keep_ on stay in the buffer.
   size_t value_end() {
-    if (pos_ >= base_ + buffer_.size() && !more()) throw Fail{};
+    if (pos_ >= base_ + buffer_.size() && !more()) give_up();
     const char first = at(pos_);
-    if (first == ',' || first == ':' || first == ']' || first == '}') throw Fail{};
+    if (first == ',' || first == ':' || first == ']' || first == '}') give_up();
     if (!in_batch_) keep_ = pos_;  // kept from its start (as_list reads it)
     const bool scalar = first != '"' && first != '[' && first != '{';
     int depth = 0;
@@ -223,7 +225,7 @@ class StreamReader {
       }
       if (!more()) {
         if (scalar && p > pos_) return p;  // a number at the end of the text (the frame then fails)
-        throw Fail{};
+        give_up();
       }
     }
   }

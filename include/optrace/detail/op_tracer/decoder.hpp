@@ -6,6 +6,7 @@
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
 #include <optrace/detail/op_tracer/recorder.hpp>
+#include <optrace/error.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/python_names.hpp>
 
@@ -14,7 +15,6 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -48,7 +48,7 @@ class Decoder {
   }
   bool done() const { return p_ >= size_; }
   int64_t peek() const {
-    if (p_ >= size_) throw std::out_of_range("optrace: an encoded call ends early");
+    if (p_ >= size_) raise<Error>("an encoded call ends early");  // a bug of the encoder, never the user's input
     return k_[p_];
   }
 

@@ -111,7 +111,7 @@ inline DeviceDetails read_device_details(const char* data, size_t size, size_t c
         }
       }
       if (!has_cat || correlation < 0) continue;
-      if (!kineto::parse_time_ns(ts, args.ts_ns)) throw JsonError(event_path() + "/ts", "expected a time in microseconds");
+      if (!kineto::parse_time_ns(ts, args.ts_ns)) optrace::detail::raise_json(event_path() + "/ts", "expected a time in microseconds");
       args.name = std::string(name);
       (on_host(kind) ? out.host : out.device)[static_cast<uint64_t>(correlation)].push_back(std::move(args));
     }

@@ -1,6 +1,8 @@
 // optrace/detail/profiler/device_event.hpp: a CUDA activity as a window holds it, and torch's category of each kind
 #pragma once
 
+#include <optrace/detail/common/kineto_names.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -10,15 +12,17 @@ namespace optrace::detail::profiler {
 // The categories torch.profiler writes device-side and runtime events under.
 enum class DeviceKind : uint8_t { kKernel, kMemcpy, kMemset, kRuntime, kDriver };
 
-inline const char* device_category(DeviceKind k) {
+// The category torch.profiler writes an activity of kind `k` under.
+inline std::string_view device_category(DeviceKind k) {
+  using kineto_names::Category;
   switch (k) {
-    case DeviceKind::kKernel: return "kernel";
-    case DeviceKind::kMemcpy: return "gpu_memcpy";
-    case DeviceKind::kMemset: return "gpu_memset";
-    case DeviceKind::kRuntime: return "cuda_runtime";
-    case DeviceKind::kDriver: return "cuda_driver";
+    case DeviceKind::kKernel: return kineto_names::name(Category::kernel);
+    case DeviceKind::kMemcpy: return kineto_names::name(Category::gpu_memcpy);
+    case DeviceKind::kMemset: return kineto_names::name(Category::gpu_memset);
+    case DeviceKind::kRuntime: return kineto_names::name(Category::cuda_runtime);
+    case DeviceKind::kDriver: return kineto_names::name(Category::cuda_driver);
   }
-  return "kernel";
+  return kineto_names::name(Category::kernel);
 }
 
 // The kind whose category is `cat` (a trace's "cat"); false for any other category.

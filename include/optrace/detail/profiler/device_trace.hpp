@@ -17,11 +17,10 @@
 // Where libtorch is older than 2.0, or built without Kineto (Debian's 1.13), or no CUDA device is
 // present, nothing here runs and the Profiler says so in notes().
 
+#include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/profiler/device_details.hpp>
 #include <optrace/detail/profiler/window.hpp>
-
-#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,10 +32,11 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
-#if TORCH_VERSION_MAJOR >= 2
+#if OPTRACE_TORCH_VERSION >= 20000
 #include <torch/csrc/autograd/profiler_kineto.h>
 #define OPTRACE_PROFILER_DEVICE_TRACE 1
 #else
@@ -47,18 +47,28 @@
 
 namespace optrace::detail::profiler {
 
-// libkineto::ActivityType's values (kineto/ActivityType.h: "add them at correct position"; the
-// ones read here have kept their place since Kineto's first release in libtorch).
-inline bool device_kind_of(uint8_t activity_type, DeviceKind& kind) {
-  switch (activity_type) {
-    case 3: kind = DeviceKind::kMemcpy; return true;   // GPU_MEMCPY
-    case 4: kind = DeviceKind::kMemset; return true;   // GPU_MEMSET
-    case 5: kind = DeviceKind::kKernel; return true;   // CONCURRENT_KERNEL
-    case 7: kind = DeviceKind::kRuntime; return true;  // CUDA_RUNTIME
-    case 8: kind = DeviceKind::kDriver; return true;   // CUDA_DRIVER
-    default: return false;
-  }
+#if OPTRACE_PROFILER_DEVICE_TRACE
+// Whether this libkineto has CUDA_DRIVER (kineto 09942dbb, 2023, put it where CPU_INSTANT_EVENT was).
+template <class A, class = void>
+struct has_cuda_driver : std::false_type {};
+template <class A>
+struct has_cuda_driver<A, std::void_t<decltype(A::CUDA_DRIVER)>> : std::true_type {};
+
+// The kind of a KinetoEvent's activityType(), a libkineto::ActivityType: compared with the enum of
+// the libkineto this libtorch ships (kineto/ActivityType.h, which profiler_kineto.h includes), never
+// with numbers, which moved between libkineto versions (8: CPU_INSTANT_EVENT, then CUDA_DRIVER).
+template <class ActivityType = libkineto::ActivityType>
+bool device_kind_of(uint8_t activity_type, DeviceKind& kind) {
+  auto is = [activity_type](ActivityType t) { return activity_type == static_cast<uint8_t>(t); };
+  if (is(ActivityType::GPU_MEMCPY)) return kind = DeviceKind::kMemcpy, true;
+  if (is(ActivityType::GPU_MEMSET)) return kind = DeviceKind::kMemset, true;
+  if (is(ActivityType::CONCURRENT_KERNEL)) return kind = DeviceKind::kKernel, true;
+  if (is(ActivityType::CUDA_RUNTIME)) return kind = DeviceKind::kRuntime, true;
+  if constexpr (has_cuda_driver<ActivityType>::value)
+    if (is(ActivityType::CUDA_DRIVER)) return kind = DeviceKind::kDriver, true;
+  return false;
 }
+#endif
 
 // Kineto's timestamps are Unix-epoch nanoseconds where libtorch converts CUPTI's clock (CUDA
 // builds), a monotonic clock elsewhere (ROCm traces show uptime): each window's events are

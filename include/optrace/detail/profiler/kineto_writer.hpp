@@ -11,6 +11,7 @@
 // text ("Input Dims", "Input type", "Concrete Inputs", ...) is the Kineto exporter's
 // (kineto/exporter.hpp), the inputs decoded by OpTracer's decoder (event_inputs.hpp).
 
+#include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/kineto/exporter.hpp>
 #include <optrace/detail/profiler/device_trace.hpp>
 #include <optrace/detail/profiler/event_inputs.hpp>
@@ -29,6 +30,11 @@
 #include <vector>
 
 namespace optrace::detail::profiler {
+
+// How an "X" event of category `c` begins, up to its name.
+inline std::string event_head(kineto_names::Category c) {
+  return "{\"ph\": \"X\", \"cat\": \"" + std::string(kineto_names::name(c)) + "\", \"name\": ";
+}
 
 class KinetoWriter {
  public:
@@ -89,6 +95,9 @@ class KinetoWriter {
   // The text written per thread (and for the device events) is handed to the sink in pieces of
   // about this size.
   static constexpr size_t kChunk = 1 << 20;
+  // How an op's and an annotation's events begin.
+  inline static const std::string kCpuOpHead = event_head(kineto_names::Category::cpu_op);
+  inline static const std::string kUserAnnotationHead = event_head(kineto_names::Category::user_annotation);
 
   static void append_int(std::string& s, int64_t v) {
     char buf[24];
@@ -173,7 +182,7 @@ class KinetoWriter {
         o.clear();
       }
       o += ", ";
-      o += annotation ? "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": " : "{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": ";
+      o += annotation ? kUserAnnotationHead : kCpuOpHead;
       o += e.name != nullptr ? escaped_name(e.name) : escaped(b.names[static_cast<size_t>(e.own_name)]);
       o += head;
       append_micros(o, info_.since_base(e.start_ns));

@@ -236,22 +236,6 @@ inline int64_t default_flush_bytes(c10::Device device) {
   return std::max<int64_t>(int64_t{64} << 20, 2 * static_cast<int64_t>(std::max(llc, 0L)));
 }
 
-// The text of an exception for a report line: libtorch's first line without its backtrace,
-// optrace's message without the "optrace: " prefix.
-inline std::string describe_exception(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) {
-    // "Could not run 'aten::relu' with arguments from the 'Meta' backend. This could be because
-    // ..., backends: [CPU, ...]": the first sentence says it all.
-    std::string s = first_line(*c);
-    const size_t cut = s.find("' backend. ");
-    if (s.rfind("Could not run '", 0) == 0 && cut != std::string::npos) s.resize(cut + 10);
-    return s;
-  }
-  std::string s = e.what();
-  if (s.rfind("optrace: ", 0) == 0) s.erase(0, 9);
-  return s;
-}
-
 // Whether `e`, raised by an op on the meta device, says that this libtorch has no meta kernel
 // (shape function) for it or for an op it calls, rather than that the arguments are wrong.
 // libtorch 1.13 registers many meta kernels only from Python (torch._meta_registrations), so a
@@ -272,6 +256,131 @@ inline bool is_missing_kernel(const c10::Error& e, c10::Device device) {
   return !backend.empty() && first_line(e).find("with arguments from the '" + backend + "' backend") != std::string::npos;
 }
 
+// The median milliseconds of the timed calls of `stack`, after the warmup ones; in-place and out=
+// ops get fresh inputs for every call, and with flush_cache the cache is overwritten before each
+// timed one.
+inline double median_call_ms(const CallPlan& plan, torch::jit::Stack& stack, c10::Device device, uint64_t seed,
+                             const ReplayOptions& options, std::optional<at::Tensor>& flush_buffer) {
+  const bool meta = device.type() == c10::kMeta;
+  const torch::jit::Stack args = stack;
+  auto fresh = [&]() {  // in-place and out= ops: new inputs for every call
+    if (plan.mutates) stack = build_stack(plan, materialize_plan(plan, device, seed, options.memory_budget_bytes()), device, plan.out_dtype);
+    else stack = args;
+  };
+  for (int i = 0; i < options.warmup(); ++i) {
+    if (i > 0) fresh();
+    plan.op.callBoxed(&stack);
+  }
+  std::vector<double> ms;
+  for (int i = 0; i < options.repeats(); ++i) {
+    if (i > 0 || options.warmup() > 0) fresh();
+    if (options.flush_cache() && !meta) {
+      if (!flush_buffer) {
+        const int64_t n = options.flush_bytes() > 0 ? options.flush_bytes() : default_flush_bytes(device);
+        flush_buffer = at::empty({n}, at::TensorOptions().device(device).dtype(c10::ScalarType::Byte));
+      }
+      flush_buffer->fill_(static_cast<int64_t>(i & 0x7f));
+    }
+    ms.push_back(time_ms(device, [&]() { plan.op.callBoxed(&stack); }));
+  }
+  std::sort(ms.begin(), ms.end());
+  const size_t n = ms.size();
+  return n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+}
+
+// The target's outputs (`stack`) against the CPU reference run on `reference`, into `r`'s status
+// and message. The reference runs in float64 where it can, else in the recorded dtypes (some
+// kernels take only those); on meta only shapes and dtypes are compared.
+inline void compare_with_reference(const CallPlan& plan, const torch::jit::Stack& stack, const std::vector<at::Tensor>& reference,
+                                   c10::Device device, uint64_t seed, const ReplayOptions& options, ReplayResult& r) {
+  const bool meta = device.type() == c10::kMeta;
+  Comparison c;
+  c.atol = options.atol();
+  c.rtol = options.rtol();
+  c.shapes_only = meta;
+  c.exact_dtypes = meta;
+  torch::jit::Stack ref = build_stack(plan, reference, c10::kCPU, reference_dtype(plan.out_dtype, !meta));
+  std::string note;
+  try {
+    plan.op.callBoxed(&ref);
+  } catch (const c10::Error& first) {
+    if (meta) throw;
+    // Some kernels take only the recorded dtypes (half_to_float softmax, fp8 matmuls):
+    // compare with the CPU in those dtypes instead.
+    std::vector<at::Tensor> again = materialize_plan(plan, device, seed, options.memory_budget_bytes());
+    ref = build_stack(plan, reference_copies(again, /*upcast=*/false), c10::kCPU, plan.out_dtype);
+    try {
+      plan.op.callBoxed(&ref);
+    } catch (const c10::Error& second) {
+      r.status = ReplayStatus::skipped;
+      r.message = "ran on " + device.str() + "; not compared: the CPU reference failed: " + first_line(second);
+      return;
+    }
+    c.exact_dtypes = true;
+    note = "reference in the recorded dtypes (float64 failed: " + first_line(first) + ")";
+  }
+  compare_stacks(stack, ref, c);
+  if (c.ok && !c.not_compared.empty()) {
+    r.status = ReplayStatus::skipped;
+    r.message = "ran; not compared: " + c.not_compared;
+    return;
+  }
+  if (!meta && c.compared) {
+    r.max_abs_error = c.max_abs;
+    r.max_rel_error = c.max_rel;
+  }
+  r.status = c.ok ? ReplayStatus::ok : ReplayStatus::mismatch;
+  r.message = c.ok ? note : c.message;
+  if (c.ok && meta) r.message = "shapes and dtypes match the CPU";
+}
+
+// Plans input `index` of `op`, materializes it and runs it as the mode asks (once, timed, or
+// checked against the CPU), into `r`. Throws what planning and the op throw.
+inline void plan_and_run(const std::string& op, const OpInput& in, int64_t index, const ReplayOptions& options, c10::Device device,
+                         std::optional<at::Tensor>& flush_buffer, ReplayResult& r) {
+  const ReplayMode mode = options.mode();
+  const CallPlan plan = PlanBuilder(in, device, options.float_dtype()).build(op);
+  const int64_t bytes = plan_bytes(plan, device);
+  if (bytes > options.memory_budget_bytes()) {
+    r.status = ReplayStatus::skipped;
+    r.message = "inputs need " + human_bytes(bytes) + " on " + device.str() + ", over the memory budget of " +
+                human_bytes(options.memory_budget_bytes());
+    return;
+  }
+  const bool random = is_random_op(plan.base), creation = is_creation_op(plan.base);
+  const uint64_t seed = input_seed(options.seed(), op, index);
+  const bool meta = device.type() == c10::kMeta;
+  std::vector<at::Tensor> inputs = materialize_plan(plan, device, seed, options.memory_budget_bytes());
+  bool compare = mode == ReplayMode::check && !random && !creation;
+  std::string not_compared;
+  if (compare) {
+    const int64_t ref_bytes = reference_bytes(plan, /*upcast=*/!meta);
+    if (ref_bytes > options.memory_budget_bytes()) {
+      compare = false;
+      not_compared = "ran; not compared: the CPU reference needs " + human_bytes(ref_bytes) +
+                     ", over the memory budget of " + human_bytes(options.memory_budget_bytes());
+    }
+  }
+  std::vector<at::Tensor> reference;
+  if (compare)  // before the target runs: in-place and out= ops write their inputs
+    reference = meta ? materialize_plan(plan, c10::kCPU, seed, options.memory_budget_bytes())
+                     : reference_copies(inputs, /*upcast=*/true);
+
+  torch::jit::Stack stack = build_stack(plan, inputs, device, plan.out_dtype);
+  if (mode != ReplayMode::time) plan.op.callBoxed(&stack);
+  else r.median_ms = median_call_ms(plan, stack, device, seed, options, flush_buffer);
+
+  if (mode == ReplayMode::check && (random || creation || !not_compared.empty())) {
+    r.status = ReplayStatus::skipped;
+    r.message = random     ? "random op: ran, outputs not compared (they depend on the random state)"
+                : creation ? "creation op: ran, outputs not compared (uninitialized memory)"
+                           : not_compared;
+    return;
+  }
+  if (compare) compare_with_reference(plan, stack, reference, device, seed, options, r);
+  else if (plan.mutates && mode == ReplayMode::time) r.message = "writes its inputs: fresh inputs for every call";
+}
+
 // Replays one unique input; never throws for the input's own failures (they become the result).
 // `no_meta`: ops already found without a kernel for the device (meta or other), with the message: on libtorch 1.13 a
 // c10::Error costs milliseconds (its backtrace is symbolized when made), so each such op raises
@@ -284,119 +393,13 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
   r.index = index;
   r.count = in.count;
   r.inputs = describe_input(in);
-  const ReplayMode mode = options.mode();
   if (auto it = no_meta.find(op); it != no_meta.end()) {
     r.status = ReplayStatus::skipped;
     r.message = it->second;
     return r;
   }
   try {
-    const CallPlan plan = PlanBuilder(in, device, options.float_dtype()).build(op);
-    const int64_t bytes = plan_bytes(plan, device);
-    if (bytes > options.memory_budget_bytes()) {
-      r.status = ReplayStatus::skipped;
-      r.message = "inputs need " + human_bytes(bytes) + " on " + device.str() + ", over the memory budget of " +
-                  human_bytes(options.memory_budget_bytes());
-      return r;
-    }
-    const bool random = is_random_op(plan.base), creation = is_creation_op(plan.base);
-    const uint64_t seed = input_seed(options.seed(), op, index);
-    const bool meta = device.type() == c10::kMeta;
-    std::vector<at::Tensor> inputs = materialize_plan(plan, device, seed, options.memory_budget_bytes());
-    bool compare = mode == ReplayMode::check && !random && !creation;
-    std::string not_compared;
-    if (compare) {
-      const int64_t ref_bytes = reference_bytes(plan, /*upcast=*/!meta);
-      if (ref_bytes > options.memory_budget_bytes()) {
-        compare = false;
-        not_compared = "ran; not compared: the CPU reference needs " + human_bytes(ref_bytes) +
-                       ", over the memory budget of " + human_bytes(options.memory_budget_bytes());
-      }
-    }
-    std::vector<at::Tensor> reference;
-    if (compare)  // before the target runs: in-place and out= ops write their inputs
-      reference = meta ? materialize_plan(plan, c10::kCPU, seed, options.memory_budget_bytes())
-                       : reference_copies(inputs, /*upcast=*/true);
-
-    torch::jit::Stack stack = build_stack(plan, inputs, device, plan.out_dtype);
-    if (mode != ReplayMode::time) {
-      plan.op.callBoxed(&stack);
-    } else {
-      const torch::jit::Stack args = stack;
-      auto fresh = [&]() {  // in-place and out= ops: new inputs for every call
-        if (plan.mutates) stack = build_stack(plan, materialize_plan(plan, device, seed, options.memory_budget_bytes()), device, plan.out_dtype);
-        else stack = args;
-      };
-      for (int i = 0; i < options.warmup(); ++i) {
-        if (i > 0) fresh();
-        plan.op.callBoxed(&stack);
-      }
-      std::vector<double> ms;
-      for (int i = 0; i < options.repeats(); ++i) {
-        if (i > 0 || options.warmup() > 0) fresh();
-        if (options.flush_cache() && !meta) {
-          if (!flush_buffer) {
-            const int64_t n = options.flush_bytes() > 0 ? options.flush_bytes() : default_flush_bytes(device);
-            flush_buffer = at::empty({n}, at::TensorOptions().device(device).dtype(c10::ScalarType::Byte));
-          }
-          flush_buffer->fill_(static_cast<int64_t>(i & 0x7f));
-        }
-        ms.push_back(time_ms(device, [&]() { plan.op.callBoxed(&stack); }));
-      }
-      std::sort(ms.begin(), ms.end());
-      const size_t n = ms.size();
-      r.median_ms = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-    }
-
-    if (mode == ReplayMode::check && (random || creation || !not_compared.empty())) {
-      r.status = ReplayStatus::skipped;
-      r.message = random     ? "random op: ran, outputs not compared (they depend on the random state)"
-                  : creation ? "creation op: ran, outputs not compared (uninitialized memory)"
-                             : not_compared;
-      return r;
-    }
-    if (compare) {
-      Comparison c;
-      c.atol = options.atol();
-      c.rtol = options.rtol();
-      c.shapes_only = meta;
-      c.exact_dtypes = meta;
-      torch::jit::Stack ref = build_stack(plan, reference, c10::kCPU, reference_dtype(plan.out_dtype, !meta));
-      std::string note;
-      try {
-        plan.op.callBoxed(&ref);
-      } catch (const c10::Error& first) {
-        if (meta) throw;
-        // Some kernels take only the recorded dtypes (half_to_float softmax, fp8 matmuls):
-        // compare with the CPU in those dtypes instead.
-        std::vector<at::Tensor> again = materialize_plan(plan, device, seed, options.memory_budget_bytes());
-        ref = build_stack(plan, reference_copies(again, /*upcast=*/false), c10::kCPU, plan.out_dtype);
-        try {
-          plan.op.callBoxed(&ref);
-        } catch (const c10::Error& second) {
-          r.status = ReplayStatus::skipped;
-          r.message = "ran on " + device.str() + "; not compared: the CPU reference failed: " + first_line(second);
-          return r;
-        }
-        c.exact_dtypes = true;
-        note = "reference in the recorded dtypes (float64 failed: " + first_line(first) + ")";
-      }
-      compare_stacks(stack, ref, c);
-      if (c.ok && !c.not_compared.empty()) {
-        r.status = ReplayStatus::skipped;
-        r.message = "ran; not compared: " + c.not_compared;
-        return r;
-      }
-      if (!meta && c.compared) {
-        r.max_abs_error = c.max_abs;
-        r.max_rel_error = c.max_rel;
-      }
-      r.status = c.ok ? ReplayStatus::ok : ReplayStatus::mismatch;
-      r.message = c.ok ? note : c.message;
-      if (c.ok && meta) r.message = "shapes and dtypes match the CPU";
-      return r;
-    }
-    if (plan.mutates && mode == ReplayMode::time) r.message = "writes its inputs: fresh inputs for every call";
+    plan_and_run(op, in, index, options, device, flush_buffer, r);
   } catch (const NotRecorded& e) {  // a gap in the trace, not a failure
     r.status = ReplayStatus::skipped;
     r.message = "not replayable: " + e.message();

@@ -1,0 +1,86 @@
+// optrace/detail/common/kineto_names.hpp: the "cat" names of a Kineto trace's events, in one table
+#pragma once
+// libkineto writes an activity's "cat" as its ActivityType's name (the `map` of
+// libkineto/src/ActivityType.cpp), and torch.profiler reads them back by those names. Every
+// reader and writer of Kineto traces here (import, export, the Profiler's writer, key_averages)
+// takes them from this table, as libkineto keeps its own: one constexpr array in the enum's
+// order, checked at compile time. The ActivityType *numbers* are not kept here: they moved
+// between libkineto versions (8 was CPU_INSTANT_EVENT before kineto 09942dbb, 2023, CUDA_DRIVER
+// after), so the code that reads them (profiler/device_trace.hpp) compares them with the enum of
+// the libkineto it is compiled against.
+
+#include <array>
+#include <cstddef>
+#include <string_view>
+
+namespace optrace::detail::kineto_names {
+
+/// The categories optrace reads or writes, in libkineto's ActivityType order for those it has,
+/// then the names that are no ActivityType of today's: older traces' names for ops, runtime calls
+/// and kernels, and the span of the whole trace.
+enum class Category : unsigned char {
+  cpu_op,
+  user_annotation,
+  gpu_user_annotation,
+  gpu_memcpy,
+  gpu_memset,
+  kernel,  // CONCURRENT_KERNEL
+  cuda_runtime,
+  cuda_driver,
+  cpu_instant_event,
+  python_function,
+  overhead,
+  mtia_runtime,
+  cuda_sync,
+  xpu_runtime,
+  privateuse1_runtime,
+  privateuse1_driver,
+  operator_legacy,  // "Operator": cpu_op in older traces
+  runtime_legacy,   // "Runtime": cuda_runtime in older traces
+  kernel_legacy,    // "Kernel": kernel in older traces
+  trace_span,       // "Trace": the span of the whole trace
+  count
+};
+
+struct CategoryName {
+  Category category;
+  std::string_view name;
+};
+
+inline constexpr std::array<CategoryName, static_cast<size_t>(Category::count)> kCategories{{
+    {Category::cpu_op, "cpu_op"},
+    {Category::user_annotation, "user_annotation"},
+    {Category::gpu_user_annotation, "gpu_user_annotation"},
+    {Category::gpu_memcpy, "gpu_memcpy"},
+    {Category::gpu_memset, "gpu_memset"},
+    {Category::kernel, "kernel"},
+    {Category::cuda_runtime, "cuda_runtime"},
+    {Category::cuda_driver, "cuda_driver"},
+    {Category::cpu_instant_event, "cpu_instant_event"},
+    {Category::python_function, "python_function"},
+    {Category::overhead, "overhead"},
+    {Category::mtia_runtime, "mtia_runtime"},
+    {Category::cuda_sync, "cuda_sync"},
+    {Category::xpu_runtime, "xpu_runtime"},
+    {Category::privateuse1_runtime, "privateuse1_runtime"},
+    {Category::privateuse1_driver, "privateuse1_driver"},
+    {Category::operator_legacy, "Operator"},
+    {Category::runtime_legacy, "Runtime"},
+    {Category::kernel_legacy, "Kernel"},
+    {Category::trace_span, "Trace"},
+}};
+
+constexpr bool in_enum_order() {
+  for (size_t k = 0; k < kCategories.size(); ++k)
+    if (static_cast<size_t>(kCategories[k].category) != k || kCategories[k].name.empty()) return false;
+  return true;
+}
+static_assert(in_enum_order(), "kCategories lists every Category once, in the enum's order");
+
+/// The name a trace gives category `c`: `name(Category::kernel)` is "kernel".
+constexpr std::string_view name(Category c) { return kCategories[static_cast<size_t>(c)].name; }
+
+/// Whether `cat` (an event's "cat") names category `c`.
+constexpr bool is(std::string_view cat, Category c) { return cat == name(c); }
+
+}  // namespace optrace::detail::kineto_names
