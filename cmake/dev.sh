@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# cmake/dev.sh: the README's quick start. `bash cmake/dev.sh demo` builds and runs the demo (its
-# files go to build/demo/); `bash cmake/dev.sh test` builds the library's tests and examples and
+# cmake/dev.sh: the README's quick start. `bash cmake/dev.sh demo` builds the demo and the optrace
+# command line, and runs the demo (its files go to build/demo/); `bash cmake/dev.sh test` builds the library's tests and examples and
 # runs the whole test suite; `bash cmake/dev.sh bench` builds the benchmark programs
 # (build/benchmarks/, not run). Each installs the Debian packages it lacks first (as root, or
 # through sudo). The test command prints how long the build and the tests took, and ends with
@@ -35,7 +35,8 @@ build=${OPTRACE_BUILD_DIR:-build}
 jobs=$(nproc)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${OPTRACE_CMAKE_ARGS:-}
 if [ "$mode" = demo ]; then
-  cmake --build "$build" --parallel "$jobs" --target demo
+  # The demo, and the command line its files are for.
+  cmake --build "$build" --parallel "$jobs" --target demo optrace
   mkdir -p "$build/demo"
   "$build/examples/demo" "$build/demo"
 elif [ "$mode" = bench ]; then

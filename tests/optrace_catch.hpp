@@ -2,26 +2,46 @@
 #pragma once
 
 #include <cstdlib>
+#include <iostream>
+#include <sstream>
 #include <string>
 
 #if defined(OPTRACE_CATCH2_V3)
 #include <catch2/catch_all.hpp>
 #define OPTRACE_CONTAINS(s) Catch::Matchers::ContainsSubstring(s)
 #define OPTRACE_STARTS_WITH(s) Catch::Matchers::StartsWith(s)
-#define OPTRACE_SKIP(msg) SKIP(msg)
+#define OPTRACE_CATCH_SKIP(reason) SKIP(reason)
 #else
 #include <catch2/catch.hpp>
 #define OPTRACE_CONTAINS(s) Catch::Matchers::Contains(s)
 #define OPTRACE_STARTS_WITH(s) Catch::Matchers::StartsWith(s)
-// Catch2 v2 has no SKIP: say so (ctest marks the test skipped on "SKIPPED:") and leave.
-#define OPTRACE_SKIP(msg)          \
+// Catch2 v2 has no SKIP: say so and leave.
+#define OPTRACE_CATCH_SKIP(reason) \
   do {                             \
-    WARN("SKIPPED: " << msg);      \
+    WARN(reason);                  \
     return;                        \
   } while (false)
 #endif
 
+// OPTRACE_SKIP(reason parts): skips the test case with its reason, which also goes to stdout as
+// one whole line "SKIPPED: <reason>" (Catch's reporter wraps long messages at 80 columns):
+// ctest marks the test skipped on "SKIPPED:", and cmake/skipped.sh lists that line. A reason that
+// already begins "SKIPPED: " (a script's first line) is not prefixed twice.
+#define OPTRACE_SKIP(msg)                                                                  \
+  do {                                                                                     \
+    std::ostringstream optrace_skip_text_;                                                 \
+    optrace_skip_text_ << msg;                                                             \
+    const std::string optrace_skip_reason_ = optrace_test::skip_reason(optrace_skip_text_.str()); \
+    std::cout << "SKIPPED: " << optrace_skip_reason_ << std::endl;                         \
+    OPTRACE_CATCH_SKIP(optrace_skip_reason_);                                              \
+  } while (false)
+
 namespace optrace_test {
+// A skip's reason without a leading "SKIPPED: " (what a skipping script prints first).
+inline std::string skip_reason(std::string text) {
+  while (text.rfind("SKIPPED: ", 0) == 0) text.erase(0, 9);
+  return text;
+}
 inline std::string data_path(const std::string& name) { return std::string(OPTRACE_TEST_DATA) + "/" + name; }
 inline std::string temp_path(const std::string& name) { return std::string(OPTRACE_BINARY_DIR) + "/" + name; }
 #ifdef OPTRACE_PYTHON

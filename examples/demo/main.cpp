@@ -2,6 +2,7 @@
 // the aten ops it runs and replay them on the best device there is.
 //
 //   demo [OUTPUT_DIR]   (default: the current directory)
+#include <optrace/detail/common/compat.hpp>
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
@@ -18,7 +19,21 @@
 
 namespace {
 
-int run(const std::string& out_dir) {
+// What to try next, with commands that run here: the export needs torch >= 2.6 (Debian trixie),
+// so on an older torch it names the chroot CI runs it in.
+void print_next_steps(const std::string& cli, const std::string& trace_path, const std::string& obs_path) {
+  std::cout << "\nnext:\n"
+            << "  the command line (summary, convert, replay, verify, ...): " << cli << " summary " << trace_path << "\n";
+  const std::string export_command = "python3 examples/python/export_from_observations.py " + obs_path;
+  if (OPTRACE_TORCH_VERSION >= 20600) {
+    std::cout << "  export the model from the observations: " << export_command << "\n";
+  } else {
+    std::cout << "  export the model from the observations needs torch >= 2.6 (this is libtorch " << TORCH_VERSION
+              << "); in a Debian trixie chroot (its first run makes it): bash .ci/trixie.sh --run '" << export_command << "'\n";
+  }
+}
+
+int run(const std::string& out_dir, const std::string& cli) {
   torch::manual_seed(0);
   torch::NoGradGuard no_grad;
   demo::TinyTransformer model;
@@ -57,8 +72,7 @@ int run(const std::string& out_dir) {
   shapes.save(spec_path);
   const std::string obs_path = out_dir + "/observations.json";
   observer.save(obs_path);
-  std::cout << "wrote " << spec_path << " and " << obs_path
-            << " (export from them: python3 examples/python/export_from_observations.py " << obs_path << ")\n";
+  std::cout << "wrote " << spec_path << " and " << obs_path << "\n";
 
   // 4. Elsewhere: reload the file and rebuild export arguments on the best device there is.
   const c10::Device device = torch::cuda::is_available() ? c10::Device(c10::kCUDA, 0) : c10::Device(c10::kCPU);
@@ -84,10 +98,13 @@ int run(const std::string& out_dir) {
   const std::string trace_path = out_dir + "/hf_op_trace.json";
   trace.save(trace_path);
   std::cout << "\nwrote " << trace_path << ": " << trace.size() << " ops, " << trace.unique_input_count()
-            << " unique inputs, " << trace.total_calls() << " calls; replaying them on " << device << ":\n";
+            << " unique inputs, " << trace.total_calls() << " calls; replayed on " << device << ", by op:\n";
   const optrace::ReplayReport report =
       optrace::replay(trace, optrace::ReplayOptions().device(device).mode(optrace::ReplayMode::check));
-  report.print_table(std::cout);
+  report.print_op_totals(std::cout);  // by input: optrace replay hf_op_trace.json --check
+  report.print_not_ok(std::cout);
+  std::cout << report.summary() << "\n";
+  print_next_steps(cli, trace_path, obs_path);
   return report.all_ok() ? 0 : 1;
 }
 
@@ -95,9 +112,11 @@ int run(const std::string& out_dir) {
 
 int main(int argc, char** argv) {
   const std::string out_dir = argc > 1 ? argv[1] : ".";
+  // The optrace command line is built beside the demo (examples/; cmake/dev.sh demo builds both).
+  const std::string cli = (std::filesystem::path(argv[0]).parent_path() / "optrace").string();
   try {
     std::filesystem::create_directories(out_dir);
-    return run(out_dir);
+    return run(out_dir, cli);
   } catch (const std::exception& e) {  // optrace::Error, c10::Error, filesystem errors
     std::cerr << "demo: " << e.what() << "\n";
     return 2;

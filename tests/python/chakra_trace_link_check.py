@@ -18,7 +18,7 @@ import sys
 import pinned_consumers
 
 consumers, et_path, kineto_path, work = (os.path.abspath(p) for p in sys.argv[1:5])
-pinned_consumers.require(consumers, "chakra", "SKIPPED: chakra_trace_link")
+pinned_consumers.require(consumers, "chakra", "chakra_trace_link")
 missing = []
 for module in ("pandas", "networkx", "google.protobuf"):  # HTA's critical path (pandas, networkx); Chakra's schema
     try:

@@ -24,7 +24,7 @@ import warnings
 import pinned_consumers
 
 consumers, trace, work = (os.path.abspath(p) for p in sys.argv[1:4])
-pinned_consumers.require(consumers, "hta", "SKIPPED: HTA")
+pinned_consumers.require(consumers, "hta", "HTA")
 pinned_consumers.add_hta_to_path(consumers)
 try:
     import pandas  # noqa: F401

@@ -8,9 +8,10 @@ import sys
 
 
 def require(consumers, folder, who):
-    """Exits 77 unless CONSUMERS/FOLDER exists; WHO begins the message ("HTA", "SKIPPED: HTA")."""
+    """Exits 77 unless CONSUMERS/FOLDER exists, saying on one line what to put where to run it."""
     if not os.path.isdir(os.path.join(consumers, folder)):
-        print(f"{who} cannot run here: the pinned consumers are not in {consumers} (../shared beside the checkout)")
+        print(f"SKIPPED: {who} cannot run here: no pinned copy in {os.path.normpath(consumers)}/{folder}; "
+              "to run it, put the project's shared/ folder (with consumers/) beside the checkout")
         sys.exit(77)
 
 
