@@ -275,8 +275,7 @@ class Importer {
       for (auto member : obj) {
         if (auto e = member.error()) malformed(event_path(), e);
         od::field& f = member.value_unsafe();  // not copied out (a hot loop)
-        // The keys by their first letter, then compared in place (a hot loop: every field of
-        // every event).
+        // Keys by their first letter, then compared in place: every field of every event.
         const char* k = f.key().raw();
         auto string_field = [&](std::string_view& into, const char* key) {
           if (!ondemand::read_string(f.value(), into)) expected(f.value(), event_path() + "/" + key, "expected a string");
