@@ -39,15 +39,24 @@
 #if OPTRACE_TORCH_VERSION >= 20000
 #include <torch/csrc/autograd/profiler_kineto.h>
 #define OPTRACE_PROFILER_DEVICE_TRACE 1
+// libkineto's ActivityType enum, where its headers are installed beside libtorch's (Debian's
+// libtorch-dev puts them in /usr/include/kineto/; they are on no include path of Torch's own).
+#if __has_include(<kineto/ActivityType.h>)
+#include <kineto/ActivityType.h>
+#define OPTRACE_KINETO_ACTIVITY_TYPES 1
+#endif
 #else
 #define OPTRACE_PROFILER_DEVICE_TRACE 0
+#endif
+#ifndef OPTRACE_KINETO_ACTIVITY_TYPES
+#define OPTRACE_KINETO_ACTIVITY_TYPES 0
 #endif
 
 #include <unistd.h>
 
 namespace optrace::detail::profiler {
 
-#if OPTRACE_PROFILER_DEVICE_TRACE
+#if OPTRACE_KINETO_ACTIVITY_TYPES
 // Whether this libkineto has CUDA_DRIVER (kineto 09942dbb, 2023, put it where CPU_INSTANT_EVENT was).
 template <class A, class = void>
 struct has_cuda_driver : std::false_type {};
@@ -55,8 +64,8 @@ template <class A>
 struct has_cuda_driver<A, std::void_t<decltype(A::CUDA_DRIVER)>> : std::true_type {};
 
 // The kind of a KinetoEvent's activityType(), a libkineto::ActivityType: compared with the enum of
-// the libkineto this libtorch ships (kineto/ActivityType.h, which profiler_kineto.h includes), never
-// with numbers, which moved between libkineto versions (8: CPU_INSTANT_EVENT, then CUDA_DRIVER).
+// the libkineto this libtorch ships, never with numbers, which moved between libkineto versions
+// (8: CPU_INSTANT_EVENT, then CUDA_DRIVER).
 template <class ActivityType = libkineto::ActivityType>
 bool device_kind_of(uint8_t activity_type, DeviceKind& kind) {
   auto is = [activity_type](ActivityType t) { return activity_type == static_cast<uint8_t>(t); };
@@ -67,6 +76,19 @@ bool device_kind_of(uint8_t activity_type, DeviceKind& kind) {
   if constexpr (has_cuda_driver<ActivityType>::value)
     if (is(ActivityType::CUDA_DRIVER)) return kind = DeviceKind::kDriver, true;
   return false;
+}
+#else
+// Without libkineto's header: its ActivityType numbers since kineto 09942dbb (2023; before it, 8
+// was CPU_INSTANT_EVENT). The ones below 8 have kept their place since Kineto's first release.
+inline bool device_kind_of(uint8_t activity_type, DeviceKind& kind) {
+  switch (activity_type) {
+    case 3: kind = DeviceKind::kMemcpy; return true;   // GPU_MEMCPY
+    case 4: kind = DeviceKind::kMemset; return true;   // GPU_MEMSET
+    case 5: kind = DeviceKind::kKernel; return true;   // CONCURRENT_KERNEL
+    case 7: kind = DeviceKind::kRuntime; return true;  // CUDA_RUNTIME
+    case 8: kind = DeviceKind::kDriver; return true;   // CUDA_DRIVER
+    default: return false;
+  }
 }
 #endif
 
