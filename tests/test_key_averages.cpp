@@ -812,7 +812,7 @@ TEST_CASE("key_averages: a trace streamed in pieces gives the tables of the trac
   // from_kineto_file streams a gzip file and a large plain one; a bad event past the first pieces
   // is named by the whole read, with the file.
   const std::string big_text = optrace::detail::read_file_maybe_gzip(optrace_test::data_path("kineto/mtia_inference.pt.trace.json.gz"));
-  REQUIRE(big_text.size() >= optrace::detail::kineto::kStreamPlainAbove);
+  REQUIRE(big_text.size() >= optrace::detail::kStreamFromBytes);
   const std::string plain = optrace_test::temp_path("key_averages_streamed.pt.trace.json"), gz = plain + ".gz";
   optrace::detail::write_file_maybe_gzip(plain, big_text);
   optrace::detail::write_file_maybe_gzip(gz, keyed);

@@ -291,7 +291,7 @@ TEST_CASE("op trace: a trace streamed in batches of bounded size is the trace re
 TEST_CASE("op trace: load streams gzip and large files, and names errors as a whole read does", "[op_trace]") {
   const OpTrace trace = OpTrace::from_json(many_inputs_trace(30000).to_json());  // inputs in the file's order
   const std::string text = trace.to_json();
-  REQUIRE(text.size() >= optrace::detail::op_trace::kStreamFromBytes);
+  REQUIRE(text.size() >= optrace::detail::kStreamFromBytes);
   const std::string plain = optrace_test::temp_path("op_trace_streamed.json"), gz = plain + ".gz";
   trace.save(plain);
   trace.save(gz);

@@ -77,7 +77,7 @@ class KeyAverages {
       {
         // Gzip and large traces are streamed (bounded memory); what streaming leaves is read whole.
         detail::FileReader in(path);
-        if (in.gzip() || in.file_size() >= detail::kineto::kStreamPlainAbove)
+        if (in.gzip() || in.file_size() >= detail::kStreamFromBytes)
           if (auto read = detail::key_averages::stream_events(in))
             return read_from(std::move(*read), group_by_input_shape);
       }

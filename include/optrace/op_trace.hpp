@@ -233,7 +233,7 @@ class OpTrace {
     {
       // Gzip and large files are streamed (bounded memory); what streaming leaves is read whole.
       detail::FileReader in(path);
-      if (in.gzip() || in.file_size() >= detail::op_trace::kStreamFromBytes) {
+      if (in.gzip() || in.file_size() >= detail::kStreamFromBytes) {
         if (auto ops = detail::op_trace::stream_ops(in)) return from_entries(std::move(*ops));
         if (in.gzip()) return from_json(detail::read_file_maybe_gzip(path));
       }

@@ -323,9 +323,6 @@ class ClosedPiece {
   bool first_of_object_ = false;
 };
 
-// The name load.hpp and key_averages.hpp test a file's size by (detail::kStreamFromBytes).
-inline constexpr size_t kStreamPlainAbove = kStreamFromBytes;
-
 // How stream_pieces hands an object's last piece: its events, then the root's other keys
 // ("[...], "key": ...}").
 enum class LastPiece {

@@ -60,7 +60,7 @@ inline ImportResult stream_file(optrace::detail::FileReader& in, const std::stri
 inline ImportResult load(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     optrace::detail::FileReader in(path);
-    if (!in.gzip() && in.file_size() < kStreamPlainAbove) {
+    if (!in.gzip() && in.file_size() < kStreamFromBytes) {
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size())))
         return import_file(file, options, catalog);
@@ -82,7 +82,7 @@ inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes)
 inline TraceFormat detect_format(const std::string& path) {
   return optrace::detail::about_file(path, [&] {
     optrace::detail::FileReader in(path);
-    if (in.gzip() || in.file_size() >= kStreamPlainAbove) {
+    if (in.gzip() || in.file_size() >= kStreamFromBytes) {
       // Told by the first MiB, or by reading it as an hf op trace (streamed), as load_any tells it:
       // what neither tells is read whole below.
       const TraceFormat format = format_by_head(in, size_t(1) << 20);
@@ -107,7 +107,7 @@ inline ImportResult hf_result(OpTrace trace) {
 inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     optrace::detail::FileReader in(path);
-    const bool large = in.gzip() || in.file_size() >= kStreamPlainAbove;
+    const bool large = in.gzip() || in.file_size() >= kStreamFromBytes;
     if (!large) {
       // A plain Kineto trace, known by its first bytes, is read as `load` reads it: from its
       // mapping, in pieces, without a copy of the text or a first pass over it to tell its format.

@@ -32,8 +32,6 @@
 
 namespace optrace::detail::op_trace {
 
-using detail::kStreamFromBytes;
-
 // `Reader` hands the text's bytes: `size_t read(char*, size_t n)` gives up to n, 0 at the end
 // (detail::FileReader).
 template <class Reader>
