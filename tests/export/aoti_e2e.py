@@ -27,6 +27,14 @@ import time
 # machine, 2026-11-28) the demo and positional scenarios ended in a segmentation fault after
 # aoti_serve had run, not yet located (docs/aoti.md, Limits).
 faulthandler.enable()
+# A hang prints every thread's Python stack and ends the test before ctest's --timeout (900 s)
+# does, so that the step it stopped in is named (the fresh-clone CI of f53909a ran past its limit
+# with one trixie test unfinished and no name). serve_e2e.py imports this module, and with it this.
+faulthandler.dump_traceback_later(600, exit=True)
+# AOTInductor compiles in this process, not in a pool of compile workers (torch 2.6 starts one
+# when the machine has 2 cores or more): workers that outlive the test would hold ctest's output
+# pipe open, and ctest waits for it; on 2 cores a pool gains nothing beside ctest's own -j2.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 try:
     import torch

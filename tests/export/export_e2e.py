@@ -14,12 +14,16 @@ rejected (the loader check is live). Prints one summary line. Exit 77 (skipped) 
 torch has no torch.export or no _load_dynamic_shapes (torch < 2.6), or lacks torchvision for
 the scenario that needs it.
 """
+import faulthandler
 import json
 import os
 import subprocess
 import sys
 import time
 from typing import Optional
+
+# A hang prints every thread's Python stack and ends the test before ctest's --timeout does.
+faulthandler.dump_traceback_later(600, exit=True)
 
 try:
     import torch
