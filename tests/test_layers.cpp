@@ -43,6 +43,7 @@ const std::vector<Layer> kLayers = {
     {"OpTracer", {"detail/op_tracer/", "op_tracer.hpp"}},
     {"trace formats: operator-inputs logs, Kineto traces", {"operator_inputs.hpp", "kineto_types.hpp", "detail/kineto/", "kineto.hpp"}},
     {"Profiler", {"detail/profiler/", "profiler.hpp"}},
+    {"on-demand profiling of running jobs", {"detail/on_demand/", "on_demand.hpp"}},
     {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp"}},
     {"observation files", {"detail/observer/", "observations.hpp"}},
     {"plans of packages", {"plan.hpp"}},

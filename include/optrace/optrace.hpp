@@ -19,9 +19,10 @@
 #include <optrace/replay_types.hpp>
 #include <optrace/replay.hpp>
 
-// Profiling: timed traces (torch.profiler's Kineto format), key averages.
+// Profiling: timed traces (torch.profiler's Kineto format), key averages, windows of running jobs on request.
 #include <optrace/key_averages.hpp>
 #include <optrace/profiler.hpp>
+#include <optrace/on_demand.hpp>
 
 // Observed inputs: InputObserver, dynamic shapes, observation files, materialization.
 #include <optrace/value.hpp>

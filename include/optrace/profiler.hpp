@@ -100,14 +100,11 @@ class ProfilerTrace {
 
   /// Writes the trace to `path` (gzip when it ends in ".gz"), atomically: a failed write leaves
   /// no partial file. Throws IoError.
-  void save(const std::string& path) const {
-    if (detail::gz_path(path)) {
-      detail::write_file_maybe_gzip(path, to_json(path));
-      return;
-    }
-    detail::profiler::KinetoWriter writer(complete_window(), info_);
-    detail::write_file_atomic_with(path, [&](auto& sink) { writer.write(path, sink); });
-  }
+  void save(const std::string& path) const { save(path, detail::ExistingFile::Replace); }
+
+  /// Writes the trace as save() does, but never over a file: IoError when `path` exists (a file
+  /// or a link), and the file there is kept.
+  void save_new(const std::string& path) const { save(path, detail::ExistingFile::Keep); }
 
   /// torch's `key_averages()` of this trace: one row per name (and input shapes when grouped);
   /// with the CUDA activity, the runtime calls as rows on the CPU, each kernel's, copy's and
@@ -133,6 +130,15 @@ class ProfilerTrace {
   friend class Profiler;
   ProfilerTrace(std::shared_ptr<detail::profiler::Window> window, detail::profiler::TraceInfo info)
       : window_(std::move(window)), info_(std::move(info)) {}
+
+  void save(const std::string& path, detail::ExistingFile existing) const {
+    if (detail::gz_path(path)) {
+      detail::write_file_maybe_gzip(path, to_json(path), existing);
+      return;
+    }
+    detail::profiler::KinetoWriter writer(complete_window(), info_);
+    detail::write_file_atomic_with(path, [&](auto& sink) { writer.write(path, sink); }, existing);
+  }
 
   // The window with what libtorch's saved trace adds to its CUDA events (read once, here rather
   // than when the window closed: writing stays off the stepping thread).
@@ -255,7 +261,13 @@ class Profiler {
  public:
   /// Validates the options and starts profiling. Throws ArgumentError for a bad schedule, Error
   /// when another Profiler is active or an OpTracer is recording.
-  explicit Profiler(ProfilerOptions options = {}) : options_(std::move(options)) {
+  explicit Profiler(ProfilerOptions options = {}) : Profiler(std::move(options), /*first_step=*/0) {}
+
+ private:
+  friend class OnDemandProfiler;
+  // OnDemandProfiler's window: step numbers (ProfilerStep#N, the schedule's) count from the job's
+  // own step `first_step`, so that every rank's window holds the same numbers.
+  Profiler(ProfilerOptions options, int64_t first_step) : options_(std::move(options)) {
     if (options_.schedule()) options_.schedule()->validate();
     if (!options_.execution_trace().empty()) check_execution_trace_path(options_.execution_trace());
     const bool cuda = torch::cuda::is_available();
@@ -281,8 +293,10 @@ class Profiler {
     info_.with_stack = options_.with_stack();
     if (!options_.execution_trace().empty())
       execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid);
-    start();
+    start_at(first_step);
   }
+
+ public:
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
@@ -298,20 +312,7 @@ class Profiler {
 
   /// Starts profiling at step 0 (the constructor does). Throws Error when this or another
   /// Profiler is active, or an OpTracer is recording.
-  void start() {
-    Profiler* active = nullptr;
-    if (!active_profiler().compare_exchange_strong(active, this))
-      detail::raise<Error>(active == this ? "this Profiler is already started" : "another Profiler is active; stop it first");
-    if (detail::op_tracer::ActiveSession::any()) {
-      active_profiler().store(nullptr);
-      detail::raise<Error>("an OpTracer is recording; stop it before starting a Profiler");
-    }
-    started_ = true;
-    step_num_ = 0;
-    action_ = current_action();
-    transit(ProfilerAction::None, action_);
-    open_step_scope();
-  }
+  void start() { start_at(0); }
 
   /// Ends the current step and begins the next, as torch.profiler's `step()`: the schedule's
   /// action for the new step opens, closes or saves a recording window.
@@ -329,12 +330,7 @@ class Profiler {
   /// for the writer thread. Rethrows the first exception `on_trace_ready` threw. Does nothing when
   /// stopped.
   void stop() {
-    if (started_) {
-      step_scope_.reset();
-      close_window(/*ready=*/true);  // torch's transition to None: a window is open only while recording
-      started_ = false;
-      active_profiler().store(nullptr);
-    }
+    stop_recording();
     join_writer();
     if (execution_trace_ && started_windows_ > 0) {
       started_windows_ = 0;
@@ -375,6 +371,31 @@ class Profiler {
   const ProfilerOptions& options() const { return options_; }
 
  private:
+  void start_at(int64_t first_step) {
+    Profiler* active = nullptr;
+    if (!active_profiler().compare_exchange_strong(active, this))
+      detail::raise<Error>(active == this ? "this Profiler is already started" : "another Profiler is active; stop it first");
+    if (detail::op_tracer::ActiveSession::any()) {
+      active_profiler().store(nullptr);
+      detail::raise<Error>("an OpTracer is recording; stop it before starting a Profiler");
+    }
+    started_ = true;
+    step_num_ = first_step;
+    action_ = current_action();
+    transit(ProfilerAction::None, action_);
+    open_step_scope();
+  }
+
+  // What stop() does on the stepping thread: the open window closes and goes to the writer thread,
+  // which this does not wait for (OnDemandProfiler joins it off the stepping thread).
+  void stop_recording() {
+    if (!started_) return;
+    step_scope_.reset();
+    close_window(/*ready=*/true);  // torch's transition to None: a window is open only while recording
+    started_ = false;
+    active_profiler().store(nullptr);
+  }
+
   static std::atomic<Profiler*>& active_profiler() {
     static std::atomic<Profiler*> p{nullptr};
     return p;

@@ -86,15 +86,25 @@ inline std::string read_file(const std::string& path, size_t spare = 0) {
   return data;
 }
 
+/// What writing a file does to a file already at its path.
+enum class ExistingFile {
+  Replace,  // the new file takes its place (atomically)
+  Keep,     // the write fails with IoError and the file stays: what a running job's profiler
+            // writes must never destroy a file (docs/on_demand.md)
+};
+
 /// Writes to `path` what `produce` hands, piece by piece, to the sink it is given
 /// (`produce(sink)`, `sink(std::string_view)`), so that readers see the old file or the whole new
 /// one, never a part: write a temporary file beside it, flush it to disk, then rename it over
-/// `path`. What `produce` throws leaves no file. Throws IoError naming `path` (Error::file).
+/// `path` (ExistingFile::Keep: link it there, which fails where a file, or a link, already is).
+/// The temporary file is never opened through a symbolic link. What `produce` throws leaves no
+/// file. Throws IoError naming `path` (Error::file).
 template <class Produce>
-void write_file_atomic_with(const std::string& path, Produce&& produce) {
+void write_file_atomic_with(const std::string& path, Produce&& produce, ExistingFile existing = ExistingFile::Replace) {
   about_file(path, [&] {
     std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int exclusive = existing == ExistingFile::Keep ? O_EXCL : 0;
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | exclusive, 0644);
     OPTRACE_CHECK(fd >= 0, IoError, "cannot create '", tmp, "': ", std::strerror(errno));
     auto fail = [&](const char* what, int err) {
       ::close(fd);
@@ -127,6 +137,14 @@ void write_file_atomic_with(const std::string& path, Produce&& produce) {
       ::unlink(tmp.c_str());
       raise<IoError>("cannot flush '", tmp, "': ", std::strerror(err));
     }
+    if (existing == ExistingFile::Keep) {
+      const int linked = ::link(tmp.c_str(), path.c_str());
+      const int err = errno;
+      ::unlink(tmp.c_str());
+      if (linked != 0 && err == EEXIST) raise<IoError>("'", path, "' exists and is kept: nothing replaces a file");
+      if (linked != 0) raise<IoError>("cannot write '", path, "': ", std::strerror(err));
+      return;
+    }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       int err = errno;
       ::unlink(tmp.c_str());
@@ -136,8 +154,9 @@ void write_file_atomic_with(const std::string& path, Produce&& produce) {
 }
 
 /// Writes `content` to `path` atomically (see write_file_atomic_with).
-inline void write_file_atomic(const std::string& path, std::string_view content) {
-  write_file_atomic_with(path, [content](auto& sink) { sink(content); });
+inline void write_file_atomic(const std::string& path, std::string_view content,
+                              ExistingFile existing = ExistingFile::Replace) {
+  write_file_atomic_with(path, [content](auto& sink) { sink(content); }, existing);
 }
 
 /// A regular file's bytes in memory, read-only, followed by at least `spare` readable zero bytes

@@ -1,0 +1,124 @@
+// bench_on_demand: what an OnDemandProfiler costs a running job (docs/performance.md#on-demand).
+//   bench_on_demand [STEPS]
+// 1. step() while idle, in ns per call, against the bare loop (and with the trigger file polled
+//    every millisecond on the side);
+// 2. a job's step times (a small MLP's forward and backward) over STEPS steps: without a profiler,
+//    with an idle OnDemandProfiler, and with a 3-step window requested every 100 steps (started and
+//    stopped at step boundaries, written on the writer thread): p50, p99, max; and what the step()
+//    calls that open and close windows themselves took.
+#include <optrace/on_demand.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ns_since(Clock::time_point t0) { return std::chrono::duration<double, std::nano>(Clock::now() - t0).count(); }
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+void print_row(const char* what, const std::vector<double>& us) {
+  std::printf("  %-44s p50 %8.1f us   p99 %8.1f us   max %8.1f us\n", what, percentile(us, 0.5), percentile(us, 0.99),
+              *std::max_element(us.begin(), us.end()));
+}
+
+// 1. step() idle.
+void idle_step(const std::string& dir) {
+  constexpr int64_t kCalls = 200'000'000;
+  volatile int64_t sink = 0;
+  auto t0 = Clock::now();
+  for (int64_t i = 0; i < kCalls; ++i) sink = sink + 1;
+  const double bare = ns_since(t0) / kCalls;
+  for (const bool polled : {false, true}) {
+    std::filesystem::remove_all(dir);
+    optrace::OnDemandOptions o = optrace::OnDemandOptions().output_dir(dir);
+    if (polled) {
+      std::filesystem::create_directories(dir);
+      std::ofstream(dir + "/trigger.conf") << "# nothing requested\n";
+      o.config_file(dir + "/trigger.conf").poll_interval(std::chrono::milliseconds(1));
+    }
+    optrace::OnDemandProfiler od(o);
+    t0 = Clock::now();
+    for (int64_t i = 0; i < kCalls; ++i) od.step();
+    std::printf("step() idle%s: %.2f ns per call (the bare loop: %.2f ns; %lld calls)\n",
+                polled ? ", trigger file polled every 1 ms" : "", ns_since(t0) / kCalls, bare,
+                static_cast<long long>(kCalls));
+  }
+}
+
+struct Job {
+  torch::nn::Sequential mlp{torch::nn::Linear(256, 256), torch::nn::ReLU(), torch::nn::Linear(256, 256)};
+  torch::Tensor x = torch::randn({32, 256});
+  void step() {
+    mlp->zero_grad();
+    mlp->forward(x).sum().backward();
+  }
+};
+
+// 2. Step times of the job; `od` may be null (no profiler). With `windows`, a 3-step window is
+// requested every 100 steps; `boundaries` gets what the step() calls at each window's first and
+// after its last step took.
+std::vector<double> run(Job& job, int steps, optrace::OnDemandProfiler* od, bool windows, std::vector<double>* boundaries) {
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(steps));
+  for (int s = 0; s < steps; ++s) {
+    if (windows && s % 100 == 50) {
+      optrace::OnDemandRequest r;
+      r.start_iteration_roundup = 100;
+      r.start_iteration = 0;
+      r.iterations = 3;
+      od->request(r);
+    }
+    const auto t0 = Clock::now();
+    job.step();
+    const auto t1 = Clock::now();
+    if (od != nullptr) od->step();
+    const double step_ns = ns_since(t1);
+    us.push_back(ns_since(t0) / 1000.0);
+    const int64_t now = od != nullptr ? od->step_num() : 0;
+    if (windows && boundaries != nullptr && (now % 100 == 0 || now % 100 == 3) && now > 0)
+      boundaries->push_back(step_ns / 1000.0);
+  }
+  return us;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int steps = argc > 1 ? std::atoi(argv[1]) : 2000;
+  const std::string dir = (std::filesystem::temp_directory_path() / "bench_on_demand").string();
+  torch::set_num_threads(1);
+  idle_step(dir);
+
+  Job job;
+  for (int i = 0; i < 50; ++i) job.step();  // warm
+  std::printf("job step times (MLP 256x256x2, batch 32, forward + backward; %d steps each, 1 thread):\n", steps);
+  print_row("no profiler", run(job, steps, nullptr, false, nullptr));
+  std::vector<double> boundaries;
+  size_t traces = 0;
+  {
+    std::filesystem::remove_all(dir);
+    optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir));
+    print_row("OnDemandProfiler, idle", run(job, steps, &od, false, nullptr));
+    print_row("OnDemandProfiler, 3-step window every 100", run(job, steps, &od, true, &boundaries));
+    od.flush();
+    traces = od.traces().size();
+  }
+  print_row("  the step() calls that opened or closed one", boundaries);
+  std::printf("  (%zu windows written to %s)\n", traces, dir.c_str());
+  std::filesystem::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,110 @@
+// optrace/detail/on_demand/files.hpp: the trigger file and the paths a request names, read as hostile
+#pragma once
+// Whoever can write the trigger file steers a running job (docs/on_demand.md, Security), so:
+// - the file is read only when it is a regular file owned by the job's user (or root) and not
+//   writable by its group or others: fstat on the open descriptor, so that what is checked is what
+//   is read; a link to such a file is followed, since its target is what counts;
+// - at most kMaxConfigBytes of it: a config is a few lines;
+// - a path a request names (ACTIVITIES_LOG_FILE) resolves inside the output folder: relative to
+//   it, or absolute under it; no `..`, no symbolic link on the way; the file itself must not exist
+//   (the write links it in place, which also refuses a file or link made there meanwhile).
+
+#include <optrace/error.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace optrace::detail::on_demand {
+
+inline constexpr size_t kMaxConfigBytes = 64 * 1024;
+
+// What reading the trigger file found.
+struct ConfigRead {
+  enum Kind { Absent, Refused, Read } kind = Absent;
+  std::string text;    // Read: the content
+  std::string reason;  // Refused: why, one line
+  std::string state;   // Refused: owner, mode, size and time, so that one refusal is said once
+};
+
+inline ConfigRead read_config(const std::string& path) {
+  ConfigRead r;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return r;  // absent (or not readable yet): no request
+  struct stat st {};
+  const bool got = ::fstat(fd, &st) == 0;
+  auto refuse = [&](std::string why) {
+    ::close(fd);
+    r.kind = ConfigRead::Refused;
+    r.reason = "ignoring config file '" + path + "': " + why;
+    r.state = got ? std::to_string(st.st_uid) + ":" + std::to_string(st.st_mode) + ":" + std::to_string(st.st_size) +
+                        ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec)
+                  : std::string();
+    return r;
+  };
+  if (!got) return refuse(std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    return refuse("owned by user " + std::to_string(st.st_uid) + ", not by this job's user " +
+                  std::to_string(::geteuid()) + " (whoever writes it steers the job)");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return refuse("writable by its group or others (chmod go-w it: whoever writes it steers the job)");
+  if (static_cast<size_t>(st.st_size) > kMaxConfigBytes)
+    return refuse("larger than " + std::to_string(kMaxConfigBytes) + " bytes; a config is a few lines");
+  r.text.resize(kMaxConfigBytes + 1);
+  size_t got_bytes = 0;
+  while (got_bytes < r.text.size()) {
+    const ssize_t n = ::read(fd, &r.text[got_bytes], r.text.size() - got_bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refuse(std::strerror(errno));
+    if (n == 0) break;
+    got_bytes += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (got_bytes > kMaxConfigBytes) {
+    r.kind = ConfigRead::Refused;
+    r.reason = "ignoring config file '" + path + "': it grew past " + std::to_string(kMaxConfigBytes) + " bytes";
+    return r;
+  }
+  r.text.resize(got_bytes);
+  r.kind = ConfigRead::Read;
+  return r;
+}
+
+// The file a request names, inside `dir` (canonical): an error line for anything else.
+inline std::string resolve_inside(const std::filesystem::path& dir, const std::string& requested) {
+  namespace fs = std::filesystem;
+  const fs::path p(requested);
+  fs::path relative = p;
+  if (p.is_absolute()) {
+    relative = p.lexically_normal().lexically_relative(dir);
+    OPTRACE_CHECK(!relative.empty() && *relative.begin() != "..", ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
+                  "' is outside the output folder '", dir.string(), "'");
+  }
+  OPTRACE_CHECK(!relative.empty() && relative.has_filename(), ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
+                "' names no file");
+  for (const fs::path& part : relative)
+    OPTRACE_CHECK(part != "..", ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
+                  "' has '..': it must stay inside the output folder '", dir.string(), "'");
+  fs::path at = dir;
+  for (const fs::path& part : relative) {
+    at /= part;
+    std::error_code ec;
+    const fs::file_status st = fs::symlink_status(at, ec);
+    if (!fs::exists(st)) continue;
+    OPTRACE_CHECK(!fs::is_symlink(st), ArgumentError, "ACTIVITIES_LOG_FILE '", requested, "': '", at.string(),
+                  "' is a symbolic link; the trace must stay inside the output folder '", dir.string(), "'");
+  }
+  std::error_code ec;
+  OPTRACE_CHECK(!fs::exists(fs::symlink_status(at, ec)), IoError, "ACTIVITIES_LOG_FILE '", requested, "': '",
+                at.string(), "' exists and is kept: nothing replaces a file");
+  return at.string();
+}
+
+}  // namespace optrace::detail::on_demand
