@@ -116,11 +116,12 @@ TEST_CASE("Kineto's on-demand keys are read as Kineto reads them", "[on_demand]"
 
 TEST_CASE("A bad on-demand value is one line naming the key and the value", "[on_demand]") {
   const std::pair<const char*, const char*> cases[] = {
-      {"ACTIVITIES_ITERATIONS=three", "ACTIVITIES_ITERATIONS=three: expected an integer >= 0"},
-      {"PROFILE_START_ITERATION_ROUNDUP=0", "PROFILE_START_ITERATION_ROUNDUP=0: expected an integer >= 1"},
-      {"PROFILE_START_ITERATION=-1", "PROFILE_START_ITERATION=-1: expected an integer >= 0"},
-      {"ACTIVITIES_DURATION_MSECS=0", "ACTIVITIES_DURATION_MSECS=0: expected an integer >= 1"},
-      {"ACTIVITIES_DURATION_MSECS=99999999999999999999", "expected an integer >= 1"},
+      {"ACTIVITIES_ITERATIONS=three", "ACTIVITIES_ITERATIONS=three: expected an integer from 0 to 1000000000000"},
+      {"PROFILE_START_ITERATION_ROUNDUP=0", "PROFILE_START_ITERATION_ROUNDUP=0: expected an integer from 1"},
+      {"PROFILE_START_ITERATION=-1", "PROFILE_START_ITERATION=-1: expected an integer from 0"},
+      {"ACTIVITIES_DURATION_MSECS=0", "ACTIVITIES_DURATION_MSECS=0: expected an integer from 1 to 604800000"},
+      {"ACTIVITIES_DURATION_MSECS=99999999999999999999", "expected an integer from 1"},
+      {"ACTIVITIES_DURATION_SECS=9223372036854775807", "ACTIVITIES_DURATION_SECS=9223372036854775807: expected an integer from 1 to 604800"},
       {"PROFILE_REPORT_INPUT_SHAPES=maybe", "PROFILE_REPORT_INPUT_SHAPES=maybe: expected true or false"},
       {"ACTIVITY_TYPES=cpu_op,kernels", "ACTIVITY_TYPES: unknown activity 'kernels'"},
       {"ACTIVITIES_LOG_FILE=", "ACTIVITIES_LOG_FILE is empty"},

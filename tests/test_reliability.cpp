@@ -5,6 +5,7 @@
 #include <optrace/key_averages.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
+#include <optrace/on_demand.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
 #include <optrace/operator_inputs.hpp>
@@ -296,6 +297,14 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
     INFO(path);
     std::string text = read_text(path);
     CHECK_NOTHROW(answer([&] { optrace::operator_inputs::to_text(optrace::operator_inputs::parse(text, path).trace); }));
+  }
+  for (const std::string& path : regressions("on_demand_config")) {
+    INFO(path);
+    std::string text = read_text(path);
+    CHECK_NOTHROW(answer([&] {
+      const optrace::OnDemandRequest r = optrace::OnDemandRequest::parse(text);
+      if (!r.log_file.empty()) optrace::detail::on_demand::resolve_inside("/nonexistent-optrace-fuzz/traces", r.log_file);
+    }));
   }
   // The command line's (argument lists) are replayed by fuzz_replay_cli; here, that they are kept.
   CHECK(!regressions("cli").empty());

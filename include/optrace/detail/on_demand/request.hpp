@@ -14,6 +14,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,11 +64,16 @@ inline std::string_view trim(std::string_view s) {
   return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
 }
 
-inline int64_t to_int(std::string_view key, std::string_view value, int64_t low) {
+// Steps and step counts up to 10^12, so that a window's last step cannot overflow; durations up to a
+// week (a window holds its events in memory).
+inline constexpr int64_t kMaxSteps = 1000000000000;
+inline constexpr int64_t kMaxDurationMs = int64_t{7} * 24 * 3600 * 1000;
+
+inline int64_t to_int(std::string_view key, std::string_view value, int64_t low, int64_t high) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-  if (ec != std::errc() || end != value.data() + value.size() || v < low)
-    raise<ArgumentError>("on-demand config: ", key, "=", value, ": expected an integer >= ", low);
+  if (ec != std::errc() || end != value.data() + value.size() || v < low || v > high)
+    raise<ArgumentError>("on-demand config: ", key, "=", value.substr(0, 40), ": expected an integer from ", low, " to ", high);
   return v;
 }
 
@@ -76,7 +82,7 @@ inline bool to_bool(std::string_view key, std::string_view value) {
   for (char& c : v) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
-  raise<ArgumentError>("on-demand config: ", key, "=", value, ": expected true or false");
+  raise<ArgumentError>("on-demand config: ", key, "=", value.substr(0, 40), ": expected true or false");
 }
 
 // ACTIVITY_TYPES: Kineto's names (libkineto/src/ActivityType.cpp). Whether any device activity
@@ -98,7 +104,7 @@ inline bool device_activity(std::string_view value) {
     for (std::string_view d : device) {
       if (name == d) known = any_device = true;
     }
-    if (!known) raise<ArgumentError>("on-demand config: ACTIVITY_TYPES: unknown activity '", name, "'");
+    if (!known) raise<ArgumentError>("on-demand config: ACTIVITY_TYPES: unknown activity '", name.substr(0, 40), "'");
     if (comma == std::string_view::npos) break;
     from = comma + 1;
   }
@@ -108,19 +114,19 @@ inline bool device_activity(std::string_view value) {
 // One KEY=VALUE into `r`; false when the key does not apply to optrace.
 inline bool apply_key(OnDemandRequest& r, std::string_view key, std::string_view value, bool& start_given) {
   if (key == "PROFILE_START_ITERATION") {
-    r.start_iteration = to_int(key, value, 0);
+    r.start_iteration = to_int(key, value, 0, kMaxSteps);
     start_given = true;
   } else if (key == "PROFILE_START_ITERATION_ROUNDUP") {
-    r.start_iteration_roundup = to_int(key, value, 1);
+    r.start_iteration_roundup = to_int(key, value, 1, kMaxSteps);
     start_given = true;
   } else if (key == "ACTIVITIES_ITERATIONS") {
-    r.iterations = to_int(key, value, 0);
+    r.iterations = to_int(key, value, 0, kMaxSteps);
   } else if (key == "PROFILE_START_TIME") {
-    r.start_time_ms = to_int(key, value, 0);
+    r.start_time_ms = to_int(key, value, 0, std::numeric_limits<int64_t>::max());
   } else if (key == "ACTIVITIES_DURATION_MSECS") {
-    r.duration_ms = to_int(key, value, 1);
+    r.duration_ms = to_int(key, value, 1, kMaxDurationMs);
   } else if (key == "ACTIVITIES_DURATION_SECS") {
-    r.duration_ms = to_int(key, value, 1) * 1000;
+    r.duration_ms = to_int(key, value, 1, kMaxDurationMs / 1000) * 1000;
   } else if (key == "ACTIVITIES_LOG_FILE") {
     OPTRACE_CHECK(!value.empty(), ArgumentError, "on-demand config: ACTIVITIES_LOG_FILE is empty");
     r.log_file = std::string(value);
