@@ -38,6 +38,9 @@ import tempfile
 FENCE = re.compile(r"^( *)```(\S*)\s*$")  # list items indent their blocks
 MARKER = re.compile(r"^<!--\s*snippet:\s*(.*?)\s*-->$")
 CPP_NAMES = {"cpp"}
+# libtorch's C++ frontend, which only <torch/torch.h> brings (snippet_context.hpp includes it for
+# its own declarations, so a compile alone would not see the include missing).
+TORCH_API_NEEDS_ALL = re.compile(r"torch::(nn|optim|data)::\w+")
 # Fences that look like C++ but would escape the check.
 CPP_ALIASES = {"c++", "cxx", "cc", "C++", "hpp", "h"}
 MARKERS = {"fragment", "libtorch 2.6"}
@@ -106,6 +109,10 @@ def cpp(out_path, pages):
                     kept.append((first + n, ""))
                 else:
                     kept.append((first + n, line))
+            uses = TORCH_API_NEEDS_ALL.search("\n".join(line for _, line in kept))
+            if uses and not any(line.startswith("#include <torch/torch.h>") for line in body):
+                raise DocError("%s:%d: this block uses %s, which no optrace header brings: add #include "
+                               "<torch/torch.h>, as a program copying it needs" % (page, first - 1, uses.group(0)))
             name = "doc_snippet_%d" % count
             text = ["#if OPTRACE_DOC_LIBTORCH_2_6"] if new_torch else []
             text += ["namespace %s {  // %s:%d%s" % (name, page, first - 1, " (%s)" % marker if marker else ""),
