@@ -21,6 +21,7 @@
 
 // Profiling: timed traces (torch.profiler's Kineto format), key averages.
 #include <optrace/key_averages.hpp>
+#include <optrace/rank_summary.hpp>
 #include <optrace/profiler.hpp>
 
 // Observed inputs: InputObserver, dynamic shapes, observation files, materialization.
