@@ -80,7 +80,7 @@ struct RankTrace {
     std::vector<RankStepTime> out;
     for (const detail::rank_summary::StepRange& s : events.steps) {
       if (!out.empty() && out.back().step == s.step)
-        detail::raise_about_file<Error>(path, "ProfilerStep#", s.step, " appears twice: one window per trace, please");
+        detail::raise_about_file<Error>(path, "ProfilerStep#", s.step, " appears twice (two profiling windows in one trace?): give one window per trace");
       // The first merged interval that ends after the step starts, then each until one starts after it ends.
       auto it = std::upper_bound(merged.begin(), merged.end(), s.start_ns, [](int64_t t, const Interval& i) { return t < i.end_ns; });
       int64_t in_collectives = 0;
@@ -199,19 +199,23 @@ class RankSummary {
       for (const RankStepTime& s : r.steps) by_step_[s.step].emplace_back(r.rank, s);
   }
 
+  // Per step the slowest rank (up to 20 steps: beyond, one line would not be read), then the rank
+  // slowest in the most steps.
   std::string slowest_line() const {
     std::map<int64_t, int64_t> times_slowest;
-    std::string out = "slowest rank per step (the most time outside collectives: the others wait for it):";
+    std::string per_step;
     for (const auto& [step, rows] : by_step_) {
       const int64_t r = *slowest_rank(step);
       ++times_slowest[r];
-      out += " " + std::to_string(step) + ": " + std::to_string(r) + ",";
+      per_step += " " + std::to_string(step) + ": " + std::to_string(r) + ",";
     }
-    out.back() = '\n';
+    per_step.pop_back();
+    std::string out;
+    if (by_step_.size() <= 20) out = "slowest rank per step:" + per_step + "\n";
     const auto most = std::max_element(times_slowest.begin(), times_slowest.end(),
                                        [](const auto& a, const auto& b) { return a.second < b.second; });
     return out + "slowest rank: " + std::to_string(most->first) + " (in " + std::to_string(most->second) + " of " +
-           std::to_string(by_step_.size()) + " steps)\n";
+           std::to_string(by_step_.size()) + " steps; the most time outside collectives: the others wait for it)\n";
   }
 
   // Ranks lacking steps that others have; ranks that the world size says exist but no trace is of.

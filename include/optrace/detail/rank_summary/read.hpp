@@ -135,11 +135,17 @@ class Reader {
         auto string_field = [&](std::string_view& into, const char* key) {
           if (!ondemand::read_string(f.value(), into)) kineto::expected(f.value(), event_path() + "/" + key, "expected a string");
         };
+        // A time's token, read exactly later (time_of); a string or a list is named here.
+        auto number_field = [&](std::string_view& into, const char* key) {
+          into = ondemand::raw_token(f.value());
+          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
+            kineto::expected(f.value(), event_path() + "/" + key, "expected a number");
+        };
         if (ondemand::key_is(k, "ph")) string_field(ev.ph, "ph");
         else if (ondemand::key_is(k, "cat")) string_field(ev.cat, "cat");
         else if (ondemand::key_is(k, "name")) string_field(ev.name, "name");
-        else if (ondemand::key_is(k, "ts")) ev.ts = ondemand::raw_token(f.value());
-        else if (ondemand::key_is(k, "dur")) ev.dur = ondemand::raw_token(f.value());
+        else if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
+        else if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
         // The rest (args, pid, tid) is skipped by On-Demand, unread.
       }
       if (ev.ph == "X") add(ev, event_path);
