@@ -2,6 +2,7 @@
 //
 //   optrace summary TRACE|OBSERVATIONS [--top N] [--json]
 //   optrace summary --by time KINETO_TRACE [--group-by-shape] [--top N] [--json]
+//   optrace summary --by rank KINETO_TRACE...|DIR [--json] [--jobs N]
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
