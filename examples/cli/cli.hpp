@@ -38,7 +38,7 @@ struct CommandInfo {
 
 inline const CommandInfo kCommands[] = {
     {Command::summary, "summary",
-     "optrace summary FILE... [--by calls|time] [--group-by-shape] [--top N] [--json] [--jobs N] [--strides]",
+     "optrace summary FILE... [--by calls|time|rank] [--group-by-shape] [--top N] [--json] [--jobs N] [--strides]",
      "  A trace: its ops with calls, share of calls and unique inputs, the most called first, and the\n"
      "  totals (--top N: the first N ops; --json: the same as JSON on stdout).\n"
      "  --by time: a Kineto trace's (*.pt.trace.json[.gz]) ops and annotations by time, as torch's\n"
@@ -46,6 +46,13 @@ inline const CommandInfo kCommands[] = {
      "  time, CUDA time and memory when they were profiled, and calls (--top N: the first N rows;\n"
      "  --json: the rows as JSON; --group-by-shape: a row per name and input shapes). --by calls is\n"
      "  the default.\n"
+     "  --by rank: the Kineto traces of a distributed job's ranks (files, or folders: their *.json and\n"
+     "  *.json.gz files, as HTA reads a folder), each rank by its trace's distributedInfo: per step\n"
+     "  (ProfilerStep#N) and rank, the step time, the time in collectives (gloo:*, nccl:*,\n"
+     "  record_param_comms, c10d::* ops, nccl* kernels: the union of their intervals within the step)\n"
+     "  and the rest; per step, the slowest rank (the most time outside collectives: the one the\n"
+     "  others wait for). --json: the same as JSON; --jobs N: traces read at once (default: one per\n"
+     "  core).\n"
      "  An observation file (InputObserver::save): its dynamic shapes, export arguments, warnings\n"
      "  and call signatures with their counts.\n"
      "  Several files: each in turn, in the order given (--json: a list), read --jobs at a time.\n"},
@@ -140,6 +147,7 @@ struct Invocation {
   int64_t top = 0;                  // summary, replay: rows in the tables (0: default)
   bool json = false;                // summary: JSON on stdout
   bool by_time = false;             // summary --by time: torch's key_averages table of a Kineto trace
+  bool by_rank = false;             // summary --by rank: a distributed job's ranks per step
   bool group_by_shape = false;      // summary --by time --group-by-shape: a row per name and input shapes
   int64_t jobs = 0;                 // summary, merge, convert: files read at once (0: one per core)
   // replay
@@ -251,13 +259,15 @@ inline void parse_summary(const Args& args, Invocation& inv) {
     else if (a == "--group-by-shape") inv.group_by_shape = true;
     else if (a == "--by") {
       const std::string by = value_of(args, i);
-      if (by != "calls" && by != "time") throw UsageError("option --by takes calls or time, got '" + by + "'");
+      if (by != "calls" && by != "time" && by != "rank") throw UsageError("option --by takes calls, time or rank, got '" + by + "'");
       inv.by_time = by == "time";
+      inv.by_rank = by == "rank";
     } else if (a.rfind("-", 0) == 0) throw UsageError("unknown option '" + a + "' for summary");
     else inv.inputs.push_back(a);
   }
   if (inv.inputs.empty()) throw UsageError("summary needs a file");
   if (inv.group_by_shape && !inv.by_time) throw UsageError("--group-by-shape goes with --by time");
+  if (inv.by_rank && inv.top > 0) throw UsageError("--top does not go with --by rank: every step and rank is shown");
 }
 
 #ifndef OPTRACE_CLI_FRONT_END

@@ -2,6 +2,7 @@
 //
 //   optrace summary TRACE|OBSERVATIONS [--top N] [--json]
 //   optrace summary --by time KINETO_TRACE [--group-by-shape] [--top N] [--json]
+//   optrace summary --by rank KINETO_TRACE...|DIR [--json] [--jobs N]
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
@@ -41,6 +42,7 @@
 #include <optrace/observations.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/plan.hpp>
+#include <optrace/rank_summary.hpp>
 #ifdef OPTRACE_CLI_FRONT_END
 #include <optrace/detail/common/op_catalog.hpp>
 #include <optrace/detail/common/text_table.hpp>
@@ -124,6 +126,8 @@ optrace::kineto::ImportResult load_file(const std::string& path, const optrace::
   return optrace::kineto::load_any(path, options);
 }
 #endif
+
+std::string one_line(std::string s);
 
 optrace::OpTrace load_trace(const std::string& path, const optrace::kineto::ImportOptions& options) {
   return load_file(path, options).trace;
@@ -298,8 +302,47 @@ std::string summary_of(const Invocation& inv, const std::string& path) {
   return out.str();
 }
 
+// The traces `summary --by rank` reads: each file as given; a folder's *.json and *.json.gz files
+// (not its subfolders'), by name, as HTA reads a folder of rank traces.
+std::vector<std::string> rank_trace_files(const std::vector<std::string>& inputs) {
+  std::vector<std::string> out;
+  for (const std::string& input : inputs) {
+    if (!files::is_directory(input)) {
+      out.push_back(input);
+      continue;
+    }
+    std::vector<std::string> found;
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(input, error)) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() && (detail::ends_with(name, ".json") || detail::ends_with(name, ".json.gz")))
+        found.push_back(entry.path().string());
+    }
+    if (error) files::fail(input, "cannot list the folder: " + error.message());
+    if (found.empty()) files::fail(input, "holds no trace (*.json or *.json.gz) to summarize by rank");
+    std::sort(found.begin(), found.end());
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  files::check_distinct_inputs(out);
+  return out;
+}
+
+// `summary --by rank`: the ranks of a distributed job side by side (rank_summary.hpp), the traces
+// read --jobs at a time; its notes (steps that differ, ranks missing) on stderr, one line each.
+int summary_by_rank(const Invocation& inv) {
+  const std::vector<std::string> paths = rank_trace_files(inv.inputs);
+  std::vector<optrace::RankTrace> ranks;
+  in_order(paths, inv.jobs, [&paths](size_t i) { return optrace::RankTrace::from_kineto_file(paths[i]); },
+           [&ranks](size_t, optrace::RankTrace trace) { ranks.push_back(std::move(trace)); });
+  const optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
+  for (const std::string& note : summary.notes()) std::cerr << "optrace: note: " << one_line(note) << "\n";
+  std::cout << (inv.json ? summary.to_json(1) + "\n" : summary.table());
+  return 0;
+}
+
 // Each file's summary in the order given, read --jobs at a time; several JSON summaries make a list.
 int summary(const Invocation& inv) {
+  if (inv.by_rank) return summary_by_rank(inv);
   const bool list = inv.json && inv.inputs.size() > 1;
   if (list) std::cout << "[\n";
   in_order(inv.inputs, inv.jobs, [&inv](size_t i) { return summary_of(inv, inv.inputs[i]); },

@@ -21,6 +21,7 @@
 
 // Profiling: timed traces (torch.profiler's Kineto format), key averages, windows of running jobs on request.
 #include <optrace/key_averages.hpp>
+#include <optrace/rank_summary.hpp>
 #include <optrace/profiler.hpp>
 #include <optrace/on_demand.hpp>
 

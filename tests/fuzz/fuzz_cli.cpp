@@ -31,7 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // What main relies on: each command has the inputs and output it needs.
     bool ok = inv.help;
     switch (inv.command) {
-      case cli::Command::summary: ok = ok || (!inv.inputs.empty() && (inv.by_time || !inv.group_by_shape)); break;
+      case cli::Command::summary:
+        ok = ok || (!inv.inputs.empty() && (inv.by_time || !inv.group_by_shape) && !(inv.by_rank && (inv.by_time || inv.top > 0)));
+        break;
       case cli::Command::replay: ok = ok || (inv.inputs.size() == 1 && !(inv.all_rows && inv.failures_only)); break;
       case cli::Command::convert: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && known_format(inv.to)); break;
       case cli::Command::merge: ok = ok || (!inv.inputs.empty() && !inv.output.empty() && known_format(inv.to)); break;

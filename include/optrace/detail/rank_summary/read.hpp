@@ -1,0 +1,207 @@
+// optrace/detail/rank_summary/read.hpp: a rank's steps and collective times from its Kineto trace (no libtorch)
+#pragma once
+// What `summary --by rank` needs of one rank's `*.pt.trace.json[.gz]`, and nothing more, so that
+// 8 traces of 100 MB are read in the memory of their steps and collectives:
+// - the rank: torch.profiler writes `"distributedInfo": {"backend": "gloo", "rank": 0,
+//   "world_size": 2, "pg_count": 1, "pg_config": [...]}` before "traceEvents" (torch 2.6); read
+//   from whichever piece holds it, before or after the events;
+// - the steps: "X" events of cat `user_annotation` named `ProfilerStep#N`;
+// - the collectives: "X" events named `gloo:*` (gloo's own ranges, cat user_annotation, on its
+//   worker threads: they span the wait for the other ranks too), `nccl:*`, `record_param_comms`
+//   (torch's collective record, NCCL and UCC), `c10d::*` (the dispatcher's collective ops, cpu_op,
+//   on the calling thread) and the GPU kernels whose names start with `nccl`. They nest and
+//   overlap (c10d::allreduce_ around the call, gloo:all_reduce on a worker, several workers), so
+//   only their intervals are kept: the summary takes their union (aggregate in rank_summary.hpp).
+// Times are integer nanoseconds, exactly as kineto::parse_time_ns reads them.
+
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/kineto_names.hpp>
+#include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/kineto/events.hpp>
+#include <optrace/error.hpp>
+
+#include <simdjson.h>
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::rank_summary {
+
+namespace od = simdjson::ondemand;
+
+/// A `ProfilerStep#N` range: its number and [start, end) in nanoseconds on the trace's clock.
+struct StepRange {
+  int64_t step = 0;
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+/// An interval of a collective, in nanoseconds on the trace's clock.
+struct Interval {
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+/// What one rank's trace holds for the summary.
+struct RankEvents {
+  std::optional<int64_t> rank;    // distributedInfo.rank; nullopt: the trace has none
+  int64_t world_size = -1;        // distributedInfo.world_size; -1: not written
+  std::string backend;            // distributedInfo.backend; "" when not written
+  std::vector<StepRange> steps;   // in the trace's order
+  std::vector<Interval> collectives;
+};
+
+/// Whether an event named `name` of category `cat` is a collective (see above).
+inline bool is_collective(std::string_view name, std::string_view cat) {
+  auto starts = [&name](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+  if (starts("gloo:") || starts("nccl:") || name == "record_param_comms" || starts("c10d::")) return true;
+  return starts("nccl") && (kineto_names::is(cat, kineto_names::Category::kernel) ||
+                            kineto_names::is(cat, kineto_names::Category::kernel_legacy));
+}
+
+/// The N of `ProfilerStep#N`, or nullopt for any other name.
+inline std::optional<int64_t> step_number(std::string_view name) {
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  if (name.substr(0, kPrefix.size()) != kPrefix || name.size() == kPrefix.size()) return std::nullopt;
+  int64_t n = 0;
+  const char* end = name.data() + name.size();
+  const auto r = std::from_chars(name.data() + kPrefix.size(), end, n);
+  if (r.ec != std::errc() || r.ptr != end || n < 0) return std::nullopt;
+  return n;
+}
+
+class Reader {
+ public:
+  /// Reads one document of the trace (the whole text, or a piece of a streamed one) and returns
+  /// where its events list ends (walk_events' `events_end`). Throws JsonError at the event's path.
+  const char* feed(const char* data, size_t size, size_t capacity) {
+    const char* events_end = nullptr;
+    kineto::walk_events(
+        parser_, data, size, capacity, [this](od::array& events, const std::string& base) { read_events(events, base); },
+        [this](std::string_view key, od::value& v) {
+          if (key == "distributedInfo") read_distributed_info(v);
+        },
+        &events_end);
+    return events_end;
+  }
+
+  RankEvents take() { return std::move(out_); }
+
+ private:
+  struct Event {
+    std::string_view ph, cat, name, ts, dur;
+  };
+
+  void read_distributed_info(od::value& v) {
+    od::object info;
+    if (v.get_object().get(info)) kineto::expected(v, "/distributedInfo", "expected an object");
+    for (auto member : info) {
+      if (auto e = member.error()) kineto::malformed("/distributedInfo", e);
+      od::field& f = member.value_unsafe();
+      std::string_view key;
+      if (auto e = f.unescaped_key().get(key)) kineto::malformed("/distributedInfo", e);
+      int64_t n = 0;
+      if (key == "rank") {
+        if (f.value().get_int64().get(n) || n < 0) kineto::expected(f.value(), "/distributedInfo/rank", "expected a rank (an integer of at least 0)");
+        out_.rank = n;
+      } else if (key == "world_size") {
+        if (f.value().get_int64().get(n) || n < 1) kineto::expected(f.value(), "/distributedInfo/world_size", "expected an integer of at least 1");
+        out_.world_size = n;
+      } else if (key == "backend") {
+        std::string_view s;
+        if (!ondemand::read_string(f.value(), s)) kineto::expected(f.value(), "/distributedInfo/backend", "expected a string");
+        out_.backend = std::string(s);
+      }
+    }
+  }
+
+  void read_events(od::array& events, const std::string& base) {
+    uint32_t index = 0;
+    for (auto element : events) {
+      auto event_path = [&] { return kineto::event_path_of(base, index); };
+      od::value v;
+      if (auto e = element.get(v)) kineto::malformed(event_path(), e);
+      od::object obj;
+      if (v.get_object().get(obj)) kineto::expected(v, event_path(), "expected an event object");
+      Event ev;
+      for (auto member : obj) {
+        if (auto e = member.error()) kineto::malformed(event_path(), e);
+        od::field& f = member.value_unsafe();
+        const char* k = f.key().raw();
+        auto string_field = [&](std::string_view& into, const char* key) {
+          if (!ondemand::read_string(f.value(), into)) kineto::expected(f.value(), event_path() + "/" + key, "expected a string");
+        };
+        // A time's token, read exactly later (time_of); a string or a list is named here.
+        auto number_field = [&](std::string_view& into, const char* key) {
+          into = ondemand::raw_token(f.value());
+          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
+            kineto::expected(f.value(), event_path() + "/" + key, "expected a number");
+        };
+        if (ondemand::key_is(k, "ph")) string_field(ev.ph, "ph");
+        else if (ondemand::key_is(k, "cat")) string_field(ev.cat, "cat");
+        else if (ondemand::key_is(k, "name")) string_field(ev.name, "name");
+        else if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
+        else if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
+        // The rest (args, pid, tid) is skipped by On-Demand, unread.
+      }
+      if (ev.ph == "X") add(ev, event_path);
+      ++index;
+    }
+  }
+
+  template <class PathFn>
+  void add(const Event& ev, const PathFn& event_path) {
+    const std::optional<int64_t> step =
+        kineto_names::is(ev.cat, kineto_names::Category::user_annotation) ? step_number(ev.name) : std::nullopt;
+    if (!step && !is_collective(ev.name, ev.cat)) return;
+    const int64_t start = time_of(ev.ts, "ts", event_path), dur = time_of(ev.dur, "dur", event_path);
+    if (dur < 0) raise_json(event_path() + "/dur", "expected a duration of at least 0, got " + std::string(ev.dur));
+    int64_t end = 0;
+    if (__builtin_add_overflow(start, dur, &end)) raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds");
+    if (step) out_.steps.push_back({*step, start, end});
+    else out_.collectives.push_back({start, end});
+  }
+
+  template <class PathFn>
+  static int64_t time_of(std::string_view token, const char* key, const PathFn& event_path) {
+    if (token.empty()) raise_json(event_path(), "missing key \"", key, "\"");
+    int64_t ns = 0;
+    if (!kineto::parse_time_ns(token, ns))
+      raise_json(event_path() + "/" + key, "expected a time in microseconds, got " + json::detail::describe_number(token));
+    return ns;
+  }
+
+  od::parser parser_;
+  RankEvents out_;
+};
+
+/// The steps and collectives of the Kineto trace at `path` (gzip or not): streamed a piece at a
+/// time when it is gzip-compressed or of kStreamFromBytes or more (the memory holds the steps and
+/// collectives, not the text); what streaming leaves (a layout it cannot cut, or an error, which
+/// the whole read then names at its path) is read whole. Throws IoError or JsonError naming the file.
+inline RankEvents read_rank_events(const std::string& path) {
+  return about_file(path, [&] {
+    {
+      FileReader in(path);
+      if (in.gzip() || in.file_size() >= kStreamFromBytes) {
+        Reader reader;
+        if (kineto::stream_documents(in, kStreamPieceBytes, [&](const char* data, size_t size, size_t capacity, bool first) {
+              if (first) reader = Reader();  // the first piece again, longer
+              return reader.feed(data, size, capacity);
+            }))
+          return reader.take();
+      }
+    }
+    std::string text = read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
+    if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    Reader reader;
+    reader.feed(text.data(), text.size(), text.capacity());
+    return reader.take();
+  });
+}
+
+}  // namespace optrace::detail::rank_summary

@@ -1,0 +1,246 @@
+// optrace/rank_summary.hpp: a distributed job's ranks side by side: per step, step time, time in collectives, the slowest rank (no libtorch)
+#pragma once
+// What `optrace summary --by rank` prints, from the Kineto traces of a job's ranks (one
+// `*.pt.trace.json[.gz]` per rank, as torch.profiler's tensorboard_trace_handler writes them): HTA's
+// straggler view, for gloo as for NCCL. See docs/cli.md ("summary --by rank").
+//
+// The rules, decided here once:
+// - a trace's rank is its "distributedInfo"'s "rank" (torch.profiler writes it); a trace without
+//   one is refused (HTA makes it rank 0, which hides a mistake), and so are two traces of one rank;
+// - a step is a `ProfilerStep#N` range (cat user_annotation); its time is the range's duration;
+// - its time in collectives is the union of the collectives' intervals (detail/rank_summary/read.hpp
+//   lists which events are collectives) clipped to the step: nested and overlapping ranges (the
+//   dispatcher's c10d::allreduce_ around the call, gloo:all_reduce on a worker thread, two workers
+//   at once) count once, as wall time, so it is never more than the step;
+// - the slowest rank of a step is the one with the most time *outside* collectives: in a job that
+//   synchronizes, every rank's step lasts about as long (the others wait in the collective for
+//   the late one), so the step time alone does not tell the straggler; the rank that waits least
+//   is the one the others wait for. Ties go to the lowest rank.
+
+#include <optrace/detail/common/text_table.hpp>
+#include <optrace/detail/rank_summary/read.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/writer.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace optrace {
+
+/// One step of one rank.
+struct RankStepTime {
+  int64_t step = 0;           ///< the N of ProfilerStep#N
+  double step_us = 0;         ///< the step's duration
+  double collective_us = 0;   ///< the union of the collectives' intervals within the step
+  double outside_us = 0;      ///< the rest of the step: compute, data, waits elsewhere
+};
+
+/// One rank's trace, reduced to its steps.
+struct RankTrace {
+  std::string file;
+  int64_t rank = 0;
+  int64_t world_size = -1;  ///< as the trace says; -1 when it does not
+  std::string backend;      ///< as the trace says ("gloo", "nccl"); "" when it does not
+  std::vector<RankStepTime> steps;  ///< by step number
+
+  /// The rank's steps from its Kineto trace at `path` (gzip or not; large and gzip files are
+  /// streamed: the memory holds the steps and collectives, not the text). Throws IoError
+  /// (unreadable), JsonError (malformed, at the event's path) or Error (no distributedInfo rank, a
+  /// step twice), naming the file.
+  static RankTrace from_kineto_file(const std::string& path) {
+    detail::rank_summary::RankEvents events = detail::rank_summary::read_rank_events(path);
+    if (!events.rank)
+      detail::raise_about_file<Error>(path, "no \"distributedInfo\" with a \"rank\": torch.profiler writes one in a distributed "
+                                            "job's traces (torch.distributed initialized); optrace cannot tell which rank this is");
+    RankTrace out;
+    out.file = path;
+    out.rank = *events.rank;
+    out.world_size = events.world_size;
+    out.backend = std::move(events.backend);
+    out.steps = step_times(std::move(events), path);
+    return out;
+  }
+
+ private:
+  static std::vector<RankStepTime> step_times(detail::rank_summary::RankEvents events, const std::string& path) {
+    using detail::rank_summary::Interval;
+    std::vector<Interval>& c = events.collectives;
+    std::sort(c.begin(), c.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
+    std::vector<Interval> merged;  // disjoint, by start: the union
+    for (const Interval& i : c)
+      if (!merged.empty() && i.start_ns <= merged.back().end_ns) merged.back().end_ns = std::max(merged.back().end_ns, i.end_ns);
+      else merged.push_back(i);
+    std::sort(events.steps.begin(), events.steps.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+    std::vector<RankStepTime> out;
+    for (const detail::rank_summary::StepRange& s : events.steps) {
+      if (!out.empty() && out.back().step == s.step)
+        detail::raise_about_file<Error>(path, "ProfilerStep#", s.step, " appears twice (two profiling windows in one trace?): give one window per trace");
+      // The first merged interval that ends after the step starts, then each until one starts after it ends.
+      auto it = std::upper_bound(merged.begin(), merged.end(), s.start_ns, [](int64_t t, const Interval& i) { return t < i.end_ns; });
+      int64_t in_collectives = 0;
+      for (; it != merged.end() && it->start_ns < s.end_ns; ++it)
+        in_collectives += std::min(it->end_ns, s.end_ns) - std::max(it->start_ns, s.start_ns);
+      const int64_t step_ns = s.end_ns - s.start_ns;
+      out.push_back({s.step, static_cast<double>(step_ns) / 1000.0, static_cast<double>(in_collectives) / 1000.0,
+                     static_cast<double>(step_ns - in_collectives) / 1000.0});
+    }
+    return out;
+  }
+};
+
+/// The ranks of a job side by side, per step.
+///
+/// Example:
+///   std::vector<optrace::RankTrace> ranks;
+///   for (const std::string& f : files) ranks.push_back(optrace::RankTrace::from_kineto_file(f));
+///   optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
+///   std::cout << summary.table();
+class RankSummary {
+ public:
+  /// The summary of `ranks` (any order; sorted by rank here). Throws Error for two traces of one
+  /// rank, naming both files. What does not stop the summary but a reader should know (ranks
+  /// whose steps differ, ranks missing from the world size) is in notes().
+  static RankSummary from_ranks(std::vector<RankTrace> ranks) {
+    std::sort(ranks.begin(), ranks.end(), [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
+    for (size_t k = 1; k < ranks.size(); ++k)
+      if (ranks[k].rank == ranks[k - 1].rank)
+        detail::raise_about_file<Error>(ranks[k].file, "rank ", ranks[k].rank, " again: ", ranks[k - 1].file,
+                                        " is rank ", ranks[k].rank, " too; give one trace per rank");
+    RankSummary out;
+    out.ranks_ = std::move(ranks);
+    out.index_steps();
+    out.note_differences();
+    return out;
+  }
+
+  /// The ranks, by rank.
+  const std::vector<RankTrace>& ranks() const { return ranks_; }
+  /// Every step number any rank has, ascending.
+  std::vector<int64_t> steps() const {
+    std::vector<int64_t> out;
+    for (const auto& [step, rows] : by_step_) out.push_back(step);
+    return out;
+  }
+  /// The slowest rank of `step` (the most time outside collectives), or nullopt when no rank has it.
+  std::optional<int64_t> slowest_rank(int64_t step) const {
+    const auto it = by_step_.find(step);
+    if (it == by_step_.end()) return std::nullopt;
+    const std::pair<int64_t, RankStepTime>* worst = nullptr;
+    for (const auto& row : it->second)
+      if (worst == nullptr || row.second.outside_us > worst->second.outside_us) worst = &row;
+    return worst->first;
+  }
+  /// One line each: ranks whose steps differ from the others', ranks missing from the world size.
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  /// The table: the files per rank, a row per step and rank (times in ms, the slowest rank marked),
+  /// then the slowest rank per step.
+  std::string table() const {
+    std::ostringstream out;
+    for (const RankTrace& r : ranks_)
+      out << "rank " << r.rank << ": " << r.file << describe_world(r) << "\n";
+    detail::TextTable t({"step", "rank", "step ms", "collectives ms", "share", "outside ms", ""},
+                        {"step", "rank", "step ms", "collectives ms", "share", "outside ms"});
+    for (const auto& [step, rows] : by_step_) {
+      const std::optional<int64_t> slowest = slowest_rank(step);
+      for (const auto& [rank, s] : rows)
+        t.row({std::to_string(step), std::to_string(rank), detail::fixed(s.step_us / 1000, 3), detail::fixed(s.collective_us / 1000, 3),
+               detail::percent(s.collective_us, s.step_us), detail::fixed(s.outside_us / 1000, 3),
+               rows.size() > 1 && slowest == rank ? "slowest" : ""});
+    }
+    if (by_step_.empty()) out << "no ProfilerStep#N ranges in any trace: no steps to compare\n";
+    else t.print(out);
+    if (ranks_.size() > 1 && !by_step_.empty()) out << slowest_line();
+    return out.str();
+  }
+
+  /// The same as JSON: {"ranks": [{"rank", "file", "world_size", "backend", "steps": [{"step",
+  /// "step_us", "collective_us", "outside_us"}]}], "steps": [{"step", "ranks", "slowest_rank"}],
+  /// "notes": [...]}. `indent` > 0 pretty-prints.
+  std::string to_json(int indent = 0) const {
+    json::Writer w(indent);
+    w.begin_object().key("ranks").begin_array();
+    for (const RankTrace& r : ranks_) {
+      w.begin_object().key("rank").value(r.rank).key("file").value(r.file).key("world_size").value(r.world_size);
+      w.key("backend").value(r.backend).key("steps").begin_array();
+      for (const RankStepTime& s : r.steps)
+        w.begin_object().key("step").value(s.step).key("step_us").value(s.step_us).key("collective_us").value(s.collective_us)
+            .key("outside_us").value(s.outside_us).end_object();
+      w.end_array().end_object();
+    }
+    w.end_array().key("steps").begin_array();
+    for (const auto& [step, rows] : by_step_) {
+      w.begin_object().key("step").value(step).key("ranks").begin_array();
+      for (const auto& [rank, s] : rows) w.value(rank);
+      w.end_array().key("slowest_rank").value(*slowest_rank(step)).end_object();
+    }
+    w.end_array().key("notes").begin_array();
+    for (const std::string& n : notes_) w.value(n);
+    w.end_array().end_object();
+    return w.take();
+  }
+
+ private:
+  static std::string describe_world(const RankTrace& r) {
+    std::string out;
+    if (!r.backend.empty()) out += r.backend;
+    if (r.world_size > 0) out += (out.empty() ? "" : ", ") + std::string("world size ") + std::to_string(r.world_size);
+    return out.empty() ? out : " (" + out + ")";
+  }
+
+  void index_steps() {
+    for (const RankTrace& r : ranks_)
+      for (const RankStepTime& s : r.steps) by_step_[s.step].emplace_back(r.rank, s);
+  }
+
+  // Per step the slowest rank (up to 20 steps: beyond, one line would not be read), then the rank
+  // slowest in the most steps.
+  std::string slowest_line() const {
+    std::map<int64_t, int64_t> times_slowest;
+    std::string per_step;
+    for (const auto& [step, rows] : by_step_) {
+      const int64_t r = *slowest_rank(step);
+      ++times_slowest[r];
+      per_step += " " + std::to_string(step) + ": " + std::to_string(r) + ",";
+    }
+    per_step.pop_back();
+    std::string out;
+    if (by_step_.size() <= 20) out = "slowest rank per step:" + per_step + "\n";
+    const auto most = std::max_element(times_slowest.begin(), times_slowest.end(),
+                                       [](const auto& a, const auto& b) { return a.second < b.second; });
+    return out + "slowest rank: " + std::to_string(most->first) + " (in " + std::to_string(most->second) + " of " +
+           std::to_string(by_step_.size()) + " steps; the most time outside collectives: the others wait for it)\n";
+  }
+
+  // Ranks lacking steps that others have; ranks that the world size says exist but no trace is of.
+  void note_differences() {
+    for (const RankTrace& r : ranks_) {
+      std::string lacking;
+      size_t count = 0;
+      for (const auto& [step, rows] : by_step_)
+        if (std::none_of(rows.begin(), rows.end(), [&r](const auto& row) { return row.first == r.rank; }))
+          if (++count <= 8) lacking += (count > 1 ? ", " : "") + std::to_string(step);
+      if (count > 8) lacking += ", ... (" + std::to_string(count) + " in all)";
+      if (count > 0)
+        notes_.push_back("rank " + std::to_string(r.rank) + " (" + r.file + ") lacks steps " + lacking +
+                         " that other ranks have: its window differs; those steps compare the ranks that have them");
+    }
+    int64_t world = 0;
+    for (const RankTrace& r : ranks_) world = std::max(world, r.world_size);
+    if (world > static_cast<int64_t>(ranks_.size()))
+      notes_.push_back(std::to_string(ranks_.size()) + " traces of a world of " + std::to_string(world) +
+                       " ranks: the slowest rank is among those given");
+  }
+
+  std::vector<RankTrace> ranks_;
+  std::map<int64_t, std::vector<std::pair<int64_t, RankStepTime>>> by_step_;  // step -> (rank, its time), by rank
+  std::vector<std::string> notes_;
+};
+
+}  // namespace optrace
