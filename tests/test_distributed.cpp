@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <cstdlib>
+#include <map>
 #include <regex>
 #include <string>
 #include <thread>
@@ -120,8 +121,58 @@ void gloo_like_range(const torch::Tensor& t) {
   worker.join();
 }
 
+// A node's first input value when it is a string ("" otherwise).
+std::string first_string_input(optrace::json::Node node) {
+  for (optrace::json::Node v : node["inputs"]["values"].array()) return v.is_string() ? std::string(v.as_string()) : "";
+  return "";
+}
+
+// The groups of torch's "## process_group:init ##" node in the real trace.
+std::string torch_process_groups() {
+  auto doc = optrace::json::Document::parse(
+      optrace::detail::read_file_maybe_gzip(optrace_test::data_path("distributed/torch26_gloo_rank0.et.json.gz")));
+  for (optrace::json::Node n : doc->root()["nodes"].array())
+    if (n["name"].as_string() == "## process_group:init ##") return first_string_input(n);
+  return "(none in torch's trace)";
+}
+
+// The execution trace of a rank: torch's process_group:init node, and a record_param_comms node
+// under the gloo range with the collective's attributes.
+void check_execution_trace(const std::string& path) {
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file(path));
+  const std::string torch_groups = torch_process_groups();
+  int comms = 0, groups = 0;
+  for (optrace::json::Node n : doc->root()["nodes"].array()) {
+    const std::string name(n["name"].as_string());
+    if (name == "## process_group:init ##") {
+      ++groups;
+      CHECK(first_string_input(n) == torch_groups);
+    }
+    if (name != "record_param_comms") continue;
+    ++comms;
+    std::map<std::string, std::string> attrs;
+    for (optrace::json::Node a : n["attrs"].array()) {
+      optrace::json::Node v = a["value"];
+      attrs[std::string(a["name"].as_string())] = v.is_string() ? std::string(v.as_string()) : std::to_string(v.as_int());
+    }
+    CHECK(attrs["collective_name"] == "allreduce");
+    CHECK(attrs["dtype"] == "Float");
+    CHECK(attrs["in_msg_nelems"] == "32");
+    CHECK(attrs["out_msg_nelems"] == "32");
+    CHECK(attrs["global_rank_start"] == "0");
+    CHECK(attrs["global_rank_stride"] == "1");
+    CHECK(attrs["pg_name"] == "0");
+    CHECK(attrs["pg_desc"] == "default_pg");
+    CHECK(attrs["pg_size"] == "2");
+  }
+  CHECK(groups == 1);
+  CHECK(comms == 1);
+}
+
 TEST_CASE("distributed: the trace of a rank", "[distributed]") {
-  optrace::Profiler prof(optrace::ProfilerOptions().record_shapes(true).distributed(DistributedInfo{1, 2, "gloo"}));
+  const std::string et_path = optrace_test::temp_path("distributed_rank1.et.json");
+  optrace::Profiler prof(optrace::ProfilerOptions().record_shapes(true).execution_trace(et_path).distributed(
+      DistributedInfo{1, 2, "gloo"}));
   torch::Tensor t = torch::ones({4, 8});
   gloo_like_range(t);
   {
@@ -160,6 +211,7 @@ TEST_CASE("distributed: the trace of a rank", "[distributed]") {
   prof.export_chrome_trace(path);
   CHECK(optrace::kineto::load(path).trace.to_json().find("add_") != std::string::npos);
   CHECK_FALSE(optrace::KeyAverages::from_kineto_file(path, false).table("cpu_time_total", 10).empty());
+  check_execution_trace(et_path);
 }
 
 TEST_CASE("distributed: RANK and WORLD_SIZE are the Profiler's default", "[distributed]") {

@@ -288,7 +288,8 @@ class Profiler {
     info_.profile_memory = options_.profile_memory();
     info_.with_stack = options_.with_stack();
     if (!options_.execution_trace().empty())
-      execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid);
+      execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid,
+                                                                               info_.distributed);
     start();
   }
   Profiler(const Profiler&) = delete;

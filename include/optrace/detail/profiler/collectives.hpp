@@ -17,6 +17,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace optrace::detail::profiler {
 
@@ -62,6 +64,22 @@ inline std::pair<int64_t, std::string> message_of(const OpInput& in) {
   return {n, dtype(list->dtypes[0])};
 }
 
+// The received message's element count: allreduce, broadcast and reduce give back what they sent.
+inline int64_t out_nelems(const std::string& collective, int64_t in_nelems, int64_t group_size) {
+  if (collective == "allgather" || collective == "gather") return in_nelems * group_size;
+  if (collective == "reduce_scatter" && group_size > 0) return in_nelems / group_size;
+  return in_nelems;
+}
+
+// torch's "Global rank stride": the step between a group's ranks when it is regular, else -1.
+inline int64_t rank_stride(const std::vector<int64_t>& ranks) {
+  if (ranks.size() < 2) return 1;
+  const int64_t stride = ranks[1] - ranks[0];
+  for (size_t k = 2; k < ranks.size(); ++k)
+    if (ranks[k] - ranks[k - 1] != stride) return -1;
+  return stride;
+}
+
 // The keys torch's saveNcclMeta writes, as "key": value pairs without braces. `in`: the recorded
 // inputs, or nullptr without record_shapes (then the message keys are left out).
 inline std::string collective_args(const std::string& collective, const OpInput* in, const DistributedInfo& d) {
@@ -70,15 +88,15 @@ inline std::string collective_args(const std::string& collective, const OpInput*
   w.begin_object().key("Collective name").value(collective);
   if (in != nullptr) {
     auto [nelems, dtype] = message_of(*in);
-    int64_t out = nelems;  // allreduce, broadcast, reduce: the message comes back as it went
-    if (collective == "allgather" || collective == "gather") out = nelems * g.pg_size;
-    if (collective == "reduce_scatter" && g.pg_size > 0) out = nelems / g.pg_size;
-    w.key("dtype").value(dtype).key("In msg nelems").value(nelems).key("Out msg nelems").value(out);
+    w.key("dtype").value(dtype).key("In msg nelems").value(nelems);
+    w.key("Out msg nelems").value(out_nelems(collective, nelems, g.pg_size));
     w.key("In split size").begin_array().end_array().key("Out split size").begin_array().end_array();
   }
   std::string ranks = "[";
   for (size_t k = 0; k < g.ranks.size(); ++k) ranks += (k ? ", " : "") + std::to_string(g.ranks[k]);
   ranks += "]";
+  w.key("Global rank start").value(g.ranks.empty() ? int64_t{0} : g.ranks.front());
+  w.key("Global rank stride").value(rank_stride(g.ranks));
   w.key("Group size").value(g.pg_size).key("Process Group Name").value(g.pg_name);
   w.key("Process Group Description").value(g.pg_desc).key("Process Group Ranks").value(ranks);
   w.key("Rank").value(d.rank).end_object();
