@@ -80,6 +80,8 @@ for rank in (0, 1):
             converted.append((node.name, node.type))
         f.close()
         kept = {n for n, _ in converted}
+        host = {n["name"] for n in __import__("json").load(open(et))["nodes"]}
+        print(f"rank {rank}: host nodes the Chakra ET leaves out: {sorted(host - kept)}")
         check({"record_param_comms", "gloo:all_reduce", "## process_group:init ##"} <= kept,
               f"rank {rank}: the Chakra ET keeps the collective's and the groups' nodes")
         coll = sum(1 for _, t in converted if t == COMM_COLL_NODE)

@@ -70,7 +70,6 @@ class ExecutionTraceWriter {
     w.key("time").value(time_);
     w.key("start_ts").value(start_ms_);
     w.key("nodes").begin_array();
-    if (distributed_) w.raw(process_group_init());
     for (const std::string& node : nodes_) w.raw(node);
     w.raw(node_text(1, "[pytorch|profiler|execution_trace|process]", 1, Values{}, Values{}, Attrs{0, 0, -1, 7, 0, 0, ""}));
     w.end_array();
@@ -214,8 +213,9 @@ class ExecutionTraceWriter {
 
   // torch's "## process_group:init ##" node: the groups as one JSON string (its Python observer's
   // _get_all_pg_configs: "ranks" empty for a group of the whole world, then group_size and
-  // group_count), under the process node.
-  std::string process_group_init() {
+  // group_count), under the first thread's node, where torch puts it and where Chakra's converter,
+  // which walks the threads' nodes, keeps it.
+  std::string process_group_init(int64_t thread_node) {
     const std::vector<ProcessGroupConfig> groups = distributed_->groups();
     json::Writer g;
     g.begin_array();
@@ -233,7 +233,8 @@ class ExecutionTraceWriter {
     inputs.shapes.begin_array().end_array();
     inputs.types.value("String");
     inputs.strides.begin_array().end_array();
-    return node_text(next_id_++, "## process_group:init ##", 1, std::move(inputs), Values{}, Attrs{0, 0, -1, 7, 0, 0, ""});
+    return node_text(next_id_++, "## process_group:init ##", thread_node, std::move(inputs), Values{},
+                     Attrs{0, 0, -1, 7, 0, 0, ""});
   }
 
   // The first input's element count and dtype, from its encoding (et_values.hpp: a tensor is its
@@ -295,6 +296,10 @@ class ExecutionTraceWriter {
     const int64_t thread_node = next_id_++;
     nodes_.push_back(node_text(thread_node, "[pytorch|profiler|execution_trace|thread]", 1, Values{}, Values{},
                                Attrs{0, 0, -1, 7, tid, 0, ""}));
+    if (distributed_ && !groups_written_) {
+      nodes_.push_back(process_group_init(thread_node));
+      groups_written_ = true;
+    }
     std::vector<int64_t> ids(b.events.size(), thread_node);  // a range left out: its children go to the thread
     for (size_t i = 0; i < b.events.size(); ++i) {
       const Event& e = b.events[i];
@@ -330,6 +335,7 @@ class ExecutionTraceWriter {
   std::unordered_map<int64_t, int64_t> object_ids_;
   std::vector<std::string> nodes_;
   std::optional<DistributedInfo> distributed_;
+  bool groups_written_ = false;
 };
 
 }  // namespace optrace::detail::profiler
