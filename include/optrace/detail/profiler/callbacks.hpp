@@ -9,6 +9,8 @@
 //   the names' address (dispatcher ops) or a copy (other ranges), RecordFunction's ids, with
 //   record_shapes the inputs (event_inputs.hpp), with with_stack TorchScript's stacks
 //   (torchscript_stacks.hpp).
+// - Ranges are matched to their end on their own thread, innermost first; only async ranges
+//   (c10d's gloo:<op>, which a gloo worker may end) go through a window-wide map by handle.
 // - The same callbacks drive OpTracer's (op_tracer/recorder.hpp on_start/on_end) over a session
 //   the Profiler owns: one recording gives both the timed trace and the hf op trace.
 
