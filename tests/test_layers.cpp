@@ -43,6 +43,7 @@ const std::vector<Layer> kLayers = {
     {"recording core: the active recording of RecordFunction callbacks", {"detail/recording/"}},
     {"OpTracer", {"detail/op_tracer/", "op_tracer.hpp"}},
     {"trace formats: operator-inputs logs, Kineto traces", {"operator_inputs.hpp", "kineto_types.hpp", "detail/kineto/", "kineto.hpp"}},
+    {"distributed jobs: DistributedInfo, and of a c10d process group", {"distributed.hpp", "c10d.hpp"}},
     {"Profiler", {"detail/profiler/", "profiler.hpp"}},
     {"on-demand profiling of running jobs", {"detail/on_demand/", "on_demand.hpp"}},
     {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp"}},

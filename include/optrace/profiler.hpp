@@ -17,6 +17,7 @@
 #include <optrace/detail/profiler/timed_events.hpp>
 #include <optrace/detail/profiler/trace_info.hpp>
 #include <optrace/detail/profiler/window.hpp>
+#include <optrace/distributed.hpp>
 #include <optrace/error.hpp>
 #include <optrace/key_averages.hpp>
 #include <optrace/op_trace.hpp>
@@ -236,6 +237,11 @@ struct ProfilerOptions {
   /// schema 1.1.1-chakra.0.0.4: what torch's ExecutionTraceObserver writes, which Chakra's
   /// converter and trace_link read), when profiling stops. Default: none.
   TORCH_ARG(std::string, execution_trace) = "";
+  /// This process's place in a distributed job, written in the trace as torch.profiler writes it
+  /// ("distributedInfo", which HTA reads the rank from) and used for the collectives' arguments
+  /// (docs/profiler.md, "Distributed jobs"). Default: `DistributedInfo::from_environment()`
+  /// (torchrun's RANK and WORLD_SIZE) when they are set, else none.
+  TORCH_ARG(std::optional<DistributedInfo>, distributed) = std::nullopt;
 };
 
 /// torch.profiler for libtorch programs. Records every op and range on every thread with its
@@ -283,7 +289,9 @@ class Profiler {
                               std::chrono::system_clock::now().time_since_epoch())
                               .count();
     info_.steady_to_epoch = epoch - detail::profiler::now_ns();
-    info_.base_ns = epoch - epoch % (int64_t{86400} * 1000000000);
+    info_.base_ns = detail::profiler::kineto_base_time_ns(epoch);
+    if (!options_.distributed()) options_.distributed(DistributedInfo::from_environment());
+    info_.distributed = options_.distributed();
 #if defined(__unix__)
     info_.pid = static_cast<int64_t>(getpid());
 #endif
@@ -292,7 +300,8 @@ class Profiler {
     info_.profile_memory = options_.profile_memory();
     info_.with_stack = options_.with_stack();
     if (!options_.execution_trace().empty())
-      execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid);
+      execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid,
+                                                                               info_.distributed);
     start_at(first_step);
   }
 

@@ -9,6 +9,8 @@
 //   the names' address (dispatcher ops) or a copy (other ranges), RecordFunction's ids, with
 //   record_shapes the inputs (event_inputs.hpp), with with_stack TorchScript's stacks
 //   (torchscript_stacks.hpp).
+// - Ranges are matched to their end on their own thread, innermost first; only async ranges
+//   (c10d's gloo:<op>, which a gloo worker may end) go through a window-wide map by handle.
 // - The same callbacks drive OpTracer's (op_tracer/recorder.hpp on_start/on_end) over a session
 //   the Profiler owns: one recording gives both the timed trace and the hf op trace.
 
@@ -104,6 +106,12 @@ inline bool op_tracer_scope(at::RecordScope scope) {
   return scope == at::RecordScope::FUNCTION || scope == at::RecordScope::BACKWARD_FUNCTION;
 }
 
+// Whether a range may end on another thread. c10d marks its work's ranges async (gloo:<op>, of
+// scope USER_SCOPE); isAsync is out of line in libtorch, so ops never pay for the call.
+inline bool is_async(const at::RecordFunction& fn) {
+  return fn.scope() == at::RecordScope::USER_SCOPE && fn.isAsync();
+}
+
 inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (op_tracer_scope(fn.scope())) op_tracer::on_start(fn);
   ThreadState& ts = thread_state();
@@ -146,9 +154,31 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     et_encode_all(b->et_tokens, op_inputs(e, fn));
     e.et_inputs_end = static_cast<uint32_t>(b->et_tokens.size());
   }
-  b->open.push_back(static_cast<int32_t>(b->events.size()));
+  if (C10_UNLIKELY(is_async(fn))) {
+    // Not among the thread's open ranges: it may end on another thread, after ranges that
+    // began later here.
+    std::lock_guard<std::mutex> async_lock(ts.window->async_mutex);
+    ts.window->async_open[e.rf_id] = {b, b->events.size()};
+  } else {
+    b->open.push_back(static_cast<int32_t>(b->events.size()));
+  }
   b->events.push_back(e);
   return nullptr;
+}
+
+// Ends an async range, on whichever thread: its event is in the buffer of the thread it began on.
+C10_NOINLINE inline void end_async(const at::RecordFunction& fn, Window& window, int64_t end) {
+  std::pair<ThreadBuffer*, size_t> where{nullptr, 0};
+  {
+    std::lock_guard<std::mutex> async_lock(window.async_mutex);
+    auto it = window.async_open.find(fn.handle());
+    if (it == window.async_open.end()) return;  // began before the window opened
+    where = it->second;
+    window.async_open.erase(it);
+  }
+  std::lock_guard<op_tracer::SpinLock> lock(where.first->mutex);
+  if (window.closed.load(std::memory_order_relaxed)) return;
+  where.first->events[where.second].end_ns = end;
 }
 
 inline void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
@@ -157,11 +187,11 @@ inline void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
   ThreadBuffer* b = ts.current();
   if (b == nullptr) return;
   const int64_t end = now_ns();
+  if (C10_UNLIKELY(is_async(fn))) return end_async(fn, *ts.window, end);
   std::lock_guard<op_tracer::SpinLock> lock(b->mutex);
   if (ts.window->closed.load(std::memory_order_relaxed)) return;
   // Ranges mostly close innermost first, but not always (a RecordScope may outlive the step
-  // it began in); a range opened before the window, or on another thread (an async range), has
-  // no event here.
+  // it began in); a range opened before the window has no event here.
   const uint64_t id = fn.handle();
   for (size_t k = b->open.size(); k-- > 0;) {
     Event& e = b->events[static_cast<size_t>(b->open[k])];

@@ -16,6 +16,7 @@
 // Chakra refuses.
 
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/profiler/collectives.hpp>
 #include <optrace/detail/profiler/et_values.hpp>
 #include <optrace/detail/profiler/window.hpp>
 #include <optrace/json/writer.hpp>
@@ -30,7 +31,9 @@
 #include <ctime>
 #include <sstream>
 #include <string>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace optrace::detail::profiler {
@@ -41,7 +44,8 @@ inline int64_t steady_ms() {
 
 class ExecutionTraceWriter {
  public:
-  ExecutionTraceWriter(std::string path, int64_t pid) : path_(std::move(path)), pid_(pid), start_ms_(steady_ms()) {
+  ExecutionTraceWriter(std::string path, int64_t pid, std::optional<DistributedInfo> distributed = std::nullopt)
+      : path_(std::move(path)), pid_(pid), start_ms_(steady_ms()), distributed_(std::move(distributed)) {
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     localtime_r(&now, &local);
@@ -207,11 +211,95 @@ class ExecutionTraceWriter {
     return w.take();
   }
 
+  // torch's "## process_group:init ##" node: the groups as one JSON string (its Python observer's
+  // _get_all_pg_configs: "ranks" empty for a group of the whole world, then group_size and
+  // group_count), under the first thread's node, where torch puts it and where Chakra's converter,
+  // which walks the threads' nodes, keeps it.
+  std::string process_group_init(int64_t thread_node) {
+    const std::vector<ProcessGroupConfig> groups = distributed_->groups();
+    json::Writer g;
+    g.begin_array();
+    for (const ProcessGroupConfig& c : groups) {
+      g.begin_object().key("pg_name").value(c.pg_name).key("pg_desc").value(c.pg_desc);
+      g.key("backend_config").value(c.backend_config).key("ranks").begin_array();
+      if (c.pg_size != distributed_->world_size)
+        for (int64_t r : c.ranks) g.value(r);
+      g.end_array().key("group_size").value(c.pg_size).key("group_count").value(static_cast<int64_t>(groups.size()));
+      g.end_object();
+    }
+    g.end_array();
+    Values inputs;
+    inputs.values.value(g.take());
+    inputs.shapes.begin_array().end_array();
+    inputs.types.value("String");
+    inputs.strides.begin_array().end_array();
+    return node_text(next_id_++, "## process_group:init ##", thread_node, std::move(inputs), Values{},
+                     Attrs{0, 0, -1, 7, 0, 0, ""});
+  }
+
+  // The first input's element count and dtype, from its encoding (et_values.hpp: a tensor is its
+  // tag, impl, stored, data, offset, numel, itemsize, device type and index, dtype, ndim, sizes,
+  // strides): a tensor, or the tensors of a list.
+  static std::pair<int64_t, std::string> message_of(const int64_t* k, size_t p, size_t end) {
+    int64_t total = 0;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    auto tensor = [k, &total, &dtype](size_t at) {  // returns where the next value begins
+      total += k[at + 5];
+      dtype = static_cast<c10::ScalarType>(k[at + 9]);
+      return at + 11 + 2 * static_cast<size_t>(k[at + 10]);
+    };
+    if (p < end && k[p] == kEtTensor) {
+      tensor(p);
+    } else if (p < end && k[p] == kEtList) {
+      const size_t n = static_cast<size_t>(k[p + 1]);
+      size_t at = p + 2;
+      for (size_t i = 0; i < n && at < end && k[at] == kEtTensor; ++i) at = tensor(at);
+    }
+    return {total, dtype == c10::ScalarType::Undefined ? std::string() : std::string(c10::toString(dtype))};
+  }
+
+  // The record_param_comms node torch's backends record inside a collective (NCCL's; gloo records
+  // none), under c10d's `gloo:<op>` range: its inputs, and the collective's attributes as torch's
+  // observer writes them, computed (collectives.hpp).
+  std::string param_comms_node(const ThreadBuffer& b, const Event& e, const std::string& collective, int64_t parent,
+                               int64_t tid) {
+    const ProcessGroupConfig g = distributed_->groups().front();
+    auto [nelems, dtype] = message_of(b.et_tokens.data(), e.et_inputs_begin, e.et_inputs_end);
+    Values inputs;
+    values_of(b, e.et_inputs_begin, e.et_inputs_end, inputs);
+    std::string text = node_text(next_id_++, "record_param_comms", parent, std::move(inputs), Values{},
+                                 Attrs{0, 0, -1, e.scope, tid, 0, ""});
+    json::Writer w;
+    w.begin_array();
+    auto attr = [&w](const char* name, const char* type, auto value) {
+      w.begin_object().key("name").value(name).key("type").value(type).key("value").value(value).end_object();
+    };
+    attr("collective_name", "string", collective);
+    attr("dtype", "string", dtype);
+    attr("in_msg_nelems", "uint64", nelems);
+    attr("out_msg_nelems", "uint64", out_nelems(collective, nelems, g.pg_size));
+    attr("in_split_size", "string", "[]");
+    attr("out_split_size", "string", "[]");
+    attr("global_rank_start", "uint64", g.ranks.empty() ? int64_t{0} : g.ranks.front());
+    attr("global_rank_stride", "uint64", rank_stride(g.ranks));
+    attr("pg_name", "string", g.pg_name);
+    attr("pg_desc", "string", g.pg_desc);
+    attr("pg_size", "uint64", g.pg_size);
+    // node_text ends with the attrs' "]}": the collective's go before it, without their brackets.
+    const std::string list = w.end_array().take();
+    text.insert(text.size() - 2, ", " + list.substr(1, list.size() - 2));
+    return text;
+  }
+
   void add_thread(const ThreadBuffer& b) {
     const int64_t tid = static_cast<int64_t>(b.rf_thread_id);
     const int64_t thread_node = next_id_++;
     nodes_.push_back(node_text(thread_node, "[pytorch|profiler|execution_trace|thread]", 1, Values{}, Values{},
                                Attrs{0, 0, -1, 7, tid, 0, ""}));
+    if (distributed_ && !groups_written_) {
+      nodes_.push_back(process_group_init(thread_node));
+      groups_written_ = true;
+    }
     std::vector<int64_t> ids(b.events.size(), thread_node);  // a range left out: its children go to the thread
     for (size_t i = 0; i < b.events.size(); ++i) {
       const Event& e = b.events[i];
@@ -230,9 +318,12 @@ class ExecutionTraceWriter {
         s << *e.op->live->schema;
         schema = s.str();
       }
-      nodes_.push_back(node_text(ids[i], event_name(b, e), parent, std::move(inputs), std::move(outputs),
+      const std::string name = event_name(b, e);
+      nodes_.push_back(node_text(ids[i], name, parent, std::move(inputs), std::move(outputs),
                                  Attrs{static_cast<int64_t>(e.rf_id), fw_parent, e.seq_nr, e.scope, tid,
                                        static_cast<int64_t>(e.fwd_thread_id), std::move(schema)}));
+      if (distributed_ && name.rfind("gloo:", 0) == 0)
+        nodes_.push_back(param_comms_node(b, e, *collective_name(name), ids[i], tid));
     }
   }
 
@@ -243,6 +334,8 @@ class ExecutionTraceWriter {
   int64_t next_id_ = 2;
   std::unordered_map<int64_t, int64_t> object_ids_;
   std::vector<std::string> nodes_;
+  std::optional<DistributedInfo> distributed_;
+  bool groups_written_ = false;
 };
 
 }  // namespace optrace::detail::profiler

@@ -94,6 +94,11 @@ struct Window {
   // Set when the window closes: a thread that got its buffer just before checks it under the
   // buffer's lock, so nothing is appended once the window's trace is handed over.
   std::atomic<bool> closed{false};
+  // Async ranges (RecordFunction::isAsync: c10d's gloo:<op> work, which can end on a gloo worker
+  // thread): the open ones by handle, so that whichever thread ends one finds its event. Only
+  // async ranges take this lock; every other range is matched on its own thread.
+  std::mutex async_mutex;
+  std::unordered_map<uint64_t, std::pair<ThreadBuffer*, size_t>> async_open;
   // With the CUDA activity: kernels, copies and runtime calls (device_trace.hpp), in start order.
   std::vector<DeviceEvent> device_events;
   // ... and what CUPTI adds to them and to the trace's metadata ("deviceProperties", versions),
