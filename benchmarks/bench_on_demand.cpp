@@ -4,8 +4,8 @@
 //    every millisecond on the side);
 // 2. a job's step times (a small MLP's forward and backward) over STEPS steps: without a profiler,
 //    with an idle OnDemandProfiler, and with a 3-step window requested every 100 steps (started and
-//    stopped at step boundaries, written on the writer thread): p50, p99, max; and what the step()
-//    calls that open and close windows themselves took.
+//    stopped at step boundaries, written on the writer thread): p50, p99, max; what the step()
+//    calls that open and close windows themselves took, and a Profiler's own start and stop.
 #include <optrace/on_demand.hpp>
 
 #include <torch/torch.h>
@@ -71,7 +71,8 @@ struct Job {
 // 2. Step times of the job; `od` may be null (no profiler). With `windows`, a 3-step window is
 // requested every 100 steps; `boundaries` gets what the step() calls at each window's first and
 // after its last step took.
-std::vector<double> run(Job& job, int steps, optrace::OnDemandProfiler* od, bool windows, std::vector<double>* boundaries) {
+std::vector<double> run(Job& job, int steps, optrace::OnDemandProfiler* od, bool windows, std::vector<double>* opened,
+                        std::vector<double>* closed) {
   std::vector<double> us;
   us.reserve(static_cast<size_t>(steps));
   for (int s = 0; s < steps; ++s) {
@@ -89,8 +90,8 @@ std::vector<double> run(Job& job, int steps, optrace::OnDemandProfiler* od, bool
     const double step_ns = ns_since(t1);
     us.push_back(ns_since(t0) / 1000.0);
     const int64_t now = od != nullptr ? od->step_num() : 0;
-    if (windows && boundaries != nullptr && (now % 100 == 0 || now % 100 == 3) && now > 0)
-      boundaries->push_back(step_ns / 1000.0);
+    if (windows && now > 0 && now % 100 == 0) opened->push_back(step_ns / 1000.0);
+    if (windows && now > 0 && now % 100 == 3) closed->push_back(step_ns / 1000.0);
   }
   return us;
 }
@@ -106,18 +107,36 @@ int main(int argc, char** argv) {
   Job job;
   for (int i = 0; i < 50; ++i) job.step();  // warm
   std::printf("job step times (MLP 256x256x2, batch 32, forward + backward; %d steps each, 1 thread):\n", steps);
-  print_row("no profiler", run(job, steps, nullptr, false, nullptr));
-  std::vector<double> boundaries;
+  print_row("no profiler", run(job, steps, nullptr, false, nullptr, nullptr));
+  std::vector<double> opened, closed;
   size_t traces = 0;
   {
     std::filesystem::remove_all(dir);
     optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir));
-    print_row("OnDemandProfiler, idle", run(job, steps, &od, false, nullptr));
-    print_row("OnDemandProfiler, 3-step window every 100", run(job, steps, &od, true, &boundaries));
+    print_row("OnDemandProfiler, idle", run(job, steps, &od, false, nullptr, nullptr));
+    print_row("OnDemandProfiler, 3-step window every 100", run(job, steps, &od, true, &opened, &closed));
     od.flush();
     traces = od.traces().size();
   }
-  print_row("  the step() calls that opened or closed one", boundaries);
+  print_row("  the step() calls that opened one", opened);
+  print_row("  the step() calls that closed one", closed);
+  // For comparison: a Profiler's own start (construction, its first ProfilerStep range) and its
+  // window's end (the step() that saves it to an on_trace_ready on the writer thread).
+  std::vector<double> own_start, own_end;
+  for (int i = 0; i < 20; ++i) {
+    auto t0 = Clock::now();
+    optrace::Profiler p(optrace::ProfilerOptions()
+                            .activities({optrace::Activity::CPU})
+                            .schedule(optrace::Schedule().active(1).repeat(1))
+                            .on_trace_ready([](const optrace::ProfilerTrace&) {}));
+    own_start.push_back(ns_since(t0) / 1000.0);
+    job.step();
+    t0 = Clock::now();
+    p.step();
+    own_end.push_back(ns_since(t0) / 1000.0);
+  }
+  print_row("  a Profiler's own start (20 times)", own_start);
+  print_row("  a Profiler's own step() that ends its window", own_end);
   std::printf("  (%zu windows written to %s)\n", traces, dir.c_str());
   std::filesystem::remove_all(dir);
   return 0;

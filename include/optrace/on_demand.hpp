@@ -15,6 +15,7 @@
 
 #include <optrace/detail/on_demand/files.hpp>
 #include <optrace/detail/on_demand/request.hpp>
+#include <optrace/distributed.hpp>
 #include <optrace/error.hpp>
 #include <optrace/profiler.hpp>
 
@@ -24,6 +25,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -58,7 +60,7 @@ struct OnDemandOptions {
   /// another folder than output_dir. Default: none.
   TORCH_ARG(std::string, execution_trace_dir) = "";
   /// The traces' worker name. Default: "<host name>_<pid>", and "_rank<R>" when the job's rank
-  /// is known (ProfilerOptions::distributed or torchrun's RANK).
+  /// is known (ProfilerOptions::distributed, else torchrun's RANK and WORLD_SIZE).
   TORCH_ARG(std::string, worker_name) = "";
   /// Write traces gzip-compressed (`.pt.trace.json.gz`).
   TORCH_ARG(bool, use_gzip) = false;
@@ -187,13 +189,15 @@ class OnDemandProfiler {
 #else
     std::string name = host;
 #endif
-    const char* rank = std::getenv("RANK");
-    if (rank != nullptr && *rank != '\0') name += std::string("_rank") + rank;
+    const std::optional<DistributedInfo> job =
+        options_.profiler().distributed() ? options_.profiler().distributed() : DistributedInfo::from_environment();
+    if (job) name += "_rank" + std::to_string(job->rank);
     return name;
   }
 
-  void say(std::string line) {  // under mutex_
-    std::cerr << "optrace: on-demand: " << line << "\n";
+  void say(std::string line) {  // under mutex_; one write, so that lines of several threads never mix
+    const std::string text = "optrace: on-demand: " + line + "\n";
+    std::fwrite(text.data(), 1, text.size(), stderr);
     messages_.push_back(std::move(line));
   }
 

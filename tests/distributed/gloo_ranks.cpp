@@ -5,19 +5,31 @@
 // OUT/et/rank<r>.et.json, then checks each rank's trace: distributedInfo with its rank, gloo
 // ranges with their collective arguments, the same ProfilerStep#N on both ranks.
 //
-// Usage: gloo_ranks OUT_DIR. Exit status 0 passed, 1 failed.
+// With --on-demand, the same job runs 40 steps under an OnDemandProfiler each (nothing recorded
+// until asked), and rank 0 writes the trigger file OUT/trigger.conf at step 5, as an operator
+// would (PROFILE_START_ITERATION_ROUNDUP=20, ACTIVITIES_ITERATIONS=3): every rank must record
+// exactly its steps 20, 21 and 22, to OUT/kineto/rank<r>.<ns>.pt.trace.json and
+// OUT/et/rank<r>.<ns>.et.json, and the ranks' ProfilerStep#20 must start together on one clock.
+//
+// Usage: gloo_ranks OUT_DIR [--on-demand]. Exit status 0 passed, 1 failed.
 #include <optrace/c10d.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/on_demand.hpp>
 #include <optrace/profiler.hpp>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/wait.h>
@@ -29,23 +41,21 @@ namespace {
 
 constexpr int kWorld = 2;
 
-// One rank's job: a Linear(8, 4), SGD, its gradients all-reduced over gloo, 4 profiled steps.
-void run_rank(int rank, const std::string& out, const std::string& store_path) {
-  auto store = c10::make_intrusive<c10d::FileStore>(store_path, kWorld);
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, kWorld, options);
-  torch::manual_seed(0);
-  torch::nn::Linear model(8, 4);
-  torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
-  const std::string name = "rank" + std::to_string(rank);
-  optrace::Profiler prof(optrace::ProfilerOptions()
-                             .schedule(optrace::Schedule().warmup(1).active(2).repeat(1))
-                             .on_trace_ready(optrace::tensorboard_trace_handler(out + "/kineto", name))
-                             .record_shapes(true)
-                             .execution_trace(out + "/et/" + name + ".et.json")
-                             .distributed(optrace::distributed_info(*pg)));
-  for (int step = 0; step < 4; ++step) {
+// One rank's job: a Linear(8, 4), SGD, its gradients all-reduced over gloo.
+struct Rank {
+  int rank;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  torch::nn::Linear model{8, 4};
+  torch::optim::SGD opt{model->parameters(), torch::optim::SGDOptions(0.1)};
+
+  Rank(int rank, const std::string& store_path) : rank(rank) {
+    auto store = c10::make_intrusive<c10d::FileStore>(store_path, kWorld);
+    auto options = c10d::ProcessGroupGloo::Options::create();
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, kWorld, options);
+  }
+
+  void train_step() {
     torch::Tensor loss = model->forward(torch::randn({2, 8})).sum();
     opt.zero_grad();
     loss.backward();
@@ -55,9 +65,51 @@ void run_rank(int rank, const std::string& out, const std::string& store_path) {
       p.grad().div_(kWorld);
     }
     opt.step();
+  }
+};
+
+// 4 steps under a Profiler with a schedule.
+void run_rank(int rank, const std::string& out, const std::string& store_path) {
+  torch::manual_seed(0);
+  Rank job(rank, store_path);
+  const std::string name = "rank" + std::to_string(rank);
+  optrace::Profiler prof(optrace::ProfilerOptions()
+                             .schedule(optrace::Schedule().warmup(1).active(2).repeat(1))
+                             .on_trace_ready(optrace::tensorboard_trace_handler(out + "/kineto", name))
+                             .record_shapes(true)
+                             .execution_trace(out + "/et/" + name + ".et.json")
+                             .distributed(optrace::distributed_info(*job.pg)));
+  for (int step = 0; step < 4; ++step) {
+    job.train_step();
     prof.step();
   }
   prof.stop();
+}
+
+// 40 steps of ~30 ms under an OnDemandProfiler polling OUT/trigger.conf, which rank 0 writes at
+// step 5: 15 steps (~450 ms) before step 20, for every rank's poller (every 10 ms) to read it.
+void run_rank_on_demand(int rank, const std::string& out, const std::string& store_path) {
+  torch::manual_seed(0);
+  Rank job(rank, store_path);
+  const std::string trigger = out + "/trigger.conf";
+  optrace::OnDemandProfiler od(optrace::OnDemandOptions()
+                                   .config_file(trigger)
+                                   .poll_interval(std::chrono::milliseconds(10))
+                                   .output_dir(out + "/kineto")
+                                   .execution_trace_dir(out + "/et")
+                                   .worker_name("rank" + std::to_string(rank))
+                                   .profiler(optrace::ProfilerOptions().record_shapes(true).distributed(
+                                       optrace::distributed_info(*job.pg))));
+  for (int step = 0; step < 40; ++step) {
+    job.train_step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    if (rank == 0 && step == 5) {
+      std::ofstream(trigger + ".new") << "PROFILE_START_ITERATION_ROUNDUP=20\nACTIVITIES_ITERATIONS=3\n";
+      fs::rename(trigger + ".new", trigger);
+    }
+    od.step();
+  }
+  od.flush();
 }
 
 std::string read(const fs::path& p) {
@@ -89,24 +141,70 @@ bool check_trace(int rank, const std::string& text, std::set<std::string>& steps
   return ok;
 }
 
-bool check(const std::string& out) {
+// Where ProfilerStep#`step` starts in a trace, in ns on the trace's clock (its base time plus the
+// event's "ts"); -1 when it has none.
+double step_start_ns(const std::string& text, int step) {
+  auto doc = optrace::json::Document::parse(text);
+  const double base = static_cast<double>(doc->root()["baseTimeNanoseconds"].as_int());
+  for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
+    optrace::json::Node name(e), ts(e);
+    if (e.find("name", name) && name.is_string() && name.as_string() == "ProfilerStep#" + std::to_string(step) &&
+        e.find("ts", ts))
+      return base + ts.as_double() * 1000.0;
+  }
+  return -1;
+}
+
+// The one file of `rank` in `dir` whose name ends in `suffix`, or an empty path (said on stderr).
+fs::path rank_file(const std::string& dir, int rank, const std::string& suffix) {
+  std::vector<fs::path> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("rank" + std::to_string(rank) + ".", 0) == 0 && name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(e.path());
+  }
+  if (found.size() == 1) return found[0];
+  std::cerr << "rank " << rank << ": " << found.size() << " files *" << suffix << " in " << dir << ", expected 1\n";
+  return {};
+}
+
+bool check(const std::string& out, bool on_demand) {
   bool ok = true;
   std::set<std::string> steps;
+  std::vector<double> step20;
   for (int rank = 0; rank < kWorld; ++rank) {
-    std::vector<fs::path> traces;
-    for (const auto& e : fs::directory_iterator(out + "/kineto"))
-      if (e.path().filename().string().rfind("rank" + std::to_string(rank) + ".", 0) == 0) traces.push_back(e.path());
-    if (traces.size() != 1) {
-      std::cerr << "rank " << rank << ": " << traces.size() << " Kineto traces, expected 1\n";
+    const fs::path trace = rank_file(out + "/kineto", rank, ".pt.trace.json");
+    const fs::path et_path = rank_file(out + "/et", rank, ".et.json");
+    if (trace.empty() || et_path.empty()) {
       ok = false;
       continue;
     }
-    ok = check_trace(rank, read(traces[0]), steps) && ok;
-    const std::string et = read(out + "/et/rank" + std::to_string(rank) + ".et.json");
+    const std::string text = read(trace);
+    ok = check_trace(rank, text, steps) && ok;
+    if (on_demand) step20.push_back(step_start_ns(text, 20));
+    const std::string et = read(et_path);
     for (const char* node : {"gloo:all_reduce", "record_param_comms", "## process_group:init ##"}) {
       if (et.find("\"name\": \"" + std::string(node) + "\"") != std::string::npos) continue;
       std::cerr << "rank " << rank << ": no " << node << " node in the execution trace\n";
       ok = false;
+    }
+  }
+  if (on_demand) {
+    // Exactly the requested steps, on every rank; and their first step starts together: the
+    // all-reduce of step 19 ends on both ranks at once, so one clock shows them within a few ms.
+    const std::set<std::string> requested{"ProfilerStep#20", "ProfilerStep#21", "ProfilerStep#22"};
+    if (steps != requested) {
+      std::cerr << "on demand: the ranks recorded other steps than 20, 21 and 22\n";
+      ok = false;
+    }
+    if (step20.size() != 2 || step20[0] < 0 || step20[1] < 0 || std::fabs(step20[0] - step20[1]) > 50e6) {
+      std::cerr << "on demand: ProfilerStep#20 does not start within 50 ms on both ranks' clocks";
+      for (double t : step20) std::cerr << " " << static_cast<int64_t>(t);
+      std::cerr << "\n";
+      ok = false;
+    } else {
+      std::cout << "ProfilerStep#20 starts " << std::fabs(step20[0] - step20[1]) / 1e6 << " ms apart on the two ranks\n";
     }
   }
   return ok;
@@ -115,8 +213,9 @@ bool check(const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::cerr << "usage: gloo_ranks OUT_DIR\n";
+  const bool on_demand = argc == 3 && std::string(argv[2]) == "--on-demand";
+  if (argc != 2 && !on_demand) {
+    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand]\n";
     return 2;
   }
   const std::string out = argv[1];
@@ -129,7 +228,8 @@ int main(int argc, char** argv) {
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        run_rank(rank, out, store);
+        if (on_demand) run_rank_on_demand(rank, out, store);
+        else run_rank(rank, out, store);
       } catch (const std::exception& e) {
         std::cerr << "rank " << rank << ": " << e.what() << "\n";
         _exit(1);
@@ -146,7 +246,7 @@ int main(int argc, char** argv) {
   }
   if (!ok) return 1;
   fs::remove(store);
-  ok = check(out);
+  ok = check(out, on_demand);
   std::cout << (ok ? "gloo_ranks: 2 ranks traced and checked\n" : "gloo_ranks: FAILED\n");
   return ok ? 0 : 1;
 }

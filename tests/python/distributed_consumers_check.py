@@ -1,4 +1,5 @@
-# The real consumers on the traces of a 2-rank gloo job (tests/distributed/gloo_ranks.cpp):
+# The real consumers on the traces of a 2-rank gloo job (tests/distributed/gloo_ranks.cpp, under a
+# Profiler or, with --on-demand, under an OnDemandProfiler):
 #  - HTA's TraceAnalysis loads the Kineto trace folder (directory mode, as a user runs it) as ranks
 #    0 and 1, each file under the rank its "distributedInfo" gives (HTA's regex `"rank":\s+(\d+)`),
 #    with the gloo:all_reduce ranges and ProfilerStep#N of each rank in its event table;
@@ -58,7 +59,11 @@ for rank in ranks:
 
 env = pinned_consumers.chakra_package(consumers, work)
 for rank in (0, 1):
-    et = os.path.join(out, "et", f"rank{rank}.et.json")
+    found = sorted(glob.glob(os.path.join(out, "et", f"rank{rank}.*et.json")))
+    check(len(found) == 1, f"rank {rank}: one execution trace in {out}/et: {found}")
+    if len(found) != 1:
+        continue
+    et = found[0]
     trace = ExecutionTrace(__import__("json").load(open(et)))
     comms = [n for n in trace.nodes.values() if n.name == "record_param_comms"]
     check(len(comms) > 0 and all(n.commArgs.collective_name == "allreduce" and n.commArgs.pg_size == 2
