@@ -121,9 +121,11 @@ int main(int argc, char** argv) {
   print_row("  the step() calls that opened one", opened);
   print_row("  the step() calls that closed one", closed);
   // For comparison: a Profiler's own start (construction, its first ProfilerStep range) and its
-  // window's end (the step() that saves it to an on_trace_ready on the writer thread).
+  // window's end (the step() that saves it to an on_trace_ready on the writer thread), each after
+  // 97 steps of the job, as the on-demand windows are.
   std::vector<double> own_start, own_end;
   for (int i = 0; i < 20; ++i) {
+    for (int s = 0; s < 97; ++s) job.step();
     auto t0 = Clock::now();
     optrace::Profiler p(optrace::ProfilerOptions()
                             .activities({optrace::Activity::CPU})

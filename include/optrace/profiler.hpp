@@ -175,8 +175,9 @@ inline bool can_write_in(const std::string& dir) {
 
 /// As torch.profiler.tensorboard_trace_handler: writes each trace to
 /// `<dir>/<worker_name>.<time in ns>.pt.trace.json` (`.gz` added with `use_gzip`). `worker_name`
-/// defaults to "<host name>_<pid>". The folder is made (with its parents) and checked writable
-/// here: a folder that cannot be written is an IoError now, not after the run.
+/// defaults to "<host name>_<pid>", with "_rank<R>" when torchrun's RANK and WORLD_SIZE are set
+/// (the file says the rank too: "distributedInfo"). The folder is made (with its parents) and
+/// checked writable here: a folder that cannot be written is an IoError now, not after the run.
 inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::string worker_name = "", bool use_gzip = false) {
   OPTRACE_CHECK(!dir.empty(), ArgumentError, "tensorboard_trace_handler: the folder is empty");
   std::error_code ec;
@@ -193,6 +194,8 @@ inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::strin
 #else
     worker_name = host;
 #endif
+    if (const std::optional<DistributedInfo> job = DistributedInfo::from_environment())
+      worker_name += "_rank" + std::to_string(job->rank);
   }
   return [dir, worker_name, use_gzip](const ProfilerTrace& trace) {
     const int64_t ns =
