@@ -2,8 +2,9 @@
 # cmake/tsan.sh: the code that runs on several threads, built with clang's ThreadSanitizer in
 # build-tsan/ and run by ctest there: the Kineto import in pieces (the kineto tests), OpTracer and
 # InputObserver called from many threads (the op tracer and observer tests, and the reliability
-# tests' 8-thread stress tests), the Profiler (its writer thread, the threads' buffers) and the
-# CLI reading many files at once (cli_many_files). Any data race fails the test
+# tests' 8-thread stress tests), the Profiler (its writer thread, the threads' buffers, async
+# ranges ended on another thread: the distributed tests), the OnDemandProfiler (its polling,
+# stepping and writer threads) and the CLI reading many files at once (cli_many_files). Any data race fails the test
 # that met it. libtorch is not instrumented: what it synchronizes inside itself TSan cannot see,
 # which is why only these programs are built here (each ran clean in repeated runs); a report
 # that is provably libtorch's would go in a suppressions file, commented, as tests/sanitizers/ has.
@@ -39,7 +40,7 @@ status=0
 # threads, and libgomp, not instrumented, hands them libtorch's fresh buffers in a way TSan cannot
 # see (it reported oneDNN's memset of a buffer c10 had just allocated as a race).
 ctest --test-dir "$build" --output-on-failure --parallel "$jobs" \
-  -R '^(kineto|op catalog|op tracer|observer|profiler): |^reliability: (8 threads|a long-running tracer)|^cli_many_files$' \
+  -R '^(kineto|op catalog|op tracer|observer|profiler|on demand|distributed): |^reliability: (8 threads|a long-running tracer)|^cli_many_files$' \
   -E '^profiler: (the step ranges add up|the execution trace holds the nodes torch)' || status=$?
 echo "== tsan.sh: tests ran in $(( $(date +%s) - built )) s; total $(( $(date +%s) - start )) s; status $status"
 exit $status

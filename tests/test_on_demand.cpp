@@ -81,7 +81,7 @@ bool eventually(Done done) {
   return done();
 }
 
-TEST_CASE("Kineto's on-demand keys are read as Kineto reads them", "[on_demand]") {
+TEST_CASE("on demand: Kineto's on-demand keys are read as Kineto reads them", "[on_demand]") {
   std::vector<std::string> ignored;
   OnDemandRequest r = OnDemandRequest::parse(
       "# dyno gputrace\n PROFILE_START_ITERATION_ROUNDUP = 20\nACTIVITIES_ITERATIONS=3\n\n"
@@ -114,7 +114,7 @@ TEST_CASE("Kineto's on-demand keys are read as Kineto reads them", "[on_demand]"
   CHECK(OnDemandRequest::parse("PROFILE_START_TIME=0\nPROFILE_START_ITERATION=7\nACTIVITIES_ITERATIONS=1").by_iteration());
 }
 
-TEST_CASE("A bad on-demand value is one line naming the key and the value", "[on_demand]") {
+TEST_CASE("on demand: a bad on-demand value is one line naming the key and the value", "[on_demand]") {
   const std::pair<const char*, const char*> cases[] = {
       {"ACTIVITIES_ITERATIONS=three", "ACTIVITIES_ITERATIONS=three: expected an integer from 0 to 1000000000000"},
       {"PROFILE_START_ITERATION_ROUNDUP=0", "PROFILE_START_ITERATION_ROUNDUP=0: expected an integer from 1"},
@@ -140,7 +140,7 @@ TEST_CASE("A bad on-demand value is one line naming the key and the value", "[on
   }
 }
 
-TEST_CASE("An iteration window starts where Kineto starts it", "[on_demand]") {
+TEST_CASE("on demand: an iteration window starts where Kineto starts it", "[on_demand]") {
   using optrace::detail::on_demand::window_start;
   CHECK(window_start(2010, 0, 1000) == 3000);  // Kineto's own example (Config.cpp)
   CHECK(window_start(7, 0, 20) == 20);
@@ -151,7 +151,7 @@ TEST_CASE("An iteration window starts where Kineto starts it", "[on_demand]") {
   CHECK(window_start(15, 12, 4) == 16);
 }
 
-TEST_CASE("OnDemandProfiler records the requested steps and nothing while idle", "[on_demand]") {
+TEST_CASE("on demand: OnDemandProfiler records the requested steps and nothing while idle", "[on_demand]") {
   const std::string dir = fresh_dir("iterations");
   OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w"));
   for (int i = 0; i < 3; ++i) {
@@ -183,7 +183,7 @@ TEST_CASE("OnDemandProfiler records the requested steps and nothing while idle",
   CHECK(said(od, "request: steps 5..7 (now at step 4)"));
 }
 
-TEST_CASE("OnDemandProfiler serves each new content of the trigger file once", "[on_demand]") {
+TEST_CASE("on demand: OnDemandProfiler serves each new content of the trigger file once", "[on_demand]") {
   const std::string dir = fresh_dir("trigger");
   const std::string config = dir + "/trigger.conf";
   OnDemandProfiler od(OnDemandOptions()
@@ -236,7 +236,7 @@ TEST_CASE("OnDemandProfiler serves each new content of the trigger file once", "
   CHECK(said(od, "config keys that do not apply to optrace, ignored: FOO"));
 }
 
-TEST_CASE("A server without steps gets a duration window from the trigger file", "[on_demand]") {
+TEST_CASE("on demand: a server without steps gets a duration window from the trigger file", "[on_demand]") {
   const std::string dir = fresh_dir("duration");
   const std::string config = dir + "/trigger.conf";
   OnDemandProfiler od(OnDemandOptions()
@@ -271,7 +271,7 @@ TEST_CASE("A server without steps gets a duration window from the trigger file",
   CHECK(said(od, "recording 200 ms to "));
 }
 
-TEST_CASE("A trigger file others can write is ignored with one line", "[on_demand]") {
+TEST_CASE("on demand: a trigger file others can write is ignored with one line", "[on_demand]") {
   const std::string dir = fresh_dir("writable");
   const std::string config = dir + "/trigger.conf";
   OnDemandProfiler od(OnDemandOptions().config_file(config).poll_interval(std::chrono::milliseconds(10)).output_dir(dir + "/t"));
@@ -289,7 +289,7 @@ TEST_CASE("A trigger file others can write is ignored with one line", "[on_deman
   CHECK(lines == 1);  // said once, not at every poll
 }
 
-TEST_CASE("A trigger file owned by another user is ignored with one line", "[on_demand]") {
+TEST_CASE("on demand: a trigger file owned by another user is ignored with one line", "[on_demand]") {
   if (::geteuid() != 0) OPTRACE_SKIP("needs root, to give the trigger file to another user (CI runs as root)");
   const std::string dir = fresh_dir("owner");
   const std::string config = dir + "/trigger.conf";
@@ -302,7 +302,7 @@ TEST_CASE("A trigger file owned by another user is ignored with one line", "[on_
   CHECK(od.traces().empty());
 }
 
-TEST_CASE("Paths a request names stay inside the output folder and replace nothing", "[on_demand]") {
+TEST_CASE("on demand: paths a request names stay inside the output folder and replace nothing", "[on_demand]") {
   const std::string dir = fresh_dir("paths");
   const std::string out = dir + "/traces";
   fs::create_directories(out);
@@ -343,7 +343,7 @@ TEST_CASE("Paths a request names stay inside the output folder and replace nothi
   CHECK(optrace::detail::read_file(out + "/kept.json") == "mine");
 }
 
-TEST_CASE("A trace that cannot be written stops the window, not the job", "[on_demand]") {
+TEST_CASE("on demand: a trace that cannot be written stops the window, not the job", "[on_demand]") {
   const std::string dir = fresh_dir("full");
   // A file-size limit stands in for a full disk: the write fails (EFBIG) where it would (ENOSPC).
   struct rlimit before {};
@@ -381,7 +381,7 @@ TEST_CASE("A trace that cannot be written stops the window, not the job", "[on_d
     CHECK_THAT(entry.path().filename().string(), !OPTRACE_CONTAINS(".tmp."));  // no partial file left
 }
 
-TEST_CASE("flush() closes the open window and drops one not started, saying so", "[on_demand]") {
+TEST_CASE("on demand: flush() closes the open window and drops one not started, saying so", "[on_demand]") {
   const std::string dir = fresh_dir("flush");
   OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("f"));
   OnDemandRequest r;
@@ -406,7 +406,7 @@ TEST_CASE("flush() closes the open window and drops one not started, saying so",
   CHECK(od.traces().size() == 1);
 }
 
-TEST_CASE("OnDemandOptions that cannot work are one line", "[on_demand]") {
+TEST_CASE("on demand: OnDemandOptions that cannot work are one line", "[on_demand]") {
   CHECK_THROWS_WITH(OnDemandProfiler(OnDemandOptions()), OPTRACE_CONTAINS("output_dir is required"));
   const std::string dir = fresh_dir("options");
   CHECK_THROWS_WITH(OnDemandProfiler(OnDemandOptions().output_dir(dir).execution_trace_dir(dir)),
