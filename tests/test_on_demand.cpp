@@ -244,6 +244,9 @@ TEST_CASE("on demand: a server without steps gets a duration window from the tri
                           .poll_interval(std::chrono::milliseconds(10))
                           .output_dir(dir + "/traces")
                           .worker_name("server"));
+  // libtorch's default generator is made on first use, behind a static that TSan (libtorch is not
+  // instrumented) cannot see guarded: made here first, so the serving threads only use it.
+  work();
   std::atomic<bool> stop{false};
   std::vector<std::thread> servers;
   for (int t = 0; t < 3; ++t)
