@@ -29,7 +29,6 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <iostream>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,10 +36,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#if defined(__unix__)
-#include <unistd.h>
-#endif
 
 namespace optrace {
 
@@ -97,7 +92,10 @@ class OnDemandProfiler {
       OPTRACE_CHECK(et_dir_ != dir_, ArgumentError, "OnDemandOptions: execution_trace_dir must be another folder than ",
                     "output_dir (HTA reads every trace in output_dir as a Kineto trace)");
     }
-    worker_ = options_.worker_name().empty() ? default_worker_name() : options_.worker_name();
+    worker_ = !options_.worker_name().empty() ? options_.worker_name()
+              : detail::profiler::default_worker_name(options_.profiler().distributed()
+                                                          ? options_.profiler().distributed()
+                                                          : DistributedInfo::from_environment());
     poller_ = std::thread([this] { poll_loop(); });
   }
   OnDemandProfiler(const OnDemandProfiler&) = delete;
@@ -179,20 +177,6 @@ class OnDemandProfiler {
     std::filesystem::path canonical = std::filesystem::canonical(dir, ec);
     OPTRACE_CHECK(!ec, IoError, "OnDemandProfiler: folder '", dir, "': ", ec.message());
     return canonical;
-  }
-
-  std::string default_worker_name() const {
-    char host[256] = "localhost";
-#if defined(__unix__)
-    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
-    std::string name = std::string(host) + "_" + std::to_string(static_cast<int64_t>(getpid()));
-#else
-    std::string name = host;
-#endif
-    const std::optional<DistributedInfo> job =
-        options_.profiler().distributed() ? options_.profiler().distributed() : DistributedInfo::from_environment();
-    if (job) name += "_rank" + std::to_string(job->rank);
-    return name;
   }
 
   void say(std::string line) {  // under mutex_; one write, so that lines of several threads never mix

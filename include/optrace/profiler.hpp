@@ -171,6 +171,20 @@ inline bool can_write_in(const std::string& dir) {
   std::filesystem::remove(probe, ec);
   return writable;
 }
+
+// A trace file's default worker name, as torch's tensorboard_trace_handler makes it: "<host
+// name>_<pid>", with "_rank<R>" when the job's rank is known (`job`).
+inline std::string default_worker_name(const std::optional<DistributedInfo>& job) {
+  char host[256] = "localhost";
+#if defined(__unix__)
+  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
+  std::string name = std::string(host) + "_" + std::to_string(static_cast<int64_t>(getpid()));
+#else
+  std::string name = host;
+#endif
+  if (job) name += "_rank" + std::to_string(job->rank);
+  return name;
+}
 }  // namespace detail::profiler
 
 /// As torch.profiler.tensorboard_trace_handler: writes each trace to
@@ -186,17 +200,7 @@ inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::strin
                 "': ", ec ? ec.message() : "not a folder");
   OPTRACE_CHECK(detail::profiler::can_write_in(dir), IoError, "tensorboard_trace_handler: folder '", dir,
                 "' is not writable");
-  if (worker_name.empty()) {
-    char host[256] = "localhost";
-#if defined(__unix__)
-    if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "localhost");
-    worker_name = std::string(host) + "_" + std::to_string(static_cast<int64_t>(getpid()));
-#else
-    worker_name = host;
-#endif
-    if (const std::optional<DistributedInfo> job = DistributedInfo::from_environment())
-      worker_name += "_rank" + std::to_string(job->rank);
-  }
+  if (worker_name.empty()) worker_name = detail::profiler::default_worker_name(DistributedInfo::from_environment());
   return [dir, worker_name, use_gzip](const ProfilerTrace& trace) {
     const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
