@@ -423,14 +423,14 @@ std::unique_ptr<dp::Window> device_window() {
   outer.own_name = 0, outer.kind = dp::EventKind::kOp, outer.start_ns = 1000, outer.end_ns = 9000;
   inner.own_name = 1, inner.kind = dp::EventKind::kOp, inner.start_ns = 2000, inner.end_ns = 3000, inner.parent = 0;
   b->events = {outer, inner};
-  window.buffers.push_back(std::move(b));
+  window.buffers.add(std::move(b));
   auto other = std::make_unique<dp::ThreadBuffer>();  // a second thread, with a short op
   other->os_tid = 200;
   other->names = {"aten::add"};
   dp::Event add;
   add.own_name = 0, add.kind = dp::EventKind::kOp, add.start_ns = 3900, add.end_ns = 4300;
   other->events = {add};
-  window.buffers.push_back(std::move(other));
+  window.buffers.add(std::move(other));
   window.start_ns = 0, window.end_ns = 10000;
   auto device = [](std::string name, dp::DeviceKind kind, int64_t start, int64_t dur, uint64_t correlation, int64_t stream) {
     dp::DeviceEvent d;

@@ -453,9 +453,10 @@ class Profiler {
     w->settings.with_stack = options_.with_stack();
     w->settings.execution_trace = execution_trace_ != nullptr;
     ++started_windows_;
-    // The hf op trace records into the Profiler's session unless an OpTracer records already.
+    // The hf op trace records into the Profiler's session unless an OpTracer records already
+    // (then its own callbacks record, and the window's callbacks record no op).
     if (!op_session_) op_session_ = std::make_shared<detail::op_tracer::Session>();
-    op_view_.install(op_session_);
+    if (op_view_.install(op_session_)) w->op_session = op_session_;
     w->start_ns = detail::profiler::now_ns();
     recording_.install(w);  // no other window is open: one Profiler is active at a time (start)
     // libtorch's Kineto puts its own state on the thread's PROFILER_STATE: it goes first, so that
@@ -497,10 +498,7 @@ class Profiler {
     // Other threads may still be inside an event: once each buffer's lock was taken after
     // `closed`, nothing more is appended.
     window_->closed.store(true, std::memory_order_relaxed);
-    {
-      std::lock_guard<std::mutex> lock(window_->mutex);
-      for (auto& b : window_->buffers) std::lock_guard<detail::op_tracer::SpinLock> buffer_lock(b->mutex);
-    }
+    window_->buffers.for_each([](detail::profiler::ThreadBuffer& b) { std::lock_guard<detail::op_tracer::SpinLock> buffer_lock(b.mutex); });
     std::random_device rd;
     char id[33];
     std::snprintf(id, sizeof id, "%08X%08X%08X%08X", rd(), rd(), rd(), rd());

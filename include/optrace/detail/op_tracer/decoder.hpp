@@ -237,13 +237,10 @@ inline void merge_dropped(const ThreadBuffer& buffer, std::unordered_map<const O
 // Every op's dropped calls, all threads merged, in first-seen order.
 inline std::vector<std::pair<const OpInfo*, Dropped>> collect_dropped(Session& s) {
   std::unordered_map<const OpInfo*, Dropped> dropped;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto& buffer : s.buffers) {
-      std::lock_guard<SpinLock> buffer_lock(buffer->mutex);
-      merge_dropped(*buffer, dropped);
-    }
-  }
+  s.buffers.for_each([&dropped](ThreadBuffer& buffer) {
+    std::lock_guard<SpinLock> buffer_lock(buffer.mutex);
+    merge_dropped(buffer, dropped);
+  });
   std::vector<std::pair<const OpInfo*, Dropped>> out(dropped.begin(), dropped.end());
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.first_seen < b.second.first_seen; });
   return out;
@@ -259,28 +256,25 @@ inline OpTrace collect(Session& s) {
   };
   std::unordered_map<std::vector<int64_t>, Aggregate, SignatureHash> calls;
   std::unordered_map<const OpInfo*, Dropped> dropped;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    for (auto& buffer : s.buffers) {
-      std::lock_guard<SpinLock> buffer_lock(buffer->mutex);
-      for (const CallTable::Entry& entry : buffer->calls.entries()) {
-        const Aggregate& agg = entry.agg;
-        auto [it, fresh] = calls.emplace(buffer->calls.key(entry), agg);
-        if (fresh) continue;
-        Aggregate& into = it->second;
-        into.count += agg.count;
-        into.first_seen = std::min(into.first_seen, agg.first_seen);
-        if (into.ranges.size() < agg.ranges.size()) into.ranges.resize(agg.ranges.size());
-        for (size_t i = 0; i < agg.ranges.size(); ++i) {
-          if (!agg.ranges[i]) continue;
-          auto& r = into.ranges[i];
-          r = r ? std::make_pair(std::min(r->first, agg.ranges[i]->first), std::max(r->second, agg.ranges[i]->second))
-                : *agg.ranges[i];
-        }
+  s.buffers.for_each([&calls, &dropped](ThreadBuffer& buffer) {
+    std::lock_guard<SpinLock> buffer_lock(buffer.mutex);
+    for (const CallTable::Entry& entry : buffer.calls.entries()) {
+      const Aggregate& agg = entry.agg;
+      auto [it, fresh] = calls.emplace(buffer.calls.key(entry), agg);
+      if (fresh) continue;
+      Aggregate& into = it->second;
+      into.count += agg.count;
+      into.first_seen = std::min(into.first_seen, agg.first_seen);
+      if (into.ranges.size() < agg.ranges.size()) into.ranges.resize(agg.ranges.size());
+      for (size_t i = 0; i < agg.ranges.size(); ++i) {
+        if (!agg.ranges[i]) continue;
+        auto& r = into.ranges[i];
+        r = r ? std::make_pair(std::min(r->first, agg.ranges[i]->first), std::max(r->second, agg.ranges[i]->second))
+              : *agg.ranges[i];
       }
-      merge_dropped(*buffer, dropped);
     }
-  }
+    merge_dropped(buffer, dropped);
+  });
   std::vector<Item> items;
   items.reserve(calls.size() + dropped.size());
   for (const auto& [key, agg] : calls)

@@ -35,6 +35,7 @@
 #include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
 #include <optrace/detail/recording/active_recording.hpp>
+#include <optrace/detail/recording/thread_buffers.hpp>
 #include <optrace/error.hpp>
 
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -100,8 +101,7 @@ struct Settings {
 // One recording of an OpTracer (kept across its start/stop cycles until `clear`).
 struct Session {
   Settings settings;
-  std::mutex mutex;  // guards `buffers`
-  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  ThreadBuffers<ThreadBuffer> buffers;
   std::atomic<uint64_t> seq{0};
   std::atomic<int64_t> kept{0};
 
@@ -173,6 +173,9 @@ class LevelStack {
   size_t size_ = 0;
 };
 
+// A thread's op recording. OpTracer's callbacks have one per thread (thread_state()), following
+// ActiveSession's generations; the Profiler's callbacks have one inside their own thread state
+// (profiler/callbacks.hpp), following the open window's, which attaches the window's session.
 struct ThreadState {
   // Survives sessions: RecordFunctions opened under one session close after it.
   LevelStack levels;
@@ -191,33 +194,48 @@ struct ThreadState {
   CacheSlot cache[kCacheSize];
   std::unordered_map<const char*, CacheSlot> overflow;
   KeyWriter scratch;
+  // The generations this state follows, and whether its owner attaches each one's session
+  // (the Profiler's window) rather than refresh() reading ActiveSession's.
+  const std::atomic<uint64_t>* generations = &ActiveSession::generations();
+  bool attached_by_owner = false;
 
-  // The current session, registering this thread with it first if needed; nullptr if none.
-  Session* current() { return ActiveSession::generation() == generation ? session.get() : refresh(); }
+  ThreadState() = default;
+  ThreadState(const std::atomic<uint64_t>& followed, bool by_owner) : generations(&followed), attached_by_owner(by_owner) {}
+
+  // The current session, registering this thread with it first if needed; nullptr if none (or,
+  // attached by its owner, when the owner has not attached the current generation's yet).
+  Session* current() {
+    if (generations->load(std::memory_order_acquire) == generation) return session.get();
+    return attached_by_owner ? nullptr : refresh();
+  }
   // Whether `session` is the current one and records this thread: one test for on_start.
-  bool recording() const { return ActiveSession::generation() == recording_generation; }
+  bool recording() const { return generations->load(std::memory_order_acquire) == recording_generation; }
 
   // Out of line: the first call of a thread under a session, and the first after a start or stop.
   C10_NOINLINE Session* refresh() {
-    ActiveSession::view(generation, [this](const std::shared_ptr<Session>& active) {
-      session = active;
-      buffer = nullptr;
-      outermost = session == nullptr || !session->settings.all_levels;
-      recording_generation = 0;
-      for (auto& c : cache) c = CacheSlot{};
-      overflow.clear();
-      if (session) register_thread();
-    });
+    ActiveSession::view(generation, [this](const std::shared_ptr<Session>& active) { attach(active, generation); });
     return session.get();
+  }
+
+  // Makes `active` (nullptr: none) this thread's session of generation `g`, registering the
+  // thread with it where it records it (Settings::threads). Under the lock of the followed
+  // kind's view, so that the thread cannot register with a session once retracted.
+  void attach(std::shared_ptr<Session> active, uint64_t g) {
+    generation = g;
+    session = std::move(active);
+    buffer = nullptr;
+    outermost = session == nullptr || !session->settings.all_levels;
+    recording_generation = 0;
+    for (auto& c : cache) c = CacheSlot{};
+    overflow.clear();
+    if (session) register_thread();
   }
 
   // Gives this thread a buffer in `session`, where the session records it (Settings::threads).
   void register_thread() {
     const auto& ids = session->settings.threads;
     if (!ids.empty() && std::find(ids.begin(), ids.end(), std::this_thread::get_id()) == ids.end()) return;
-    std::lock_guard<std::mutex> buffers_lock(session->mutex);
-    session->buffers.push_back(std::make_unique<ThreadBuffer>());
-    buffer = session->buffers.back().get();
+    buffer = &session->buffers.add(std::make_unique<ThreadBuffer>());
     recording_generation = generation;
   }
 
@@ -239,7 +257,7 @@ struct ThreadState {
     auto name = fn.operator_name();
     if (!name) return nullptr;
     CacheSlot fresh{key, op_info(*name)};
-    fresh.selected = fresh.info != nullptr && session->selected(*fresh.info);
+    fresh.selected = fresh.info != nullptr && session != nullptr && session->selected(*fresh.info);
     fresh.plain = fresh.selected &&
                   (session->settings.all_levels || (!fresh.info->decomposes && fresh.info->rules.empty()));
     fresh.repeatable = fresh.plain && !session->settings.extended;
@@ -684,15 +702,14 @@ C10_NOINLINE inline void start_op(ThreadState& ts, CacheSlot& op, const at::Reco
 
 // on_start's path for what its fast path does not reach: an autograd node, a thread's first call
 // under a session (or the first after a start or stop), a range the cache does not hold yet.
-C10_NOINLINE inline void start_range(const at::RecordFunction& fn) {
-  ThreadState& ts = thread_state();
+C10_NOINLINE inline void start_range(ThreadState& ts, const at::RecordFunction& fn) {
   if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {  // an autograd node: context only
     ++ts.backward_nodes;
     ts.levels.push(kBackwardNode);
     return;
   }
-  ts.current();
-  if (ts.buffer == nullptr || (ts.outermost && ts.depth > 0)) {  // no session, not this thread, nested
+  // No session, not this thread, nested.
+  if (ts.current() == nullptr || ts.buffer == nullptr || (ts.outermost && ts.depth > 0)) {
     ts.levels.push(kNoLevel);
     return;
   }
@@ -701,15 +718,15 @@ C10_NOINLINE inline void start_range(const at::RecordFunction& fn) {
   else start_op(ts, *op, fn);
 }
 
-// The start callback. Its fast path, most calls (one nested in a recorded op, the repeat of an
-// op's previous call with simple arguments), calls only RecordFunction::name(); the rest is out
-// of line: start_op for an op in the thread's cache, start_range before that.
-inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  ThreadState& ts = thread_state();
+// A RecordFunction starts on the thread of `ts`. Its fast path, most calls (one nested in a
+// recorded op, the repeat of an op's previous call with simple arguments), calls only
+// RecordFunction::name(); the rest is out of line: start_op for an op in the thread's cache,
+// start_range before that.
+C10_ALWAYS_INLINE void enter(ThreadState& ts, const at::RecordFunction& fn) {
   if (C10_LIKELY(fn.scope() != at::RecordScope::BACKWARD_FUNCTION && ts.recording())) {
     if (ts.outermost && ts.depth > 0 && !ts.levels.full()) {  // inside a recorded op
       ts.levels.push_unspilled(kNoLevel);
-      return nullptr;
+      return;
     }
     const char* name = fn.name();
     CacheSlot& slot = ts.slot_for(name);
@@ -721,15 +738,14 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
       } else {
         start_op(ts, slot, fn);
       }
-      return nullptr;
+      return;
     }
   }
-  start_range(fn);
-  return nullptr;
+  start_range(ts, fn);
 }
 
-inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
-  ThreadState& ts = thread_state();
+// A RecordFunction that enter() saw ends on the thread of `ts`.
+C10_ALWAYS_INLINE void leave(ThreadState& ts) {
   Level level;
   if (!ts.levels.pop_unspilled(level)) {
     if (ts.levels.empty()) return;  // a range opened before the callbacks were added
@@ -740,5 +756,12 @@ inline void on_end(const at::RecordFunction&, at::ObserverContext*) {
   else if (level == kComposite && !ts.composites.empty()) ts.composites.pop_back();
   else if (level == kBackwardNode) --ts.backward_nodes;
 }
+
+// OpTracer's callbacks, over the thread's own state.
+inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
+  enter(thread_state(), fn);
+  return nullptr;
+}
+inline void on_end(const at::RecordFunction&, at::ObserverContext*) { leave(thread_state()); }
 
 }  // namespace optrace::detail::op_tracer

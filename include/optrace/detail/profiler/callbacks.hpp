@@ -11,8 +11,9 @@
 //   (torchscript_stacks.hpp).
 // - Ranges are matched to their end on their own thread, innermost first; only async ranges
 //   (c10d's gloo:<op>, which a gloo worker may end) go through a window-wide map by handle.
-// - The same callbacks drive OpTracer's (op_tracer/recorder.hpp on_start/on_end) over a session
-//   the Profiler owns: one recording gives both the timed trace and the hf op trace.
+// - The same callbacks drive OpTracer's recording (op_tracer/recorder.hpp enter/leave) over the
+//   thread's `ops`, into the session the window names: one recording gives both the timed trace
+//   and the hf op trace, and one op cache serves both.
 
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/common/per_thread.hpp>
@@ -52,49 +53,30 @@ inline int64_t os_thread_id() {
 // The open window, if any.
 using ActiveWindow = ActiveRecording<Window>;
 
-// Dispatcher ops by their name's address (see op_tracer::ThreadState::lookup): a small cache per
-// thread, filled on first sight.
-struct OpCache {
-  static constexpr size_t kSize = 1024;
-  const char* keys[kSize] = {};
-  const OpInfo* ops[kSize] = {};
-
-  const OpInfo* find(const at::RecordFunction& fn) {
-    const char* key = fn.name();
-    size_t slot = (reinterpret_cast<uintptr_t>(key) >> 4) % kSize;
-    if (keys[slot] == key) return ops[slot];
-    auto name = fn.operator_name();
-    if (!name) return nullptr;
-    const OpInfo* info = op_info(*name);
-    keys[slot] = key;
-    ops[slot] = info;
-    return info;
-  }
-};
-
 // A thread's state, reached once per callback (per_thread.hpp: each reach of a thread_local is a
-// call of __tls_get_addr in a shared library).
+// call of __tls_get_addr in a shared library): its buffer of the open window, and its op
+// recording (`ops`), whose op cache also names the window's dispatcher ops.
 struct ThreadState {
   uint64_t generation = 0;
   std::shared_ptr<Window> window;
   ThreadBuffer* buffer = nullptr;
-  OpCache ops;
+  op_tracer::ThreadState ops{ActiveWindow::generations(), /*by_owner=*/true};
 
   // The open window's buffer of this thread, registered first if needed; nullptr when none.
   ThreadBuffer* current() { return ActiveWindow::generation() == generation ? buffer : refresh(); }
 
-  // Out of line: the first call of a thread under a window, and the first after one opens or closes.
+  // Out of line: the first call of a thread under a window, and the first after one opens or
+  // closes. The op recording follows the window: it records into the window's session.
   C10_NOINLINE ThreadBuffer* refresh() {
     ActiveWindow::view(generation, [this](const std::shared_ptr<Window>& active) {
       window = active;
       buffer = nullptr;
+      ops.attach(window ? window->op_session : nullptr, generation);
       if (!window) return;
       auto fresh = std::make_unique<ThreadBuffer>();
       fresh->os_tid = os_thread_id();
       fresh->rf_thread_id = at::RecordFunction::currentThreadId();
-      std::lock_guard<std::mutex> buffers_lock(window->mutex);
-      window->buffers.push_back(std::move(fresh));
-      buffer = window->buffers.back().get();
+      buffer = &window->buffers.add(std::move(fresh));
     });
     return buffer;
   }
@@ -113,9 +95,9 @@ inline bool is_async(const at::RecordFunction& fn) {
 }
 
 inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
-  if (op_tracer_scope(fn.scope())) op_tracer::on_start(fn);
   ThreadState& ts = thread_state();
-  ThreadBuffer* b = ts.current();
+  ThreadBuffer* b = ts.current();  // first: it attaches the op recording to the window's session
+  if (op_tracer_scope(fn.scope())) op_tracer::enter(ts.ops, fn);
   if (b == nullptr) return nullptr;
   const Settings& settings = ts.window->settings;
   // torch.profiler takes no stack for an autograd node (it runs outside the interpreter).
@@ -139,7 +121,10 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     case at::RecordScope::USER_SCOPE: e.kind = EventKind::kUserAnnotation; break;
     default: e.kind = EventKind::kOther; break;
   }
-  if (e.kind == EventKind::kOp) e.op = ts.ops.find(fn);
+  if (e.kind == EventKind::kOp) {
+    const op_tracer::CacheSlot* slot = ts.ops.lookup(fn);
+    e.op = slot != nullptr ? slot->info : nullptr;
+  }
   if (e.op != nullptr) {
     e.name = fn.name();
   } else {
@@ -182,8 +167,8 @@ C10_NOINLINE inline void end_async(const at::RecordFunction& fn, Window& window,
 }
 
 inline void on_end(const at::RecordFunction& fn, at::ObserverContext*) {
-  if (op_tracer_scope(fn.scope())) op_tracer::on_end(fn, nullptr);
   ThreadState& ts = thread_state();
+  if (op_tracer_scope(fn.scope())) op_tracer::leave(ts.ops);
   ThreadBuffer* b = ts.current();
   if (b == nullptr) return;
   const int64_t end = now_ns();

@@ -9,7 +9,9 @@
 #include <optrace/detail/common/block_vector.hpp>
 #include <optrace/detail/common/dispatcher.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
+#include <optrace/detail/op_tracer/recorder.hpp>
 #include <optrace/detail/profiler/device_event.hpp>
+#include <optrace/detail/recording/thread_buffers.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -89,8 +91,10 @@ struct Settings {
 struct Window {
   Settings settings;
   int64_t start_ns = 0, end_ns = 0;
-  std::mutex mutex;  // guards `buffers`
-  std::vector<std::unique_ptr<ThreadBuffer>> buffers;
+  ThreadBuffers<ThreadBuffer> buffers;
+  // Where the window's op calls are recorded for the hf op trace (Profiler::op_trace()): the
+  // Profiler's session, or none while an OpTracer records (its own callbacks record them).
+  std::shared_ptr<op_tracer::Session> op_session;
   // Set when the window closes: a thread that got its buffer just before checks it under the
   // buffer's lock, so nothing is appended once the window's trace is handed over.
   std::atomic<bool> closed{false};

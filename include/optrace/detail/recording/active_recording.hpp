@@ -71,6 +71,9 @@ class ActiveRecording {
   // The callbacks' side. Changes at every install and retract; never 0, so that a thread's 0
   // means "no generation seen yet".
   static uint64_t generation() { return counter().load(std::memory_order_acquire); }
+  // The counter itself, for a thread state that follows this kind's generations through a
+  // pointer (op_tracer::ThreadState: OpTracer's sessions, or the Profiler's windows).
+  static const std::atomic<uint64_t>& generations() { return counter(); }
 
   // Calls `with(state)` (nullptr when none is active) with the generation it belongs to in
   // `generation`, under the lock that install and retract take: a thread registers here.
