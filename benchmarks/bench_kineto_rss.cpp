@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
       const optrace::kineto::ImportResult r = optrace::kineto::load(argv[2]);
       std::printf("%lld calls kept\n", static_cast<long long>(r.report.kept));
     } else {
-      const optrace::KeyAverages k = optrace::KeyAverages::from_kineto_file(argv[2], false);
+      const optrace::KeyAverages k = optrace::KeyAverages::from_kineto_file(argv[2], optrace::GroupBy::Name);
       std::printf("%zu rows\n", k.rows().size());
     }
   } catch (const std::exception& e) {

@@ -210,7 +210,7 @@ TEST_CASE("distributed: the trace of a rank", "[distributed]") {
   const std::string path = optrace_test::temp_path("distributed_rank1.pt.trace.json");
   prof.export_chrome_trace(path);
   CHECK(optrace::kineto::load(path).trace.to_json().find("add_") != std::string::npos);
-  CHECK_FALSE(optrace::KeyAverages::from_kineto_file(path, false).table("cpu_time_total", 10).empty());
+  CHECK_FALSE(optrace::KeyAverages::from_kineto_file(path, optrace::GroupBy::Name).table("cpu_time_total", 10).empty());
   check_execution_trace(et_path);
 }
 

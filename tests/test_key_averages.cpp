@@ -22,6 +22,7 @@
 
 namespace key_averages_test {  // (a unity group shares one translation unit: names of its own)
 
+using optrace::GroupBy;
 using optrace::KeyAverage;
 using optrace::KeyAverages;
 using optrace::MemoryRecord;
@@ -64,7 +65,7 @@ TimedEvent with_ids(TimedEvent e, int64_t id, int64_t linked = 0) {
 // `== key_averages(group_by_input_shape=G).table(sort_by="S", row_limit=N)`.
 struct PrintedTable {
   std::string call;
-  bool grouped = false;
+  GroupBy group_by = GroupBy::Name;  // G: True is GroupBy::InputShape
   std::string sort_by;
   int row_limit = 0;
   std::string text;
@@ -76,7 +77,7 @@ std::vector<PrintedTable> printed_tables(const std::string& name) {
   for (std::sregex_iterator it(text.begin(), text.end(), head), end; it != end; ++it) {
     const size_t from = static_cast<size_t>(it->position() + it->length());
     auto next = std::next(it);
-    out.push_back({it->str(), (*it)[1] == "True", (*it)[2], std::stoi((*it)[3]),
+    out.push_back({it->str(), (*it)[1] == "True" ? GroupBy::InputShape : GroupBy::Name, (*it)[2], std::stoi((*it)[3]),
                    text.substr(from, next == end ? std::string::npos : static_cast<size_t>(next->position()) - from)});
   }
   return out;
@@ -137,18 +138,18 @@ TEST_CASE("key_averages: a trace that says its times were not measured says so",
   // kineto::save of an op trace: one event per unique input, 1 us each, its calls in args.count.
   const optrace::OpTrace trace = optrace::OpTrace::load(optrace_test::data_path("peer/mlp.hf_op_trace.json"));
   const std::string exported = optrace::detail::kineto::export_trace(trace, optrace::kineto::ExportOptions());
-  const KeyAverages untimed = KeyAverages::from_kineto_text(exported, false);
+  const KeyAverages untimed = KeyAverages::from_kineto_text(exported, GroupBy::Name);
   CHECK_FALSE(untimed.times_measured());
   CHECK_FALSE(untimed.rows().empty());
-  const KeyAverages measured = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/small_base.pt.trace.json.gz"), false);
+  const KeyAverages measured = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/small_base.pt.trace.json.gz"), GroupBy::Name);
   CHECK(measured.times_measured());
-  CHECK(KeyAverages::from_events({}, {}, false).times_measured());
+  CHECK(KeyAverages::from_events({}, {}, GroupBy::Name).times_measured());
 }
 
 TEST_CASE("key_averages: self time is the time less the events nested directly in it", "[key_averages]") {
   // A parent with two children, one of which has a child of its own.
   const KeyAverages a = KeyAverages::from_events(
-      {event("parent", 1, 0, 10), event("a", 1, 1, 3), event("b", 1, 4, 8), event("c", 1, 5, 6)}, {}, false);
+      {event("parent", 1, 0, 10), event("a", 1, 1, 3), event("b", 1, 4, 8), event("c", 1, 5, 6)}, {}, GroupBy::Name);
   auto rows = by_name(a);
   CHECK(rows["parent"].self_cpu_us == 4.0);  // 10 - 2 - 4: c is b's, not the parent's
   CHECK(rows["parent"].cpu_total_us == 10.0);
@@ -165,17 +166,17 @@ TEST_CASE("key_averages: self time is the time less the events nested directly i
 
 TEST_CASE("key_averages: events nest within their own thread only", "[key_averages]") {
   SECTION("another thread's event inside a parent's time is not its child") {
-    auto rows = by_name(KeyAverages::from_events({event("p", 1, 0, 10), event("q", 2, 2, 5)}, {}, false));
+    auto rows = by_name(KeyAverages::from_events({event("p", 1, 0, 10), event("q", 2, 2, 5)}, {}, GroupBy::Name));
     CHECK(rows["p"].self_cpu_us == 10.0);
     CHECK(rows["q"].self_cpu_us == 3.0);
   }
   SECTION("an event that outlives the one before it is not its child") {
-    auto rows = by_name(KeyAverages::from_events({event("x", 1, 0, 5), event("y", 1, 3, 8)}, {}, false));
+    auto rows = by_name(KeyAverages::from_events({event("x", 1, 0, 5), event("y", 1, 3, 8)}, {}, GroupBy::Name));
     CHECK(rows["x"].self_cpu_us == 5.0);
     CHECK(rows["y"].self_cpu_us == 5.0);
   }
   SECTION("an event that starts as its parent ends is not its child") {
-    auto rows = by_name(KeyAverages::from_events({event("x", 1, 0, 5), event("y", 1, 5, 5)}, {}, false));
+    auto rows = by_name(KeyAverages::from_events({event("x", 1, 0, 5), event("y", 1, 5, 5)}, {}, GroupBy::Name));
     CHECK(rows["x"].self_cpu_us == 5.0);
   }
 }
@@ -183,7 +184,7 @@ TEST_CASE("key_averages: events nest within their own thread only", "[key_averag
 TEST_CASE("key_averages: a call nested alone in a call of the same name counts once", "[key_averages]") {
   SECTION("recursion: merged, as torch's _remove_dup_nodes does") {
     const KeyAverages a = KeyAverages::from_events(
-        {event("f", 1, 0, 10), event("f", 1, 1, 9), event("f", 1, 2, 8), event("g", 1, 3, 4)}, {}, false);
+        {event("f", 1, 0, 10), event("f", 1, 1, 9), event("f", 1, 2, 8), event("g", 1, 3, 4)}, {}, GroupBy::Name);
     auto rows = by_name(a);
     CHECK(rows["f"].calls == 1);
     CHECK(rows["f"].cpu_total_us == 10.0);
@@ -191,7 +192,7 @@ TEST_CASE("key_averages: a call nested alone in a call of the same name counts o
     CHECK(rows["g"].calls == 1);
   }
   SECTION("beside another child it stays a call of its own") {
-    auto rows = by_name(KeyAverages::from_events({event("h", 1, 0, 10), event("h", 1, 1, 4), event("k", 1, 5, 6)}, {}, false));
+    auto rows = by_name(KeyAverages::from_events({event("h", 1, 0, 10), event("h", 1, 1, 4), event("k", 1, 5, 6)}, {}, GroupBy::Name));
     CHECK(rows["h"].calls == 2);
     CHECK(rows["h"].cpu_total_us == 13.0);
     CHECK(rows["h"].self_cpu_us == 9.0);  // 10 - 3 - 1, and 3
@@ -199,7 +200,7 @@ TEST_CASE("key_averages: a call nested alone in a call of the same name counts o
   SECTION("ProfilerStep#N are one row, ProfilerStep*, apart from an op of the same name") {
     auto a = KeyAverages::from_events({event("ProfilerStep#7", 1, 0, 10, "", true), event("ProfilerStep#8", 1, 10, 30, "", true),
                                        event("ProfilerStep*", 1, 40, 41)},
-                                      {}, false);
+                                      {}, GroupBy::Name);
     REQUIRE(a.rows().size() == 2);
     CHECK(a.rows()[0].name == "ProfilerStep*");
     CHECK(a.rows()[0].user_annotation);
@@ -209,7 +210,7 @@ TEST_CASE("key_averages: a call nested alone in a call of the same name counts o
   SECTION("the utility events torch leaves out leave their time to their parent") {
     auto rows = by_name(KeyAverages::from_events({event("aten::add", 1, 0, 10), event("aten::is_leaf", 1, 1, 3),
                                                   event("profiler::_record_function_enter_new", 1, 4, 5)},
-                                                 {}, false));
+                                                 {}, GroupBy::Name));
     CHECK(rows.size() == 1);
     CHECK(rows["aten::add"].self_cpu_us == 10.0);
   }
@@ -226,7 +227,7 @@ TEST_CASE("key_averages: memory within an event, on any thread, and outside ever
       {1, 6.0, 64, 2},       // MKLDNN: CPU memory to torch
       {3, 20.0, 7, 0},       // in no event: a "[memory]" row
       {3, 25.0, -7, 0}};
-  const KeyAverages a = KeyAverages::from_events(events, memory, false);
+  const KeyAverages a = KeyAverages::from_events(events, memory, GroupBy::Name);
   CHECK(a.has_memory());
   auto rows = by_name(a);
   CHECK(rows["p"].cpu_memory == 100 + 50 - 30 + 8 + 64);
@@ -237,7 +238,7 @@ TEST_CASE("key_averages: memory within an event, on any thread, and outside ever
   CHECK(rows["[memory]"].cpu_memory == 0);
   CHECK(rows["[memory]"].cpu_total_us == 0.0);
   CHECK_THAT(a.table(), OPTRACE_CONTAINS("CPU Mem  Self CPU Mem"));
-  CHECK_THAT(KeyAverages::from_events(events, {}, false).table(), !OPTRACE_CONTAINS("CPU Mem"));
+  CHECK_THAT(KeyAverages::from_events(events, {}, GroupBy::Name).table(), !OPTRACE_CONTAINS("CPU Mem"));
 }
 
 TEST_CASE("key_averages: memory bounds rounded as torch rounds its clock's microseconds", "[key_averages]") {
@@ -250,12 +251,12 @@ TEST_CASE("key_averages: memory bounds rounded as torch rounds its clock's micro
   const std::vector<TimedEvent> events = {event("op", 1, 10, 20)};
   const std::vector<MemoryRecord> memory = {{1, 19.9, 1, 0}, {1, 19.99, 2, 0}};
   // The op ends at ...020000 ns, taken as ...019968: a free 10 ns before its end falls out.
-  CHECK(KeyAverages::from_events(events, memory, false, 1790857026000000000).rows()[0].cpu_memory == 1);
-  CHECK(KeyAverages::from_events(events, memory, false).rows()[0].cpu_memory == 3);
+  CHECK(KeyAverages::from_events(events, memory, GroupBy::Name, 1790857026000000000).rows()[0].cpu_memory == 1);
+  CHECK(KeyAverages::from_events(events, memory, GroupBy::Name).rows()[0].cpu_memory == 3);
 }
 
 TEST_CASE("key_averages: sort_by and row_limit", "[key_averages]") {
-  const KeyAverages a = KeyAverages::from_events(two_steps(), {}, false);
+  const KeyAverages a = KeyAverages::from_events(two_steps(), {}, GroupBy::Name);
   CHECK(names_in_order(a.table()) == std::vector<std::string>{"ProfilerStep*", "aten::addmm", "aten::linear", "aten::relu", "aten::t"});
   CHECK(names_in_order(a.table("cpu_time_total")) ==
         std::vector<std::string>{"ProfilerStep*", "aten::linear", "aten::addmm", "aten::relu", "aten::t"});
@@ -270,11 +271,11 @@ TEST_CASE("key_averages: sort_by and row_limit", "[key_averages]") {
   CHECK(names_in_order(a.table("self_cpu_time_total", -1)).size() == 5);
   // The footer and the shares are of every row, shown or not.
   CHECK_THAT(a.table("self_cpu_time_total", 1), OPTRACE_CONTAINS("Self CPU time total: 185.500us"));
-  CHECK(KeyAverages::from_events({}, {}, false).table().empty());
+  CHECK(KeyAverages::from_events({}, {}, GroupBy::Name).table().empty());
 }
 
 TEST_CASE("key_averages: an unknown sort_by names the valid ones", "[key_averages]") {
-  const KeyAverages a = KeyAverages::from_events(two_steps(), {}, false);
+  const KeyAverages a = KeyAverages::from_events(two_steps(), {}, GroupBy::Name);
   const std::string message =
       "optrace: ArgumentError: unknown sort_by 'self_gpu_time_total': expected one of self_cpu_time_total, "
       "cpu_time_total, cpu_time, count, cpu_memory_usage, self_cpu_memory_usage, self_cuda_time_total "
@@ -285,13 +286,14 @@ TEST_CASE("key_averages: an unknown sort_by names the valid ones", "[key_average
   CHECK_THROWS_WITH(a.to_json("self_gpu_time_total"), message);
   // The device keys of a CPU-only profile sort nothing (every row has 0), as in torch.
   CHECK(names_in_order(a.table("self_cuda_time_total")) == names_in_order(a.table("")));
-  CHECK_THROWS_WITH(KeyAverages::from_events({}, {}, false).table("nope"), OPTRACE_STARTS_WITH("optrace: ArgumentError: unknown sort_by 'nope'"));
+  CHECK_THROWS_WITH(KeyAverages::from_events({}, {}, GroupBy::Name).table("nope"),
+                    OPTRACE_STARTS_WITH("optrace: ArgumentError: unknown sort_by 'nope'"));
 }
 
 TEST_CASE("key_averages: grouping by input shape", "[key_averages]") {
   const KeyAverages a = KeyAverages::from_events({event("aten::add", 1, 0, 1, "[[2, 3], [2, 3], []]"), event("aten::add", 1, 2, 4, "[[4], [4], []]"),
                                                   event("aten::add", 1, 5, 6, "[[2, 3], [2, 3], []]"), event("step", 1, 10, 20, "", true)},
-                                                 {}, true);
+                                                 {}, GroupBy::InputShape);
   auto rows = by_name(a);
   REQUIRE(rows.size() == 3);
   CHECK(rows["aten::add [[2, 3], [2, 3], []]"].calls == 2);
@@ -299,12 +301,13 @@ TEST_CASE("key_averages: grouping by input shape", "[key_averages]") {
   CHECK(rows["step []"].calls == 1);  // no recorded shapes: torch's []
   CHECK_THAT(a.table(), OPTRACE_CONTAINS("Input Shapes"));
   // Not grouped: one row, no shapes, no column.
-  const KeyAverages plain = KeyAverages::from_events({event("aten::add", 1, 0, 1, "[[2, 3]]"), event("aten::add", 1, 2, 4, "[[4]]")}, {}, false);
+  const KeyAverages plain =
+      KeyAverages::from_events({event("aten::add", 1, 0, 1, "[[2, 3]]"), event("aten::add", 1, 2, 4, "[[4]]")}, {}, GroupBy::Name);
   REQUIRE(plain.rows().size() == 1);
   CHECK(plain.rows()[0].input_shapes.empty());
   CHECK_THAT(plain.table(), !OPTRACE_CONTAINS("Input Shapes"));
   // Grouped, but no row with a shape: no column (torch shows it for a non-empty list only).
-  CHECK_THAT(KeyAverages::from_events({event("step", 1, 0, 1, "", true)}, {}, true).table(), !OPTRACE_CONTAINS("Input Shapes"));
+  CHECK_THAT(KeyAverages::from_events({event("step", 1, 0, 1, "", true)}, {}, GroupBy::InputShape).table(), !OPTRACE_CONTAINS("Input Shapes"));
   CHECK(optrace::input_shapes_text({std::vector<int64_t>{32, 512}, std::vector<int64_t>{}, std::nullopt}) == "[[32, 512], [], []]");
   CHECK(optrace::input_shapes_text({}) == "[]");
 }
@@ -323,7 +326,7 @@ TEST_CASE("key_averages: the whole table as torch 2.6 printed it for the same ev
       "          aten::t         1.62%       3.000us         1.62%       3.000us       3.000us             1  \n"
       "-----------------  ------------  ------------  ------------  ------------  ------------  ------------  \n"
       "Self CPU time total: 185.500us\n";
-  CHECK(KeyAverages::from_events(two_steps(), {}, false).table("self_cpu_time_total", -1) == plain);
+  CHECK(KeyAverages::from_events(two_steps(), {}, GroupBy::Name).table("self_cpu_time_total", -1) == plain);
   const std::string grouped =
       "-----------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------  \n"
       "             Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls                       Input Shapes  \n"
@@ -335,22 +338,22 @@ TEST_CASE("key_averages: the whole table as torch 2.6 printed it for the same ev
       "          aten::t         1.62%       3.000us         1.62%       3.000us       3.000us             1                           [[4, 3]]  \n"
       "-----------------  ------------  ------------  ------------  ------------  ------------  ------------  ---------------------------------  \n"
       "Self CPU time total: 185.500us\n";
-  CHECK(KeyAverages::from_events(two_steps(), {}, true).table("self_cpu_time_total", -1) == grouped);
+  CHECK(KeyAverages::from_events(two_steps(), {}, GroupBy::InputShape).table("self_cpu_time_total", -1) == grouped);
   // Long names are cut as torch cuts them: 52 characters and "...", the column 55 wide.
   const std::string name(60, 'n');
-  const std::string table = KeyAverages::from_events({event(name, 1, 0, 1500000)}, {}, false).table();
+  const std::string table = KeyAverages::from_events({event(name, 1, 0, 1500000)}, {}, GroupBy::Name).table();
   CHECK_THAT(table, OPTRACE_CONTAINS("\n" + std::string(52, 'n') + "...       100.00%        1.500s       100.00%        1.500s        1.500s             1  \n"));
   CHECK_THAT(table, OPTRACE_STARTS_WITH(std::string(55, '-') + "  "));
 }
 
 TEST_CASE("key_averages: to_json holds the rows the table shows", "[key_averages]") {
-  const KeyAverages a = KeyAverages::from_events(two_steps(), {}, true);
+  const KeyAverages a = KeyAverages::from_events(two_steps(), {}, GroupBy::InputShape);
   CHECK(a.to_json("count", 1) ==
         "[{\"name\": \"ProfilerStep*\", \"input_shapes\": \"[]\", \"user_annotation\": true, \"calls\": 2, \"self_cpu_us\": 90.0, "
         "\"self_cpu_share\": 0.48517520215633425, \"cpu_total_us\": 180.0, \"cpu_time_avg_us\": 90.0, \"cpu_memory\": 0, "
         "\"self_cpu_memory\": 0}]");
-  CHECK_THAT(KeyAverages::from_events(two_steps(), {}, false).to_json(), !OPTRACE_CONTAINS("input_shapes"));
-  CHECK(KeyAverages::from_events({}, {}, false).to_json() == "[]");
+  CHECK_THAT(KeyAverages::from_events(two_steps(), {}, GroupBy::Name).to_json(), !OPTRACE_CONTAINS("input_shapes"));
+  CHECK(KeyAverages::from_events({}, {}, GroupBy::Name).to_json() == "[]");
 }
 
 // A linear layer on the GPU as torch holds it: ops with their correlation ids, the runtime calls
@@ -370,7 +373,7 @@ std::vector<TimedEvent> gpu_step() {
 }
 
 TEST_CASE("key_averages: kernels count toward the op that launched them, and are rows of their own", "[key_averages]") {
-  const KeyAverages a = KeyAverages::from_events(gpu_step(), {}, false);
+  const KeyAverages a = KeyAverages::from_events(gpu_step(), {}, GroupBy::Name);
   CHECK(a.has_device());
   auto rows = by_name(a);
   // addmm launched both gemms; linear holds them through addmm, its child.
@@ -438,7 +441,7 @@ TEST_CASE("key_averages: a merged call's kernels replace the outer call's, and d
                                           on_device("k2", 62, 65, 11),
                                           on_device("k3", 70, 74, 12)};
   const std::vector<MemoryRecord> memory = {{1, 15, 1024, 1}, {1, 30, 2048, 1}, {1, 40, 100, 0}, {1, 200, -512, 1}};
-  const KeyAverages a = KeyAverages::from_events(events, memory, false);
+  const KeyAverages a = KeyAverages::from_events(events, memory, GroupBy::Name);
   auto rows = by_name(a);
   CHECK(rows["f"].calls == 1);
   CHECK(rows["f"].self_device_us == 3.0);  // k2, not k1
@@ -470,11 +473,11 @@ TEST_CASE("key_averages: a merged call's kernels replace the outer call's, and d
   CHECK_THAT(later, OPTRACE_CONTAINS("         100 B         100 B       3.00 KB       2.00 KB             1  \n"));
   CHECK_THAT(later, OPTRACE_CONTAINS("        -512 B        -512 B             1  \n"));
   // Grouped by input shape: the device rows show [].
-  CHECK_THAT(KeyAverages::from_events(events, memory, true).table("self_cuda_memory_usage", -1),
+  CHECK_THAT(KeyAverages::from_events(events, memory, GroupBy::InputShape).table("self_cuda_memory_usage", -1),
              OPTRACE_CONTAINS("             1      [[2, 3]]  \n"));
   // Device memory alone, without a device event: the profile had no accelerator (torch's
   // use_device None), no CUDA columns.
-  const KeyAverages cpu_only = KeyAverages::from_events({event("f", 1, 0, 50)}, memory, false);
+  const KeyAverages cpu_only = KeyAverages::from_events({event("f", 1, 0, 50)}, memory, GroupBy::Name);
   CHECK_FALSE(cpu_only.has_device());
   CHECK(by_name(cpu_only)["f"].device_memory == 3072);
   CHECK_THAT(cpu_only.table(), !OPTRACE_CONTAINS("CUDA"));
@@ -483,44 +486,45 @@ TEST_CASE("key_averages: a merged call's kernels replace the outer call's, and d
 TEST_CASE("key_averages: the CUDA columns only where a row has device time", "[key_averages]") {
   // Device events of no duration: the profile had an accelerator, but torch shows no columns
   // for time none of its rows has.
-  const KeyAverages idle = KeyAverages::from_events({with_ids(event("aten::add", 1, 0, 10), 1), on_device("k", 5, 5, 1)}, {}, false);
+  const KeyAverages idle = KeyAverages::from_events({with_ids(event("aten::add", 1, 0, 10), 1), on_device("k", 5, 5, 1)}, {}, GroupBy::Name);
   CHECK(idle.has_device());
   CHECK_THAT(idle.table(), !OPTRACE_CONTAINS("CUDA"));
   // The JSON has the device fields with an accelerator, and only then.
-  const std::string json = KeyAverages::from_events(gpu_step(), {}, false).to_json("self_cuda_time_total", 1);
+  const std::string json = KeyAverages::from_events(gpu_step(), {}, GroupBy::Name).to_json("self_cuda_time_total", 1);
   CHECK(json ==
         "[{\"name\": \"step\", \"user_annotation\": true, \"calls\": 1, \"self_cpu_us\": 0.0, \"self_cpu_share\": 0.0, "
         "\"cpu_total_us\": 0.0, \"cpu_time_avg_us\": 0.0, \"cpu_memory\": 0, \"self_cpu_memory\": 0, \"on_device\": true, "
         "\"self_device_us\": 101.0, \"self_device_share\": 5.9411764705882355, \"device_total_us\": 101.0, "
         "\"device_time_avg_us\": 101.0, \"device_memory\": 0, \"self_device_memory\": 0}]");
-  CHECK_THAT(KeyAverages::from_events(two_steps(), {}, false).to_json(), !OPTRACE_CONTAINS("device"));
-  CHECK_THROWS_WITH(KeyAverages::from_events({with_ids(event("x", 1, 0, 1), -1)}, {}, false),
+  CHECK_THAT(KeyAverages::from_events(two_steps(), {}, GroupBy::Name).to_json(), !OPTRACE_CONTAINS("device"));
+  CHECK_THROWS_WITH(KeyAverages::from_events({with_ids(event("x", 1, 0, 1), -1)}, {}, GroupBy::Name),
                     "optrace: ArgumentError: event 0 (x): correlation ids must be >= 0 (0: none), got correlation_id -1 and "
                     "linked_correlation_id 0");
 }
 
 TEST_CASE("key_averages: bad events are ArgumentErrors that name them", "[key_averages]") {
-  CHECK_THROWS_WITH(KeyAverages::from_events({event("aten::add", 1, 0, -1)}, {}, false),
+  CHECK_THROWS_WITH(KeyAverages::from_events({event("aten::add", 1, 0, -1)}, {}, GroupBy::Name),
                     "optrace: ArgumentError: event 0 (aten::add): dur_us must be a finite number of microseconds of at least 0, got -1");
   TimedEvent nan = event("aten::mul", 1, 0, 1);
   nan.start_us = std::numeric_limits<double>::quiet_NaN();
-  CHECK_THROWS_WITH(KeyAverages::from_events({event("x", 1, 0, 1), nan}, {}, false),
+  CHECK_THROWS_WITH(KeyAverages::from_events({event("x", 1, 0, 1), nan}, {}, GroupBy::Name),
                     "optrace: ArgumentError: event 1 (aten::mul): start_us must be a finite number of microseconds, got nan");
-  CHECK_THROWS_WITH(KeyAverages::from_events({}, {MemoryRecord{0, std::numeric_limits<double>::infinity(), 1, 0}}, false),
+  CHECK_THROWS_WITH(KeyAverages::from_events({}, {MemoryRecord{0, std::numeric_limits<double>::infinity(), 1, 0}}, GroupBy::Name),
                     "optrace: ArgumentError: memory record 0: ts_us must be a finite number of microseconds, got inf");
 }
 
 TEST_CASE("key_averages: torch 2.6's own tables of a trace it wrote, character for character", "[key_averages]") {
   // tests/data/kineto/torch26_scripted.*: the trace and what torch printed in that run (with
   // memory, nested record_function ranges, grouped by input shape, every sort key).
-  const KeyAverages plain = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz"), false);
-  const KeyAverages grouped = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz"), true);
+  const std::string trace = optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz");
+  const KeyAverages plain = KeyAverages::from_kineto_file(trace, GroupBy::Name);
+  const KeyAverages grouped = KeyAverages::from_kineto_file(trace, GroupBy::InputShape);
   CHECK(plain.has_memory());
   CHECK_FALSE(plain.has_device());
   const std::vector<PrintedTable> tables = printed_tables("kineto/torch26_scripted.tables.txt");
   for (const PrintedTable& t : tables) {
     INFO(t.call);
-    CHECK((t.grouped ? grouped : plain).table(t.sort_by, t.row_limit) == t.text);
+    CHECK((t.group_by == GroupBy::InputShape ? grouped : plain).table(t.sort_by, t.row_limit) == t.text);
   }
   CHECK(tables.size() == 6);
   // The nested "step" ranges merged (3 calls, not 6); the "outer" ones beside a sibling are not.
@@ -557,7 +561,7 @@ TEST_CASE("key_averages: torch 2.11's CUDA tables, character for character, give
   CHECK(tables.size() == 7);
   for (const PrintedTable& t : tables) {
     INFO(t.call);
-    const KeyAverages a = KeyAverages::from_events(events.events, events.memory, t.grouped, events.time_zero_ns);
+    const KeyAverages a = KeyAverages::from_events(events.events, events.memory, t.group_by, events.time_zero_ns);
     CHECK(a.table(t.sort_by, t.row_limit, kTorch211) == t.text);
   }
 }
@@ -567,13 +571,14 @@ TEST_CASE("key_averages: torch 2.11's CUDA tables of the trace it wrote, all but
   // "Activity Buffer Request" has no device time, and the first aten::addmm and its aten::linear,
   // around it, 11.680 us less device time in all. Every other line, every other cell of those
   // rows, the order of every other row and the totals are torch's.
-  const KeyAverages plain = KeyAverages::from_kineto_file(optrace_test::data_path(kCudaTrace), false);
-  const KeyAverages grouped = KeyAverages::from_kineto_file(optrace_test::data_path(kCudaTrace), true);
+  const KeyAverages plain = KeyAverages::from_kineto_file(optrace_test::data_path(kCudaTrace), GroupBy::Name);
+  const KeyAverages grouped = KeyAverages::from_kineto_file(optrace_test::data_path(kCudaTrace), GroupBy::InputShape);
   CHECK((plain.has_device() && plain.has_memory()));
   const std::set<std::string> differing = {"Activity Buffer Request", "aten::addmm", "aten::linear"};
   for (const PrintedTable& t : printed_tables(kCudaTables)) {
     INFO(t.call);
-    const std::vector<std::string> ours = lines_of((t.grouped ? grouped : plain).table(t.sort_by, t.row_limit, kTorch211));
+    const bool by_shape = t.group_by == GroupBy::InputShape;
+    const std::vector<std::string> ours = lines_of((by_shape ? grouped : plain).table(t.sort_by, t.row_limit, kTorch211));
     const std::vector<std::string> theirs = lines_of(t.text);
     REQUIRE(ours.size() == theirs.size());
     std::vector<std::string> ours_rest, theirs_rest;
@@ -590,7 +595,7 @@ TEST_CASE("key_averages: torch 2.11's CUDA tables of the trace it wrote, all but
     split(theirs, theirs_rest, theirs_differing);
     CHECK(ours_rest == theirs_rest);
     // The overhead's row; addmm's and linear's (each in two rows, grouped: the two layers' shapes).
-    CHECK(theirs_differing.size() == (t.grouped ? 5u : 3u));
+    CHECK(theirs_differing.size() == (by_shape ? 5u : 3u));
     REQUIRE(ours_differing.size() == theirs_differing.size());
     for (const auto& [row, cells] : theirs_differing) {
       INFO(row);
@@ -599,7 +604,7 @@ TEST_CASE("key_averages: torch 2.11's CUDA tables of the trace it wrote, all but
       // Name and CPU columns (0-5), memory, calls and shapes (10-): torch's.
       for (size_t i = 0; i < cells.size(); ++i)
         if (i < 6 || i >= 10) CHECK(mine[i] == cells[i]);
-      const int64_t calls = std::stoll(cells[cells.size() - (t.grouped ? 2 : 1)]);
+      const int64_t calls = std::stoll(cells[cells.size() - (by_shape ? 2 : 1)]);
       const double lost = us_of(cells[8]) - us_of(mine[8]);  // CUDA total
       if (cells[0] == "Activity Buffer Request") {
         CHECK(cells[6] == "11.680us");
@@ -651,7 +656,7 @@ TEST_CASE("key_averages: what a Kineto trace's events count for", "[key_averages
     {"ph": "f", "id": 1, "pid": 1, "tid": 7, "ts": 1015, "cat": "ac2g", "name": "ac2g"},
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "main"}}
   ], "baseTimeNanoseconds": 1790857026000000000})json";
-  const KeyAverages a = KeyAverages::from_kineto_text(text, true);
+  const KeyAverages a = KeyAverages::from_kineto_text(text, GroupBy::InputShape);
   REQUIRE(a.rows().size() == 6);
   CHECK(a.has_memory());
   CHECK(a.has_device());
@@ -682,7 +687,7 @@ TEST_CASE("key_averages: what a Kineto trace's events count for", "[key_averages
   CHECK(a.self_device_time_total_us() == 100);  // the kernel; not the annotation
   // A bare list of events, as older profilers wrote, gives the same rows.
   const std::string list = text.substr(text.find('['), text.rfind(']') - text.find('[') + 1);
-  CHECK(KeyAverages::from_kineto_text(list, true).table() == a.table());
+  CHECK(KeyAverages::from_kineto_text(list, GroupBy::InputShape).table() == a.table());
 }
 
 TEST_CASE("key_averages: a Kineto trace's ids link kernels and runtime calls to the ops", "[key_averages]") {
@@ -703,7 +708,7 @@ TEST_CASE("key_averages: a Kineto trace's ids link kernels and runtime calls to 
     {"ph": "X", "cat": "cuda_runtime", "name": "cudaDeviceSynchronize", "pid": 1, "tid": 1, "ts": 1300, "dur": 50,
      "args": {"External id": 0, "correlation": 5}}
   ]})json";
-  const KeyAverages a = KeyAverages::from_kineto_text(text, false);
+  const KeyAverages a = KeyAverages::from_kineto_text(text, GroupBy::Name);
   auto rows = by_name(a);
   // The call (thread 8) and the overhead (thread 0) are on the mm's thread, its children.
   CHECK(rows["aten::mm"].self_cpu_us == 70.0);
@@ -720,17 +725,17 @@ TEST_CASE("key_averages: a Kineto trace's ids link kernels and runtime calls to 
   // mm is not: no child of it.
   std::string other = text;
   other.replace(other.find("\"pid\": 1, \"tid\": 1, \"ts\": 1010"), 10, "\"pid\": 2,");
-  CHECK(by_name(KeyAverages::from_kineto_text(other, false))["aten::mm"].self_cpu_us == 90.0);
+  CHECK(by_name(KeyAverages::from_kineto_text(other, GroupBy::Name))["aten::mm"].self_cpu_us == 90.0);
 }
 
 TEST_CASE("key_averages: the real traces of HolisticTraceAnalysis", "[key_averages]") {
-  const KeyAverages small = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/small_base.pt.trace.json.gz"), true);
+  const KeyAverages small = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/small_base.pt.trace.json.gz"), GroupBy::InputShape);
   auto rows = by_name(small);
   CHECK(rows["ProfilerStep* []"].calls == 2);
   CHECK(rows["nccl:all_reduce [[4432073]]"].calls == 2);
   CHECK(rows["cudaLaunchKernel []"].calls == 2);  // the runtime's calls, as torch's table has them
   CHECK(small.table("self_cpu_time_total", 1).find("Self CPU time total: 223.188ms\n") != std::string::npos);
-  const KeyAverages mtia = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/mtia_inference.pt.trace.json.gz"), false);
+  const KeyAverages mtia = KeyAverages::from_kineto_file(optrace_test::data_path("kineto/mtia_inference.pt.trace.json.gz"), GroupBy::Name);
   CHECK(mtia.rows().size() == 60);
   CHECK_FALSE(mtia.has_memory());
   for (const KeyAverage& r : mtia.rows()) {
@@ -746,7 +751,7 @@ TEST_CASE("key_averages: the real traces of HolisticTraceAnalysis", "[key_averag
 // `most_asked` is set to the most bytes one read asked for (the buffer, less what it held).
 std::string streamed_tables(const std::string& text, size_t piece_bytes, size_t* most_asked = nullptr) {
   std::string out;
-  for (bool group : {false, true}) {
+  for (GroupBy group : {GroupBy::Name, GroupBy::InputShape}) {
     struct Asked : optrace_test::TextReader {
       size_t most = 0;
       size_t read(char* into, size_t n) {
@@ -764,7 +769,7 @@ std::string streamed_tables(const std::string& text, size_t piece_bytes, size_t*
 }
 std::string whole_tables(const std::string& text) {
   std::string out;
-  for (bool group : {false, true}) {
+  for (GroupBy group : {GroupBy::Name, GroupBy::InputShape}) {
     const KeyAverages k = KeyAverages::from_kineto_text(text, group);
     out += k.table("", -1) + k.to_json();
   }
@@ -816,17 +821,19 @@ TEST_CASE("key_averages: a trace streamed in pieces gives the tables of the trac
   const std::string plain = optrace_test::temp_path("key_averages_streamed.pt.trace.json"), gz = plain + ".gz";
   optrace::detail::write_file_maybe_gzip(plain, big_text);
   optrace::detail::write_file_maybe_gzip(gz, keyed);
-  CHECK(KeyAverages::from_kineto_file(plain, false).table("", -1) == KeyAverages::from_kineto_text(big_text, false).table("", -1));
-  CHECK(KeyAverages::from_kineto_file(gz, true).table("", -1) == KeyAverages::from_kineto_text(keyed, true).table("", -1));
+  CHECK(KeyAverages::from_kineto_file(plain, GroupBy::Name).table("", -1) ==
+        KeyAverages::from_kineto_text(big_text, GroupBy::Name).table("", -1));
+  CHECK(KeyAverages::from_kineto_file(gz, GroupBy::InputShape).table("", -1) ==
+        KeyAverages::from_kineto_text(keyed, GroupBy::InputShape).table("", -1));
   std::string bad = keyed;
   bad.replace(bad.rfind("\"dur\": 5"), 8, "\"dur\": -5");
   optrace::detail::write_file_maybe_gzip(gz, bad);
-  CHECK_THROWS_WITH(KeyAverages::from_kineto_file(gz, false),
+  CHECK_THROWS_WITH(KeyAverages::from_kineto_file(gz, GroupBy::Name),
                     "optrace: " + gz + ": JsonError at /traceEvents/299/dur: expected a duration of at least 0, got integer -5");
 }
 
 TEST_CASE("key_averages: bad Kineto input is a JsonError at the event", "[key_averages]") {
-  auto parse = [](const std::string& text) { return KeyAverages::from_kineto_text(text, true); };
+  auto parse = [](const std::string& text) { return KeyAverages::from_kineto_text(text, GroupBy::InputShape); };
   CHECK_THROWS_WITH(parse(R"({"foo": 1})"), "optrace: JsonError at /: missing key \"traceEvents\"");
   CHECK_THROWS_WITH(parse("3"), "optrace: JsonError at /: expected an object with \"traceEvents\" or a list of events, got integer 3");
   CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "name": "a", "ts": "x", "dur": 1}])"),
@@ -851,7 +858,7 @@ TEST_CASE("key_averages: bad Kineto input is a JsonError at the event", "[key_av
   // are no error.
   CHECK(parse(R"([{"ph": "X", "cat": "python_function", "name": "k", "ts": "x"}, {"ph": "s", "ts": "y"}])").rows().empty());
   const std::string missing = optrace_test::temp_path("no_such_trace.pt.trace.json");
-  CHECK_THROWS_WITH(KeyAverages::from_kineto_file(missing, false),
+  CHECK_THROWS_WITH(KeyAverages::from_kineto_file(missing, GroupBy::Name),
                     OPTRACE_STARTS_WITH("optrace: " + missing + ": IoError: cannot open '" + missing + "'"));
 }
 

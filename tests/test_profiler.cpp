@@ -504,8 +504,8 @@ TEST_CASE("profiler: key_averages counts each kernel toward the range that launc
   dp::TraceInfo info;
   info.pid = 42;
   info.process_name = "app";
-  dp::WindowEvents events = dp::timed_events(*window, info, false);
-  const optrace::KeyAverages averages = optrace::KeyAverages::from_events(events.events, events.memory, false);
+  dp::WindowEvents events = dp::timed_events(*window, info, optrace::GroupBy::Name);
+  const optrace::KeyAverages averages = optrace::KeyAverages::from_events(events.events, events.memory, optrace::GroupBy::Name);
   CHECK(averages.has_device());
   std::map<std::string, optrace::KeyAverage> rows;
   for (const optrace::KeyAverage& r : averages.rows()) rows[r.name + (r.on_device ? " @device" : "")] = r;
@@ -528,7 +528,8 @@ TEST_CASE("profiler: key_averages counts each kernel toward the range that launc
   CHECK(near(averages.self_device_time_total_us(), 0.4 + 0.05 + 0.05 + 0.05));
   CHECK_THAT(averages.table("self_cuda_time_total", -1), OPTRACE_CONTAINS("Self CUDA time total: 0.550us\n"));
   // The saved trace's table is the same.
-  const optrace::KeyAverages from_file = optrace::KeyAverages::from_kineto_text(dp::KinetoWriter(*window, info).write(""), false);
+  const optrace::KeyAverages from_file =
+      optrace::KeyAverages::from_kineto_text(dp::KinetoWriter(*window, info).write(""), optrace::GroupBy::Name);
   REQUIRE(from_file.rows().size() == averages.rows().size());
   for (size_t k = 0; k < averages.rows().size(); ++k) {
     const optrace::KeyAverage &mine = averages.rows()[k], &theirs = from_file.rows()[k];
@@ -810,7 +811,7 @@ TEST_CASE("profiler: CUDA kernels, copies and runtime calls with their ops and f
   // prof.key_averages() in memory: the kernels as rows of their own, their time counted toward
   // the ops that launched them (the CUDA columns), the rows those of the saved trace's table.
   const optrace::KeyAverages averages = prof.key_averages();
-  const optrace::KeyAverages from_file = optrace::KeyAverages::from_kineto_text(text, false);
+  const optrace::KeyAverages from_file = optrace::KeyAverages::from_kineto_text(text, optrace::GroupBy::Name);
   CHECK(averages.has_device());
   double mm_device_us = 0;
   int device_rows = 0;

@@ -290,8 +290,8 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
   for (const std::string& path : regressions("key_averages")) {
     INFO(path);
     std::string text = read_text(path);
-    for (bool grouped : {false, true})
-      CHECK_NOTHROW(answer([&] { optrace::KeyAverages::from_kineto_text(text, grouped).table("", -1); }));
+    for (optrace::GroupBy group_by : {optrace::GroupBy::Name, optrace::GroupBy::InputShape})
+      CHECK_NOTHROW(answer([&] { optrace::KeyAverages::from_kineto_text(text, group_by).table("", -1); }));
   }
   for (const std::string& path : regressions("operator_inputs")) {
     INFO(path);
@@ -317,10 +317,11 @@ TEST_CASE("reliability: the kept regressions answer as they did when found", "[r
              OPTRACE_CONTAINS("TextError at log.txt:2:14: expected an integer that fits 64 bits"));
   CHECK_THAT(answer([&] { optrace::operator_inputs::parse(regression("operator_inputs", "count-sum-overflow.txt"), "log.txt"); }),
              OPTRACE_CONTAINS("expected counts that add up to at most 2^63-1"));
-  CHECK_THAT(answer([&] { optrace::KeyAverages::from_kineto_text(regression("key_averages", "time-overflow.json"), false); }),
+  CHECK_THAT(answer([&] { optrace::KeyAverages::from_kineto_text(regression("key_averages", "time-overflow.json"), optrace::GroupBy::Name); }),
              OPTRACE_CONTAINS("JsonError at /traceEvents/0/ts: expected a time in microseconds"));
   // Times 18e12 us apart: each fits int64 nanoseconds, their span does not (measured from the first).
-  const optrace::KeyAverages span = optrace::KeyAverages::from_kineto_text(regression("key_averages", "times-span-beyond-int64.json"), false);
+  const optrace::KeyAverages span =
+      optrace::KeyAverages::from_kineto_text(regression("key_averages", "times-span-beyond-int64.json"), optrace::GroupBy::Name);
   CHECK(span.rows().size() == 2);
 }
 

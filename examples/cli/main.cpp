@@ -212,7 +212,7 @@ std::string summary_by_time(const Invocation& inv, const std::string& path) {
   if (files::is_observation_file(path)) refuse("an observation file");
   const optrace::KeyAverages averages = [&] {
     try {
-      return optrace::KeyAverages::from_kineto_file(path, inv.group_by_shape);
+      return optrace::KeyAverages::from_kineto_file(path, inv.group_by_shape ? optrace::GroupBy::InputShape : optrace::GroupBy::Name);
     } catch (const optrace::Error&) {
       // The reader speaks of JSON: a trace of another format is better called by its name (a
       // second read, on this path only). Anything else is the reader's error.

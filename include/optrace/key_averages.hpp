@@ -32,20 +32,21 @@ inline std::string input_shapes_text(const std::vector<std::optional<std::vector
   return detail::key_averages::input_shapes_text(shapes);
 }
 
-/// torch's `key_averages()`: timed events added up per name (and per input shapes when grouped),
-/// with self times (an event's time less the events nested directly in it on its thread), with
-/// an accelerator the device time of the kernels each launched (and rows of the device's own
-/// events), and with memory records the memory allocated within each. `table()` prints it as
-/// torch does.
+/// torch's `key_averages()`: timed events added up per name (and per input shapes with
+/// GroupBy::InputShape), with self times (an event's time less the events nested directly in it
+/// on its thread), with an accelerator the device time of the kernels each launched (and rows of
+/// the device's own events), and with memory records the memory allocated within each. `table()`
+/// prints it as torch does.
 ///
 /// Example:
-///   auto averages = optrace::KeyAverages::from_kineto_file("run.pt.trace.json.gz", false);
+///   auto averages = optrace::KeyAverages::from_kineto_file("run.pt.trace.json.gz", optrace::GroupBy::Name);
 ///   std::cout << averages.table("self_cpu_time_total", 10);
 class KeyAverages {
  public:
   /// Rows of `events`, with `memory` attributed to the events whose [start, end] holds its time.
-  /// `group_by_input_shape`: one row per (name, TimedEvent::input_shapes), as torch's
-  /// `key_averages(group_by_input_shape=True)`. Events named as torch's profiler leaves out
+  /// `group_by`: one row per name (GroupBy::Name, torch's `key_averages()`), or per (name,
+  /// TimedEvent::input_shapes) (GroupBy::InputShape, torch's
+  /// `key_averages(group_by_input_shape=True)`). Events named as torch's profiler leaves out
   /// (`aten::is_leaf`, `aten::_version`, `profiler::_record_function_*`, ...) are left out too;
   /// a call nested alone in a call of the same name counts once, as torch merges it. Device events
   /// (TimedEvent::on_device) are rows of their own, and count toward the CPU events linked to
@@ -57,12 +58,12 @@ class KeyAverages {
   /// memory columns are torch's to the byte (without, the bounds are exact). Throws ArgumentError
   /// for a time that is not a finite number (or a negative duration), or a negative correlation id.
   static KeyAverages from_events(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory,
-                                 bool group_by_input_shape, int64_t time_zero_ns = 0) {
+                                 GroupBy group_by, int64_t time_zero_ns = 0) {
     KeyAverages out;
     for (const TimedEvent& e : events) out.device_ = out.device_ || e.on_device;
-    out.rows_ = detail::key_averages::aggregate(std::move(events), memory, group_by_input_shape, time_zero_ns);
+    out.rows_ = detail::key_averages::aggregate(std::move(events), memory, group_by, time_zero_ns);
     out.memory_ = !memory.empty();
-    out.grouped_ = group_by_input_shape;
+    out.group_by_ = group_by;
     return out;
   }
 
@@ -70,28 +71,28 @@ class KeyAverages {
   /// plain one of 4 MiB or more, read 1 MiB at a time: memory holds the events, not the text): its `cpu_op`,
   /// `user_annotation`, accelerator-runtime and `overhead` events, the device's kernels, copies,
   /// memsets and GPU annotations, and its `[memory]` records; Input Shapes from the events'
-  /// "Input Dims". Throws IoError (unreadable) or JsonError (not a Kineto trace, malformed; at
-  /// the path of the event), naming the file.
-  static KeyAverages from_kineto_file(const std::string& path, bool group_by_input_shape) {
+  /// "Input Dims"; rows grouped by `group_by` (as from_events). Throws IoError (unreadable) or
+  /// JsonError (not a Kineto trace, malformed; at the path of the event), naming the file.
+  static KeyAverages from_kineto_file(const std::string& path, GroupBy group_by) {
     return detail::about_file(path, [&] {
       {
         // Gzip and large traces are streamed (bounded memory); what streaming leaves is read whole.
         detail::FileReader in(path);
         if (in.gzip() || in.file_size() >= detail::kStreamFromBytes)
           if (auto read = detail::key_averages::stream_events(in))
-            return read_from(std::move(*read), group_by_input_shape);
+            return read_from(std::move(*read), group_by);
       }
       std::string text = detail::read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
-      return from_padded(text, group_by_input_shape);
+      return from_padded(text, group_by);
     });
   }
 
   /// from_kineto_file for a trace's text. Throws JsonError.
-  static KeyAverages from_kineto_text(std::string_view text, bool group_by_input_shape) {
+  static KeyAverages from_kineto_text(std::string_view text, GroupBy group_by) {
     std::string copy;
     copy.reserve(text.size() + simdjson::SIMDJSON_PADDING);
     copy.assign(text.data(), text.size());
-    return from_padded(copy, group_by_input_shape);
+    return from_padded(copy, group_by);
   }
 
   /// Whether the trace's times were measured: false for a trace that says they were not
@@ -126,32 +127,33 @@ class KeyAverages {
   }
 
   /// The rows `table` would show, as a JSON list of objects: name, input_shapes (when grouped by
-  /// input shape), user_annotation, calls, self_cpu_us, self_cpu_share (of the total),
+  /// GroupBy::InputShape), user_annotation, calls, self_cpu_us, self_cpu_share (of the total),
   /// cpu_total_us, cpu_time_avg_us, cpu_memory and self_cpu_memory (bytes); with an accelerator
   /// (has_device) also on_device, self_device_us, self_device_share (of
   /// self_device_time_total_us), device_total_us, device_time_avg_us, device_memory and
   /// self_device_memory. `indent` > 0 pretty-prints (json::Writer). Throws ArgumentError as
   /// `table`.
   std::string to_json(const std::string& sort_by = "self_cpu_time_total", int row_limit = -1, int indent = 0) const {
-    return detail::key_averages::rows_json(rows_, grouped_, device_, sort_by, row_limit, indent);
+    return detail::key_averages::rows_json(rows_, group_by_, device_, sort_by, row_limit, indent);
   }
 
  private:
   // A trace's events, read whole or streamed, with what the trace says of its times.
-  static KeyAverages read_from(detail::key_averages::TraceEvents read, bool group_by_input_shape) {
-    KeyAverages out = from_events(std::move(read.events), read.memory, group_by_input_shape, read.time_zero_ns);
+  static KeyAverages read_from(detail::key_averages::TraceEvents read, GroupBy group_by) {
+    KeyAverages out = from_events(std::move(read.events), read.memory, group_by, read.time_zero_ns);
     out.times_measured_ = read.times_measured;
     return out;
   }
   // `text` has simdjson's padding in its capacity.
-  static KeyAverages from_padded(std::string& text, bool group_by_input_shape) {
+  static KeyAverages from_padded(std::string& text, GroupBy group_by) {
     if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
     detail::key_averages::TraceEvents read = detail::key_averages::Reader().read(text.data(), text.size(), text.capacity());
-    return read_from(std::move(read), group_by_input_shape);
+    return read_from(std::move(read), group_by);
   }
 
   std::vector<KeyAverage> rows_;
-  bool memory_ = false, grouped_ = false, device_ = false, times_measured_ = true;
+  GroupBy group_by_ = GroupBy::Name;
+  bool memory_ = false, device_ = false, times_measured_ = true;
 };
 
 }  // namespace optrace

@@ -54,13 +54,17 @@ struct MemoryRecord {
   int device_type = 0;
 };
 
+/// How key averages group events, as torch's `key_averages(group_by_input_shape=...)`:
+/// by name alone (False), or by name and input shapes (True).
+enum class GroupBy { Name, InputShape };
+
 /// One row of torch's key_averages: the events of one name (and one input-shapes text, when
-/// grouped by input shape) added up.
+/// grouped by GroupBy::InputShape) added up.
 struct KeyAverage {
   /// The event's name; every `ProfilerStep#N` is `ProfilerStep*`, as torch names its row.
   std::string name;
-  /// The inputs' sizes (TimedEvent::input_shapes, "[]" when not recorded) when grouped by input
-  /// shape; "" otherwise.
+  /// The inputs' sizes (TimedEvent::input_shapes, "[]" when not recorded) when grouped by
+  /// GroupBy::InputShape; "" otherwise.
   std::string input_shapes;
   /// A row of user annotations (record_function ranges).
   bool user_annotation = false;

@@ -107,13 +107,14 @@ class ProfilerTrace {
   /// or a link), and the file there is kept.
   void save_new(const std::string& path) const { save(path, detail::ExistingFile::Keep); }
 
-  /// torch's `key_averages()` of this trace: one row per name (and input shapes when grouped);
+  /// torch's `key_averages()` of this trace: one row per name (and input shapes with
+  /// GroupBy::InputShape, torch's `key_averages(group_by_input_shape=True)`);
   /// with the CUDA activity, the runtime calls as rows on the CPU, each kernel's, copy's and
   /// set's time counted toward the range that launched it, and the device's events as rows of
   /// their own (the CUDA columns), joined as the saved trace joins them.
-  KeyAverages key_averages(bool group_by_input_shape = false) const {
-    detail::profiler::WindowEvents w = detail::profiler::timed_events(*window_, info_, group_by_input_shape);
-    return KeyAverages::from_events(std::move(w.events), w.memory, group_by_input_shape);
+  KeyAverages key_averages(GroupBy group_by = GroupBy::Name) const {
+    detail::profiler::WindowEvents w = detail::profiler::timed_events(*window_, info_, group_by);
+    return KeyAverages::from_events(std::move(w.events), w.memory, group_by);
   }
 
   /// Events recorded (ops and ranges that ended within the window).
@@ -372,10 +373,11 @@ class Profiler {
     last_trace_->save(path);
   }
 
-  /// torch's `key_averages()` of the last finished trace (empty before one finished).
-  KeyAverages key_averages(bool group_by_input_shape = false) const {
-    if (!last_trace_) return KeyAverages::from_events({}, {}, group_by_input_shape);
-    return last_trace_->key_averages(group_by_input_shape);
+  /// torch's `key_averages()` of the last finished trace (empty before one finished), grouped
+  /// as ProfilerTrace::key_averages.
+  KeyAverages key_averages(GroupBy group_by = GroupBy::Name) const {
+    if (!last_trace_) return KeyAverages::from_events({}, {}, group_by);
+    return last_trace_->key_averages(group_by);
   }
 
   /// The hf op trace of every recorded step so far: what an OpTracer records for the same calls.

@@ -17,18 +17,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     streamed = optrace::detail::key_averages::stream_events(in, 256);
   }
   bool read = false;
-  for (bool grouped : {false, true}) {
+  for (optrace::GroupBy group_by : {optrace::GroupBy::Name, optrace::GroupBy::InputShape}) {
     optrace_fuzz::expect_only_optrace_errors("from_kineto_text", [&] {
-      const optrace::KeyAverages a = optrace::KeyAverages::from_kineto_text(optrace_fuzz::text_of(data, size), grouped);
+      const optrace::KeyAverages a = optrace::KeyAverages::from_kineto_text(optrace_fuzz::text_of(data, size), group_by);
       read = true;
       if (streamed) {
-        const optrace::KeyAverages s = optrace::KeyAverages::from_events(streamed->events, streamed->memory, grouped, streamed->time_zero_ns);
+        const optrace::KeyAverages s = optrace::KeyAverages::from_events(streamed->events, streamed->memory, group_by, streamed->time_zero_ns);
         if (s.table("", -1) != a.table("", -1)) optrace_fuzz::property_failed("the streamed reader's table differs from the whole read's");
       }
       int64_t calls = 0;
       for (const optrace::KeyAverage& r : a.rows()) {
         if (r.calls < 1) optrace_fuzz::property_failed("a row without calls");
-        if (grouped == r.input_shapes.empty()) optrace_fuzz::property_failed("input shapes on a row not grouped by them, or none on one that is");
+        if ((group_by == optrace::GroupBy::InputShape) == r.input_shapes.empty())
+          optrace_fuzz::property_failed("input shapes on a row not grouped by them, or none on one that is");
         calls += r.calls;
       }
       // Every sort key works; a table ends with its total, and with the device's where it has

@@ -302,7 +302,8 @@ struct EventList {
   // 7 and 8. Self time and memory; rows in order of first appearance (`key_averages`' dict, each
   // event added as `FunctionEventAvg.add` does). The times are torch's floats, added in torch's
   // order (the same last bits, so the same table).
-  std::vector<KeyAverage> key_averages(bool by_input_shape) {
+  std::vector<KeyAverage> key_averages(GroupBy group_by) {
+    const bool by_input_shape = group_by == GroupBy::InputShape;
     std::vector<KeyAverage> rows;
     std::unordered_map<std::string, size_t> row_of;
     std::string key;
@@ -352,7 +353,7 @@ struct EventList {
 
 // The steps above, in the header's order: `_parse_kineto_results` (1 to 4), EventList's
 // `_build_tree` (5, 6), then its `key_averages` (7, 8).
-inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory, bool by_input_shape,
+inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const std::vector<MemoryRecord>& memory, GroupBy group_by,
                                          int64_t time_zero_ns) {
   EventList event_list;
   event_list.events = function_events(events);
@@ -362,7 +363,7 @@ inline std::vector<KeyAverage> aggregate(std::vector<TimedEvent> events, const s
   event_list.populate_cpu_children();
   event_list.remove_dup_nodes();
   event_list.sum_device_time();
-  return event_list.key_averages(by_input_shape);
+  return event_list.key_averages(group_by);
 }
 
 }  // namespace optrace::detail::key_averages

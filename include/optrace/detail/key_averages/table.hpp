@@ -239,9 +239,9 @@ inline std::string table(const std::vector<KeyAverage>& rows, bool memory, bool 
   return out;
 }
 
-// The rows `table` shows, as a JSON list of objects (input_shapes only when `grouped`; the device
-// fields when the rows have an accelerator).
-inline std::string rows_json(const std::vector<KeyAverage>& rows, bool grouped, bool device, const std::string& sort_by,
+// The rows `table` shows, as a JSON list of objects (input_shapes only when grouped by
+// GroupBy::InputShape; the device fields when the rows have an accelerator).
+inline std::string rows_json(const std::vector<KeyAverage>& rows, GroupBy group_by, bool device, const std::string& sort_by,
                              int64_t row_limit, int indent) {
   const std::vector<const KeyAverage*> order = sorted(rows, sort_by);
   const double total_us = self_total_us(rows), device_total_us = self_device_total_us(rows);
@@ -253,7 +253,7 @@ inline std::string rows_json(const std::vector<KeyAverage>& rows, bool grouped, 
     ++shown;
     w.begin_object();
     w.key("name").value(r->name);
-    if (grouped) w.key("input_shapes").value(r->input_shapes);
+    if (group_by == GroupBy::InputShape) w.key("input_shapes").value(r->input_shapes);
     w.key("user_annotation").value(r->user_annotation);
     w.key("calls").value(r->calls);
     w.key("self_cpu_us").value(r->self_cpu_us);

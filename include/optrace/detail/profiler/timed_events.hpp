@@ -25,8 +25,9 @@ struct WindowEvents {
 };
 
 // The window's events, times in microseconds since the trace's baseTimeNanoseconds; input shapes
-// only when `with_shapes` (torch's text, for grouping by input shape).
-inline WindowEvents timed_events(const Window& window, const TraceInfo& info, bool with_shapes) {
+// only for GroupBy::InputShape (torch's text; decoding them costs, and grouping by name needs none).
+inline WindowEvents timed_events(const Window& window, const TraceInfo& info, GroupBy group_by) {
+  const bool with_shapes = group_by == GroupBy::InputShape;
   WindowEvents out;
   auto us = [&info](int64_t ns) { return static_cast<double>(info.since_base(ns)) / 1000.0; };
   const DeviceJoin join = join_device_events(window);
