@@ -151,48 +151,26 @@ class Reader {
   };
 
   void read_events(od::array& events, const std::string& base) {
-    uint32_t index = 0;
-    for (auto element : events) {
-      std::string path;
-      auto event_path = [&]() -> const std::string& {
-        if (path.empty()) path = kineto::event_path_of(base, index);
-        return path;
-      };
-      od::value v;
-      if (auto e = element.get(v)) kineto::malformed(event_path(), e);
-      od::object obj;
-      if (v.get_object().get(obj)) kineto::expected(v, event_path(), "expected an event object");
-      Event ev;
-      for (auto member : obj) {
-        if (auto e = member.error()) kineto::malformed(event_path(), e);
-        od::field& f = member.value_unsafe();
-        const char* k = f.key().raw();
-        auto string_field = [&](std::string_view& into, bool& has, const char* key) {
-          if (!ondemand::read_string(f.value(), into)) kineto::expected(f.value(), event_path() + "/" + key, "expected a string");
-          has = true;
-        };
-        auto number_field = [&](std::string_view& into, const char* key) {
-          into = ondemand::raw_token(f.value());
-          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
-            kineto::expected(f.value(), event_path() + "/" + key, "expected a number");
-        };
-        if (ondemand::key_is(k, "ph")) string_field(ev.ph, ev.has_ph, "ph");
-        else if (ondemand::key_is(k, "cat")) string_field(ev.cat, ev.has_cat, "cat");
-        else if (ondemand::key_is(k, "name")) string_field(ev.name, ev.has_name, "name");
-        else if (ondemand::key_is(k, "tid")) ev.tid = ondemand::raw_token(f.value());
-        else if (ondemand::key_is(k, "pid")) ev.pid = ondemand::raw_token(f.value());
-        else if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
-        else if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
-        else if (ondemand::key_is(k, "args") && (ev.kind() == Kind::Unknown || ev.kind() == Kind::Timed || ev.kind() == Kind::Memory))
-          read_args(f.value(), ev, event_path);
-        if (ev.kind() == Kind::Other) break;  // the rest of a kernel, a flow, metadata: unread
-      }
-      const Kind kind = ev.kind();
-      if (kind == Kind::Timed) add_timed(ev, event_path);
-      else if (kind == Kind::Memory) add_memory(ev, event_path);
-      else if (kind == Kind::Span && !trace_start_ && !ev.ts.empty()) trace_start_ = time_of(ev.ts, "ts", event_path);
-      ++index;
-    }
+    kineto::for_each_event<Event>(
+        events, base,
+        [this](Event& ev, kineto::EventMember& m) {
+          if (m.is("ph")) m.string(ev.ph, "ph"), ev.has_ph = true;
+          else if (m.is("cat")) m.string(ev.cat, "cat"), ev.has_cat = true;
+          else if (m.is("name")) m.string(ev.name, "name"), ev.has_name = true;
+          else if (m.is("tid")) ev.tid = m.token();
+          else if (m.is("pid")) ev.pid = m.token();
+          else if (m.is("ts")) m.number(ev.ts, "ts");
+          else if (m.is("dur")) m.number(ev.dur, "dur");
+          else if (m.is("args") && (ev.kind() == Kind::Unknown || ev.kind() == Kind::Timed || ev.kind() == Kind::Memory))
+            read_args(m.value(), ev, m.event_path());
+          return ev.kind() != Kind::Other;  // the rest of a kernel, a flow, metadata: unread
+        },
+        [this](Event& ev, const kineto::EventPath& path) {
+          const Kind kind = ev.kind();
+          if (kind == Kind::Timed) add_timed(ev, path);
+          else if (kind == Kind::Memory) add_memory(ev, path);
+          else if (kind == Kind::Span && !trace_start_ && !ev.ts.empty()) trace_start_ = time_of(ev.ts, "ts", path);
+        });
   }
 
   template <class PathFn>

@@ -120,37 +120,20 @@ class Reader {
   }
 
   void read_events(od::array& events, const std::string& base) {
-    uint32_t index = 0;
-    for (auto element : events) {
-      auto event_path = [&] { return kineto::event_path_of(base, index); };
-      od::value v;
-      if (auto e = element.get(v)) kineto::malformed(event_path(), e);
-      od::object obj;
-      if (v.get_object().get(obj)) kineto::expected(v, event_path(), "expected an event object");
-      Event ev;
-      for (auto member : obj) {
-        if (auto e = member.error()) kineto::malformed(event_path(), e);
-        od::field& f = member.value_unsafe();
-        const char* k = f.key().raw();
-        auto string_field = [&](std::string_view& into, const char* key) {
-          if (!ondemand::read_string(f.value(), into)) kineto::expected(f.value(), event_path() + "/" + key, "expected a string");
-        };
-        // A time's token, read exactly later (time_of); a string or a list is named here.
-        auto number_field = [&](std::string_view& into, const char* key) {
-          into = ondemand::raw_token(f.value());
-          if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
-            kineto::expected(f.value(), event_path() + "/" + key, "expected a number");
-        };
-        if (ondemand::key_is(k, "ph")) string_field(ev.ph, "ph");
-        else if (ondemand::key_is(k, "cat")) string_field(ev.cat, "cat");
-        else if (ondemand::key_is(k, "name")) string_field(ev.name, "name");
-        else if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
-        else if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
-        // The rest (args, pid, tid) is skipped by On-Demand, unread.
-      }
-      if (ev.ph == "X") add(ev, event_path);
-      ++index;
-    }
+    kineto::for_each_event<Event>(
+        events, base,
+        [](Event& ev, kineto::EventMember& m) {
+          if (m.is("ph")) m.string(ev.ph, "ph");
+          else if (m.is("cat")) m.string(ev.cat, "cat");
+          else if (m.is("name")) m.string(ev.name, "name");
+          else if (m.is("ts")) m.number(ev.ts, "ts");  // a time's token, read exactly later (time_of)
+          else if (m.is("dur")) m.number(ev.dur, "dur");
+          // The rest (args, pid, tid) is skipped by On-Demand, unread.
+          return true;
+        },
+        [this](const Event& ev, const kineto::EventPath& path) {
+          if (ev.ph == "X") add(ev, path);
+        });
   }
 
   template <class PathFn>

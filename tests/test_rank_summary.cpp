@@ -1,0 +1,226 @@
+// Tests for optrace/rank_summary.hpp: RankTrace and RankSummary on the real torch 2.6 traces of a
+// 2-rank gloo job (tests/data/distributed_gloo_torch26/, rank 1 the straggler; the figures below
+// are the CLI tests' and were recomputed from the traces' events in Python), read whole, streamed
+// and gzip'd, and their one-line refusals.
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/rank_summary.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "optrace_catch.hpp"
+
+namespace rank_summary_test {  // (a unity group shares one translation unit: names of its own)
+
+using optrace::RankStepTime;
+using optrace::RankSummary;
+using optrace::RankTrace;
+
+const std::string kGloo = optrace_test::data_path("distributed_gloo_torch26");
+const std::string kRank0 = kGloo + "/rank0.1795896516679514272.pt.trace.json.gz";
+const std::string kRank1 = kGloo + "/rank1.1795896516679514337.pt.trace.json.gz";
+const std::string kCliRank = optrace_test::data_path("cli/rank");
+
+// A time in microseconds as integer nanoseconds: the reader's times are exact nanoseconds / 1000.
+int64_t ns(double us) { return std::llround(us * 1000); }
+
+// One step's figures in nanoseconds: step, in collectives, outside.
+struct StepNs {
+  int64_t step, step_ns, collective_ns, outside_ns;
+  bool operator==(const StepNs& o) const {
+    return step == o.step && step_ns == o.step_ns && collective_ns == o.collective_ns && outside_ns == o.outside_ns;
+  }
+};
+std::ostream& operator<<(std::ostream& out, const StepNs& s) {
+  return out << "{step " << s.step << ": " << s.step_ns << ", " << s.collective_ns << ", " << s.outside_ns << " ns}";
+}
+std::vector<StepNs> steps_ns(const RankTrace& r) {
+  std::vector<StepNs> out;
+  for (const RankStepTime& s : r.steps) out.push_back({s.step, ns(s.step_us), ns(s.collective_us), ns(s.outside_us)});
+  return out;
+}
+
+// What rank 0 and rank 1 of the gloo job hold (the summary_by_rank CLI tests' table and JSON).
+const std::vector<StepNs> kRank0Steps = {
+    {0, 89473847, 83142142, 6331705}, {1, 24068137, 22417964, 1650173}, {2, 31836430, 30357402, 1479028}};
+const std::vector<StepNs> kRank1Steps = {
+    {0, 28791345, 3993543, 24797802}, {1, 22771761, 1085267, 21686494}, {2, 31838823, 9888870, 21949953}};
+
+// what() of the error `f` throws, or "(no error)".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const optrace::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST_CASE("rank summary: each rank's steps and collectives from torch 2.6's traces", "[rank_summary]") {
+  const RankTrace r0 = RankTrace::from_kineto_file(kRank0), r1 = RankTrace::from_kineto_file(kRank1);
+  CHECK(r0.file == kRank0);
+  CHECK(r0.rank == 0);
+  CHECK(r1.rank == 1);
+  for (const RankTrace* r : {&r0, &r1}) {
+    CHECK(r->world_size == 2);
+    CHECK(r->backend == "gloo");
+    // A step's time is its collectives' and the rest; the union of the collectives never exceeds it.
+    for (const RankStepTime& s : r->steps) {
+      CHECK(ns(s.collective_us) + ns(s.outside_us) == ns(s.step_us));
+      CHECK(s.collective_us <= s.step_us);
+      CHECK(s.outside_us >= 0);
+    }
+  }
+  CHECK(steps_ns(r0) == kRank0Steps);
+  CHECK(steps_ns(r1) == kRank1Steps);
+}
+
+TEST_CASE("rank summary: the straggler is the rank with the most time outside collectives", "[rank_summary]") {
+  // Given in reverse: ranks() are by rank.
+  const RankSummary summary = RankSummary::from_ranks({RankTrace::from_kineto_file(kRank1), RankTrace::from_kineto_file(kRank0)});
+  REQUIRE(summary.ranks().size() == 2);
+  CHECK(summary.ranks()[0].rank == 0);
+  CHECK(summary.ranks()[1].rank == 1);
+  CHECK(summary.steps() == std::vector<int64_t>{0, 1, 2});
+  // Rank 1 sleeps 20 ms per step: rank 0 waits for it inside the all-reduces, so rank 0's step 0
+  // is the longer (89 ms against 29 ms), and the time outside collectives names rank 1.
+  CHECK(summary.ranks()[0].steps[0].step_us > summary.ranks()[1].steps[0].step_us);
+  for (int64_t step : {0, 1, 2}) CHECK(summary.slowest_rank(step) == std::optional<int64_t>(1));
+  CHECK_FALSE(summary.slowest_rank(3).has_value());
+  CHECK(summary.notes().empty());
+  const std::string table = summary.table();
+  CHECK_THAT(table, OPTRACE_CONTAINS("\n   0     0   89.474          83.142  92.9%       6.332\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("\n   0     1   28.791           3.994  13.9%      24.798  slowest\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("\nslowest rank per step: 0: 1, 1: 1, 2: 1\nslowest rank: 1 (in 3 of 3 steps;"));
+}
+
+TEST_CASE("rank summary: ranks whose steps differ and ranks missing from the world are noted", "[rank_summary]") {
+  // Rank 2 of a world of 4 (hand-made): steps 0 and 7; in step 7 [200, 250) us, c10d::allreduce_
+  // [210, 220) and gloo:all_reduce [215, 225) overlap (15 us once), an NCCL kernel [240, 260) is
+  // clipped to the step (10 us): 25 us in collectives.
+  const RankTrace r2 = RankTrace::from_kineto_file(kCliRank + "/rank2_other_steps.pt.trace.json");
+  CHECK(r2.world_size == 4);
+  CHECK(steps_ns(r2) == std::vector<StepNs>{{0, 50000, 0, 50000}, {7, 50000, 25000, 25000}});
+  const RankSummary summary =
+      RankSummary::from_ranks({RankTrace::from_kineto_file(kRank0), RankTrace::from_kineto_file(kRank1), r2});
+  CHECK(summary.steps() == std::vector<int64_t>{0, 1, 2, 7});
+  CHECK(summary.slowest_rank(7) == std::optional<int64_t>(2));  // the only rank with step 7
+  REQUIRE(summary.notes().size() == 4);
+  CHECK(summary.notes()[0] == "rank 0 (" + kRank0 + ") lacks steps 7 that other ranks have: its window differs; those steps compare the ranks that have them");
+  CHECK_THAT(summary.notes()[2], OPTRACE_STARTS_WITH("rank 2 (" + r2.file + ") lacks steps 1, 2 that other ranks have"));
+  CHECK(summary.notes()[3] == "3 traces of a world of 4 ranks: the slowest rank is among those given");
+  // torch 2.6's rank 0 of another run, alone (schedule warmup=1 active=2: steps 1 and 2).
+  const RankSummary one = RankSummary::from_ranks(
+      {RankTrace::from_kineto_file(optrace_test::data_path("distributed/torch26_gloo_rank0.pt.trace.json.gz"))});
+  CHECK(steps_ns(one.ranks()[0]) == std::vector<StepNs>{{1, 3307390, 1609056, 1698334}, {2, 7164764, 5392184, 1772580}});
+  CHECK(one.notes() == std::vector<std::string>{"1 traces of a world of 2 ranks: the slowest rank is among those given"});
+}
+
+TEST_CASE("rank summary: a trace reads the same whole and streamed with distributedInfo after the events", "[rank_summary]") {
+  const std::string text = optrace::detail::read_file_maybe_gzip(kRank0);
+  // Whole: the plain text is under kStreamFromBytes.
+  const std::string plain = optrace_test::temp_path("rank_summary_rank0.pt.trace.json");
+  optrace::detail::write_file_maybe_gzip(plain, text);
+  CHECK(steps_ns(RankTrace::from_kineto_file(plain)) == kRank0Steps);
+  // Streamed, 1 MiB at a time: 5 MB of other events first, and "distributedInfo" moved after the
+  // events, into the last piece.
+  std::string big = text;
+  const std::string list = "\"traceEvents\": [\n";
+  const size_t events = big.find(list);
+  REQUIRE(events != std::string::npos);
+  std::string filler;
+  while (filler.size() < optrace::detail::kStreamFromBytes + (size_t(1) << 20))
+    filler += "  {\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::add\", \"pid\": 1, \"tid\": 1, \"ts\": 5039490600000.000, \"dur\": 1.000},\n";
+  big.insert(events + list.size(), filler);
+  const size_t info = big.find("  \"distributedInfo\": ");
+  REQUIRE(info != std::string::npos);
+  const size_t info_end = big.find(",\n", info);
+  const std::string info_member = big.substr(info, info_end - info);
+  big.erase(info, info_end + 2 - info);
+  big.insert(big.rfind('}'), ",\n" + info_member + "\n");
+  REQUIRE(big.find("\"distributedInfo\"") > big.rfind("\"ProfilerStep#"));
+  const std::string streamed = optrace_test::temp_path("rank_summary_rank0_big.pt.trace.json");
+  optrace::detail::write_file_maybe_gzip(streamed, big);
+  const RankTrace r = RankTrace::from_kineto_file(streamed);
+  CHECK(r.rank == 0);
+  CHECK(r.world_size == 2);
+  CHECK(r.backend == "gloo");
+  CHECK(steps_ns(r) == kRank0Steps);
+  optrace::detail::write_file_maybe_gzip(streamed + ".gz", big);
+  CHECK(steps_ns(RankTrace::from_kineto_file(streamed + ".gz")) == kRank0Steps);
+}
+
+TEST_CASE("rank summary: refusals are one-line errors that name the file", "[rank_summary]") {
+  SECTION("a trace without distributedInfo") {
+    const std::string scripted = optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz");
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(scripted),
+                      "optrace: " + scripted + ": Error: no \"distributedInfo\" with a \"rank\": torch.profiler writes one in a "
+                                               "distributed job's traces (torch.distributed initialized); optrace cannot tell which rank this is");
+  }
+  SECTION("a rank given twice names both files") {
+    const std::string again = kCliRank + "/rank0_again.pt.trace.json";
+    const std::string what = error_of([&] {
+      RankSummary::from_ranks({RankTrace::from_kineto_file(kRank0), RankTrace::from_kineto_file(kRank1), RankTrace::from_kineto_file(again)});
+    });
+    auto message = [](const std::string& a, const std::string& b) {
+      return "optrace: " + a + ": Error: rank 0 again: " + b + " is rank 0 too; give one trace per rank";
+    };
+    INFO(what);
+    CHECK((what == message(again, kRank0) || what == message(kRank0, again)));
+  }
+  SECTION("a step given twice") {
+    const std::string twice = kCliRank + "/step_twice.pt.trace.json";
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(twice),
+                      "optrace: " + twice + ": Error: ProfilerStep#1 appears twice (two profiling windows in one trace?): give one window per trace");
+  }
+  SECTION("truncated input") {
+    const std::string cut = kCliRank + "/rank3_truncated.pt.trace.json";
+    const std::string ended_early = "JsonError at /: malformed JSON: JSON document ended early in the middle of an object or array.";
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(cut), "optrace: " + cut + ": " + ended_early);
+    // The real trace cut in the middle of its events, plain and gzip'd (streamed, then read whole
+    // to name the error), and its gzip file cut short.
+    const std::string text = optrace::detail::read_file_maybe_gzip(kRank0);
+    const std::string half = optrace_test::temp_path("rank_summary_half.pt.trace.json");
+    optrace::detail::write_file_maybe_gzip(half, text.substr(0, text.size() / 2));
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(half), "optrace: " + half + ": " + ended_early);
+    optrace::detail::write_file_maybe_gzip(half + ".gz", text.substr(0, text.size() / 2));
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(half + ".gz"), "optrace: " + half + ".gz: " + ended_early);
+    const std::string gz = optrace::detail::read_file(kRank0);
+    const std::string short_gz = optrace_test::temp_path("rank_summary_short.pt.trace.json.gz");
+    optrace::detail::write_file_atomic(short_gz, gz.substr(0, gz.size() / 2));
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(short_gz),
+                      "optrace: " + short_gz + ": IoError: cannot inflate '" + short_gz + "': the gzip data is truncated");
+  }
+  SECTION("a bad value names its JSON path") {
+    const std::string bad_rank = kCliRank + "/rank_not_integer.pt.trace.json";
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(bad_rank),
+                      "optrace: " + bad_rank + ": JsonError at /distributedInfo/rank: expected a rank (an integer of at least 0), got string \"zero\"");
+    // The events: the path of the event, and of its member.
+    const std::string head = R"({"distributedInfo": {"rank": 0}, "traceEvents": [)"
+                             R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "ts": 1, "dur": 9}, )";
+    const std::string file = optrace_test::temp_path("rank_summary_bad_event.pt.trace.json");
+    auto error_for = [&](const std::string& event) {
+      optrace::detail::write_file_maybe_gzip(file, head + event + "]}");
+      return error_of([&] { RankTrace::from_kineto_file(file); });
+    };
+    const std::string at = "optrace: " + file + ": JsonError at /traceEvents/1";
+    CHECK(error_for("7") == at + ": expected an event object, got integer 7");
+    CHECK(error_for(R"({"ph": 1})") == at + "/ph: expected a string, got integer 1");
+    CHECK(error_for(R"({"ph": "X", "name": ["gloo:all_reduce"]})") == at + "/name: expected a string, got a list of 1");
+    CHECK(error_for(R"({"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": "5", "dur": 1})") ==
+          at + "/ts: expected a number, got string \"5\"");
+    CHECK(error_for(R"({"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": 5})") == at + ": missing key \"dur\"");
+    CHECK(error_for(R"({"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "ts": 5, "dur": -1})") ==
+          at + "/dur: expected a duration of at least 0, got -1");
+    CHECK(error_for(R"({"ph": "X", "cat" 1})") ==
+          at + ": malformed JSON: The JSON document has an improper structure: missing or superfluous commas, braces, missing keys, etc.");
+  }
+}
+
+}  // namespace rank_summary_test
