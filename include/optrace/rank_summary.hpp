@@ -104,10 +104,11 @@ struct RankTrace {
 class RankSummary {
  public:
   /// The summary of `ranks` (any order; sorted by rank here). Throws Error for two traces of one
-  /// rank, naming both files. What does not stop the summary but a reader should know (ranks
+  /// rank, naming both files: the later one in `ranks` as the one given again. What does not stop the summary but a reader should know (ranks
   /// whose steps differ, ranks missing from the world size) is in notes().
   static RankSummary from_ranks(std::vector<RankTrace> ranks) {
-    std::sort(ranks.begin(), ranks.end(), [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
+    // Stable: which file is named "again" follows the order given, whatever the number of ranks.
+    std::stable_sort(ranks.begin(), ranks.end(), [](const RankTrace& a, const RankTrace& b) { return a.rank < b.rank; });
     for (size_t k = 1; k < ranks.size(); ++k)
       if (ranks[k].rank == ranks[k - 1].rank)
         detail::raise_about_file<Error>(ranks[k].file, "rank ", ranks[k].rank, " again: ", ranks[k - 1].file,
