@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "miniz_names.hpp"
 #include "optrace_catch.hpp"
 
 #include <algorithm>
@@ -13,6 +14,9 @@
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
+#include <optional>
+#include <random>
+#include <string_view>
 #include <utility>
 
 namespace {
@@ -189,20 +193,120 @@ TEST_CASE("aoti: baked-in values and metadata the guard cannot read", "[aoti]") 
 }
 
 TEST_CASE("aoti: a package is told by its zip directory, before AOTInductor extracts it", "[aoti]") {
-  // torch::save writes a zip archive as torch.save does (PyTorchStreamWriter), as a package is one.
+  // torch::save writes a zip archive as torch.save does (PyTorchStreamWriter, with ZIP64 end
+  // records), as a package is one.
   const std::string saved = optrace_test::temp_path("aoti_zip_tensor.pt");
   torch::save(torch::ones({3}), saved);
   std::vector<std::string> names = optrace::detail::aoti::zip_names(saved);
   CHECK(std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.size() > 8 && n.substr(n.size() - 8) == "data.pkl"; }));
+  const std::string bytes = optrace::detail::read_file(saved);
+  CHECK(optrace_test::miniz_names(bytes) == names);
   const std::string json = optrace_test::temp_path("aoti_zip_not_a_zip.json");
   std::ofstream(json) << "{\"traceEvents\": [], \"displayTimeUnit\": \"ms\"}";
   CHECK_THROWS_WITH(optrace::detail::aoti::zip_names(json),
                     "optrace: Error: not a zip archive (no end of central directory)");
-  std::ifstream in(saved, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const std::string cut = optrace_test::temp_path("aoti_zip_cut.pt");
   std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 30);  // the end of directory cut off
   CHECK_THROWS_AS(optrace::detail::aoti::zip_names(cut), optrace::Error);
+  CHECK_THROWS_WITH(optrace::detail::aoti::zip_names(optrace_test::temp_path("")), OPTRACE_CONTAINS("it is a directory"));
+}
+
+namespace {
+
+std::string zip_corpus(const std::string& name) {
+  return optrace::detail::read_file(std::string(OPTRACE_SOURCE_DIR) + "/tests/fuzz/corpus/zip/" + name);
+}
+
+std::string zip_refusal(std::string_view bytes) {
+  try {
+    optrace::detail::aoti::zip_names_in(bytes);
+  } catch (const optrace::Error& e) {
+    return e.message();
+  }
+  return "(read)";
+}
+
+}  // namespace
+
+// The archives of tests/export/crafted_zips.py (fuzz_zip's corpus), held to the miniz libtorch
+// carries, which is what AOTInductor's loader extracts with.
+TEST_CASE("aoti: the archive check reads the directory miniz reads", "[aoti]") {
+  for (const char* name : {"ordinary.zip", "commented.zip"}) {
+    CAPTURE(name);
+    const std::string bytes = zip_corpus(name);
+    REQUIRE(optrace_test::miniz_names(bytes).has_value());
+    CHECK(optrace::detail::aoti::zip_names_in(bytes) == *optrace_test::miniz_names(bytes));
+  }
+  // Two directories: miniz (and Python's zipfile) read the one the ZIP64 record names, with an
+  // entry that escapes the loader's folder; the classic record names a benign one.
+  const std::string two = zip_corpus("two_directories.zip");
+  const std::optional<std::vector<std::string>> miniz = optrace_test::miniz_names(two);
+  REQUIRE(miniz.has_value());
+  CHECK(miniz->back() == "data/aotinductor/model/../../../../tmp/x");
+  CHECK(zip_refusal(two) == "its classic and ZIP64 end records disagree (3 entries, 243 directory bytes at 282 against 4, "
+                            "329 at 525): readers would see different archives");
+  // 98 bytes naming a directory of 64 GiB whose offset + size wrap past 2^64 to 0 (the check
+  // once asked for 64 GiB: std::bad_alloc): refused before anything is allocated, by miniz's
+  // limit; within the limit, by bounds checked apart.
+  const std::string wrap = zip_corpus("wrapping_directory.zip");
+  REQUIRE(wrap.size() == 98);
+  CHECK(zip_refusal(wrap) == "a zip directory of more than 2^32-1 bytes");
+  CHECK_FALSE(optrace_test::miniz_names(wrap).has_value());
+  std::string small_wrap = wrap;
+  const std::string size = {'\x50', 0, 0, 0, 0, 0, 0, 0}, offset = {'\xc0', '\xff', '\xff', '\xff', '\xff', '\xff', '\xff', '\xff'};
+  small_wrap.replace(40, 8, size).replace(48, 8, offset);  // 80 bytes at 2^64 - 64: they end at 16
+  CHECK(zip_refusal(small_wrap) == "a zip directory beyond the end of the file");
+  CHECK_FALSE(optrace_test::miniz_names(small_wrap).has_value());
+}
+
+TEST_CASE("aoti: the archive check refuses what two readers could read apart", "[aoti]") {
+  const std::string ordinary = zip_corpus("ordinary.zip");
+  const size_t end = ordinary.size() - 22;
+  auto with = [&](size_t at, std::string_view bytes, std::string base = {}) {
+    if (base.empty()) base = ordinary;
+    base.replace(at, bytes.size(), bytes);
+    return base;
+  };
+  auto le32 = [](uint32_t v) { return std::string{char(v), char(v >> 8), char(v >> 16), char(v >> 24)}; };
+  const uint32_t dir_size = static_cast<uint32_t>(optrace::detail::aoti::zip::le(ordinary.data() + end + 12, 4));
+  // Bytes after the last entry, inside the directory the end record names: miniz takes the
+  // archive; the check refuses what no reader accounts for.
+  const std::string padded = ordinary.substr(0, end) + std::string(8, '\0') + with(end + 12, le32(dir_size + 8)).substr(end);
+  CHECK(optrace_test::miniz_names(padded).has_value());
+  CHECK(zip_refusal(padded) == "a zip directory not filled by its 3 entries (8 bytes after them)");
+  // A directory past the file's end, and an entry count the directory cannot hold.
+  CHECK(zip_refusal(with(end + 16, le32(0xFFFFFFF0))) == "a zip directory beyond the end of the file");
+  CHECK(zip_refusal(with(end + 8, std::string("\x09\x00\x09\x00", 4))) == "a damaged zip directory (9 entries in 243 bytes)");
+  CHECK(zip_refusal(with(end + 10, std::string("\x09\x00", 2))) ==
+        "a damaged or multi-disk zip archive (9 entries, 3 of them on this disk)");
+  // A comment of 65,535 bytes is the longest; an end record further back is not searched. Both
+  // readers search back from the end in 4 KiB steps; in a small archive miniz's next step would
+  // start before byte 0, where its read fails: it finds no end record, nor does the check.
+  const std::string longest_comment = with(end + 20, std::string("\xff\xff", 2)) + std::string(0xFFFF, 'c');
+  CHECK_FALSE(optrace_test::miniz_names(longest_comment).has_value());
+  CHECK(zip_refusal(longest_comment) == "not a zip archive (no end of central directory)");
+  const uint32_t dir_at = static_cast<uint32_t>(optrace::detail::aoti::zip::le(ordinary.data() + end + 16, 4));
+  const std::string large = std::string(8192, '\0') + with(end + 16, le32(dir_at + 8192), longest_comment);
+  REQUIRE(optrace_test::miniz_names(large).has_value());
+  CHECK(optrace::detail::aoti::zip_names_in(large) == *optrace_test::miniz_names(large));
+  CHECK_FALSE(optrace_test::miniz_names(large + std::string(4200, 'c')).has_value());
+  CHECK(zip_refusal(large + std::string(4200, 'c')) == "not a zip archive (no end of central directory)");
+  // Flipped bytes in the tail: whatever miniz reads, the check refuses or reads alike.
+  std::mt19937 rng(7);
+  for (int i = 0; i < 4000; ++i) {
+    std::string bytes = i % 2 ? ordinary : zip_corpus("two_directories.zip");
+    for (int k = 0; k < 1 + i % 3; ++k) bytes[bytes.size() - 1 - rng() % 400] = static_cast<char>(rng());
+    const std::optional<std::vector<std::string>> miniz = optrace_test::miniz_names(bytes);
+    if (!miniz) continue;
+    std::vector<std::string> ours;
+    try {
+      ours = optrace::detail::aoti::zip_names_in(bytes);
+    } catch (const optrace::Error&) {
+      continue;
+    }
+    CAPTURE(i);
+    REQUIRE(ours == *miniz);
+  }
 }
 
 // torch 2.6's loader joins each name under data/aotinductor/<model>/ to its folder unchecked:

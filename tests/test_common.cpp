@@ -1,10 +1,14 @@
 // Tests for the foundation: optrace/error.hpp and optrace/detail/common/ (no libtorch header needed).
+#include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/block_vector.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/common/string_map.hpp>
 #include <optrace/error.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cstdint>
 #include <iterator>
 #include <stdexcept>
@@ -12,6 +16,9 @@
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "optrace_catch.hpp"
 
@@ -161,4 +168,89 @@ TEST_CASE("kineto_names: the categories libkineto writes, by their activity's na
   CHECK_FALSE(kn::is("cpu_op ", kn::Category::cpu_op));
   CHECK(kn::name(kn::Category::operator_legacy) == "Operator");
   CHECK(kn::name(kn::Category::trace_span) == "Trace");
+}
+
+namespace {
+
+std::string beneath_answer(const std::string& base, const std::string& name) {
+  try {
+    optrace::detail::Fd fd = optrace::detail::open_file_beneath(base, name);
+    return "read: " + optrace::detail::read_all(fd.get(), 0, name);
+  } catch (const optrace::Error& e) {
+    return e.message();
+  }
+}
+
+}  // namespace
+
+// The one rule and walk for names that files optrace reads give (a plan's packages and
+// observation files, an on-demand request's trace).
+TEST_CASE("beneath: a name a file gives stays beneath its folder, by name and by link", "[common]") {
+  namespace fs = std::filesystem;
+  using optrace::detail::beneath_name_problem;
+  for (const char* good : {"a", "a/b.json", "..a", "a..", "a/...b/c", "x.pt2"}) CHECK(beneath_name_problem(good).empty());
+  CHECK(beneath_name_problem("") == "an empty name");
+  CHECK(beneath_name_problem("/etc/x") == "an absolute path");
+  CHECK(beneath_name_problem("a/../b") == "a '..' component");
+  CHECK(beneath_name_problem("..") == "a '..' component");
+  CHECK(beneath_name_problem("./a") == "a '.' component");
+  CHECK(beneath_name_problem("a//b") == "an empty component");
+  CHECK(beneath_name_problem("a/") == "an empty component");
+  CHECK(beneath_name_problem("a\\..\\b") == "a backslash in the name");
+  CHECK(beneath_name_problem(std::string("a\0b", 3)) == "a NUL in the name");
+
+  const std::string dir = optrace_test::temp_path("beneath");
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/plan/sub");
+  fs::create_directories(dir + "/outside");
+  std::ofstream(dir + "/plan/sub/in.json") << "in";
+  std::ofstream(dir + "/outside/secret") << "secret";
+  fs::create_directory_symlink(dir + "/outside", dir + "/plan/out");
+  fs::create_symlink(dir + "/outside/secret", dir + "/plan/secret.json");
+  REQUIRE(::mkfifo((dir + "/plan/fifo").c_str(), 0600) == 0);
+  const std::string plan = dir + "/plan";
+  CHECK(beneath_answer(plan, "sub/in.json") == "read: in");
+  CHECK(beneath_answer(plan, "out/secret") == "'" + plan + "/out' is a symbolic link: a file named beneath '" + plan + "' stays in it");
+  CHECK(beneath_answer(plan, "secret.json") ==
+        "'" + plan + "/secret.json' is a symbolic link: a file named beneath '" + plan + "' stays in it");
+  CHECK(beneath_answer(plan, "../outside/secret") == "'../outside/secret' is not a file name beneath '" + plan +
+                                                         "' (a '..' component)");
+  CHECK(beneath_answer(plan, "fifo") == "cannot open the file: not a regular file");
+  CHECK(beneath_answer(plan, "sub/missing.json").find("No such file or directory") != std::string::npos);
+
+  // Folders made on the way, or the walk stopped where one is missing (a check before a write).
+  using optrace::detail::MissingFolder;
+  auto [made, leaf] = optrace::detail::open_folder_beneath(plan, "new/deeper/t.json", MissingFolder::Make);
+  CHECK(made);
+  CHECK(leaf == "t.json");
+  CHECK(fs::is_directory(plan + "/new/deeper"));
+  auto [none, name] = optrace::detail::open_folder_beneath(plan, "absent/t.json", MissingFolder::Stop);
+  CHECK_FALSE(none);
+  CHECK(name == "t.json");
+  CHECK_FALSE(fs::exists(plan + "/absent"));
+  CHECK_THROWS_WITH(optrace::detail::open_folder_beneath(plan, "out/t.json", MissingFolder::Make),
+                    OPTRACE_CONTAINS("/out' is a symbolic link"));
+}
+
+// A file written atomically goes through a temporary file that nobody can plant ahead: its name
+// cannot be guessed and it is created, never opened (the pid-named one was opened with O_TRUNC,
+// so a hard link planted under that name had the write land in the file it links to).
+TEST_CASE("atomic writes: a link planted under the temporary file's old name is not written through", "[common]") {
+  namespace fs = std::filesystem;
+  const std::string dir = optrace_test::temp_path("atomic_plant");
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/out");
+  std::ofstream(dir + "/victim") << "keep me";
+  const std::string target = dir + "/out/plan.json";
+  REQUIRE(::link((dir + "/victim").c_str(), (target + ".tmp." + std::to_string(::getpid())).c_str()) == 0);
+  optrace::detail::write_file_atomic(target, "the plan");
+  CHECK(optrace::detail::read_file(dir + "/victim") == "keep me");
+  CHECK(optrace::detail::read_file(target) == "the plan");
+  CHECK(optrace::detail::temporary_name("x") != optrace::detail::temporary_name("x"));
+  // Kept: nothing replaces an existing file, and no temporary file is left behind.
+  CHECK_THROWS_WITH(optrace::detail::write_file_atomic(target, "again", optrace::detail::ExistingFile::Keep),
+                    OPTRACE_CONTAINS("exists and is kept"));
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/out")) files += e.path().filename().string().rfind("plan.json.tmp.", 0) == 0;
+  CHECK(files == 1);  // the planted link only
 }

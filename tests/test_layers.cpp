@@ -25,8 +25,8 @@ struct Layer {
 };
 const std::vector<Layer> kLayers = {
     {"foundation (no libtorch, no simdjson)",
-     {"error.hpp", "json/writer.hpp", "detail/common/io.hpp", "detail/common/gzip.hpp", "detail/common/pieces.hpp",
-      "detail/common/per_thread.hpp", "detail/common/text_table.hpp", "detail/common/progress.hpp",
+     {"error.hpp", "json/writer.hpp", "detail/common/io.hpp", "detail/common/beneath.hpp", "detail/common/gzip.hpp",
+      "detail/common/pieces.hpp", "detail/common/per_thread.hpp", "detail/common/text_table.hpp", "detail/common/progress.hpp",
       "detail/common/string_map.hpp", "detail/common/dtype_names.hpp", "detail/common/block_vector.hpp",
       "detail/common/kineto_names.hpp"}},
     {"JSON reading (simdjson)", {"detail/common/json_text.hpp", "json/reader.hpp", "detail/common/ondemand.hpp"}},

@@ -346,6 +346,31 @@ TEST_CASE("on demand: paths a request names stay inside the output folder and re
   CHECK(optrace::detail::read_file(out + "/kept.json") == "mine");
 }
 
+// The request is checked when it comes; the trace is written seconds later, on the writer
+// thread. A folder on the way swapped for a link in between must not take the trace elsewhere:
+// the write goes through the folder opened when the window opened.
+TEST_CASE("on demand: a folder swapped for a link before the write does not move the trace", "[on_demand]") {
+  const std::string dir = fresh_dir("swap");
+  const std::string out = dir + "/traces";
+  fs::create_directories(out);
+  fs::create_directories(dir + "/elsewhere");
+  OnDemandProfiler od(OnDemandOptions().output_dir(out));
+  OnDemandRequest r;
+  r.iterations = 1;
+  r.start_iteration = 0;
+  r.log_file = "sub/trace.json";
+  od.request(r);
+  od.step();  // the window opens: sub/ is made and held
+  REQUIRE(said(od, "recording steps"));
+  work();
+  fs::rename(out + "/sub", out + "/moved");
+  fs::create_directory_symlink(dir + "/elsewhere", out + "/sub");
+  od.step();
+  od.flush();
+  CHECK(fs::is_empty(dir + "/elsewhere"));
+  CHECK(profiler_steps(out + "/moved/trace.json").size() == 1);
+}
+
 TEST_CASE("on demand: a trace that cannot be written stops the window, not the job", "[on_demand]") {
   const std::string dir = fresh_dir("full");
   // A file-size limit stands in for a full disk: the write fails (EFBIG) where it would (ENOSPC).

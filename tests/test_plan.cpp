@@ -214,6 +214,14 @@ TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
   refused("\"p1.observations.json\"", "\"sub/../../x.json\"", "is not a file name inside the plan's folder");
   refused("\"p1\"", "\"p0\"", "two packages named 'p0'");
   refused("\"p1.observations.json\"", "\"missing.json\"", "missing.json");
+  // A link on the way, or at the end, is not followed out of the plan's folder, whenever it was
+  // put there: the observation file is opened beneath the folder (detail/common/beneath.hpp).
+  std::filesystem::create_directories(dir + "/elsewhere");
+  std::filesystem::copy_file(dir + "/p1.observations.json", dir + "/elsewhere/p1.observations.json");
+  std::filesystem::create_directory_symlink(dir + "/elsewhere", dir + "/linked");
+  std::filesystem::create_symlink(dir + "/elsewhere/p1.observations.json", dir + "/link.json");
+  refused("\"p1.observations.json\"", "\"linked/p1.observations.json\"", "/linked' is a symbolic link");
+  refused("\"p1.observations.json\"", "\"link.json\"", "/link.json' is a symbolic link");
   refused("\"packages\": \\[", "\"packages\": [], \"x\": [", "a plan without packages");
   write_text(path, "{\"format\": ");
   CHECK_THROWS_AS(optrace::Plan::load(dir), optrace::JsonError);

@@ -1,5 +1,6 @@
 // Reliability: readers turn every bad input into an optrace::Error (the fuzzers' regressions),
 // exact counts under load ([stress]), and saves that a killed process cannot leave half-written.
+#include <optrace/detail/aoti/zip_names.hpp>
 #include <optrace/kineto.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/key_averages.hpp>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
@@ -306,6 +308,11 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
       if (!r.log_file.empty()) optrace::detail::on_demand::resolve_inside("/nonexistent-optrace-fuzz/traces", r.log_file);
     }));
   }
+  for (const std::string& path : regressions("zip")) {
+    INFO(path);
+    std::string bytes = read_text(path);
+    CHECK_NOTHROW(answer([&] { optrace::detail::aoti::zip_names_in(bytes); }));
+  }
   // The command line's (argument lists) are replayed by fuzz_replay_cli; here, that they are kept.
   CHECK(!regressions("cli").empty());
 }
@@ -502,7 +509,12 @@ int kill_while_saving(const std::string& path, const std::function<void(int)>& s
     char go = 0;
     REQUIRE(read(ready[0], &go, 1) == 1);
     close(ready[0]);
-    std::string tmp = path + ".tmp." + std::to_string(child);
+    // The child's temporary file: `path.tmp.<pid>.<random>` (detail::temporary_name).
+    auto child_tmp = [&, prefix = std::filesystem::path(path).filename().string() + ".tmp." + std::to_string(child) + "."] {
+      for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+        if (e.path().filename().string().rfind(prefix, 0) == 0) return e.path().string();
+      return std::string();
+    };
     if (round % 2 == 0) {
       // At a random moment: between saves, while formatting, writing or renaming.
       std::this_thread::sleep_for(std::chrono::microseconds(delay(rng)));
@@ -511,14 +523,14 @@ int kill_while_saving(const std::string& path, const std::function<void(int)>& s
       // truncated file. (Formatting can take most of a save, under ASan nearly all of it, so
       // random moments alone may never land here.)
       auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (access(tmp.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < give_up) {
+      while (child_tmp().empty() && std::chrono::steady_clock::now() < give_up) {
       }
     }
     kill(child, SIGKILL);
     int status = 0;
     waitpid(child, &status, 0);
     REQUIRE(WIFSIGNALED(status));
-    if (access(tmp.c_str(), F_OK) == 0) {
+    if (const std::string tmp = child_tmp(); !tmp.empty()) {
       ++mid_write;
       std::remove(tmp.c_str());
     }

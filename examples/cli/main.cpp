@@ -470,14 +470,14 @@ int verify_plan(const Invocation& inv, const optrace::aoti::VerifyOptions& optio
   const std::vector<optrace::Observations> parts = plan.assign(optrace::load_observations(inv.inputs[1]));
   std::optional<torch::jit::Module> module;
   if (!inv.reference.empty()) module = load_reference(inv.reference);
-  const std::filesystem::path dir = std::filesystem::path(plan.path()).parent_path();
+  const std::string dir = std::filesystem::path(plan.path()).parent_path().string();
   optrace::json::Writer w(1);
   w.begin_object().key("plan").value(plan.path()).key("packages").begin_array();
   bool all_ok = true;
   for (size_t i = 0; i < plan.packages().size(); ++i) {
     const optrace::PlannedPackage& planned = plan.packages()[i];
     if (parts[i].history().empty()) continue;
-    optrace::aoti::Package pkg((dir / planned.file).string());
+    optrace::aoti::Package pkg = optrace::aoti::Package::beneath(dir, planned.file);
     optrace::aoti::VerifyReport report =
         module ? optrace::aoti::verify(pkg, parts[i], *module, options) : optrace::aoti::verify(pkg, parts[i], options);
     std::cout << planned.name << " (" << planned.file << ") " << pkg.signature() << " on " << pkg.device() << "\n"

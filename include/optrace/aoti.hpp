@@ -13,7 +13,7 @@
 #include <optrace/detail/aoti/call_spec.hpp>
 #include <optrace/detail/aoti/guard.hpp>
 #include <optrace/detail/aoti/zip_names.hpp>
-#include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/observer/recorder.hpp>
@@ -45,6 +45,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace optrace::aoti {
 
 /// Why a package does not take a call (Package::accepts): the message its call would throw, and
@@ -71,45 +75,15 @@ class Package {
   /// when it is missing, unreadable or not a package AOTInductor can load (compiled for another
   /// libtorch or machine: AOTInductor's own message follows), JsonError when its optrace
   /// metadata is malformed.
-  explicit Package(const std::string& path, const std::string& model_name = "model") : state_(std::make_shared<State>()) {
-    state_->path = path;
-    {
-      std::ifstream probe(path, std::ios::binary);
-      if (!probe) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
-    }
-    const std::string top = check_archive(path, model_name);
-    try {
-      state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(path, model_name);
-    } catch (const std::exception& e) {
-      remove_extraction_folder(e.what(), top);
-      detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", detail::first_line(e));
-    }
-    try {
-      std::vector<std::string> spec = state_->loader->get_call_spec();
-      if (spec.size() != 2) detail::raise_json("", "the package's call spec has ", spec.size(), " parts, not 2");
-      state_->metadata = state_->loader->get_metadata();
-      auto found = state_->metadata.find(std::string(detail::aoti::kGuardKey));
-      detail::aoti::Guard guard;
-      std::vector<std::string> names;
-      if (found != state_->metadata.end()) {
-        guard = detail::aoti::Guard::parse(found->second);
-        state_->guarded = true;
-        names = guard.arg_names;
-      } else {
-        guard.unchecked.push_back("the package has no optrace.guard metadata (not compiled with compile_package.py): "
-                                  "only the number and structure of its inputs are checked");
-      }
-      state_->out_spec = detail::aoti::parse_tree_spec(spec[1]);
-      state_->shape = detail::aoti::CallShape::of(detail::aoti::parse_tree_spec(spec[0]), std::move(names));
-      if (state_->guarded) guard.none_keywords_into(state_->shape);
-      if (state_->guarded) state_->dynamic_shapes = guard.dynamic_shapes(state_->shape);
-      auto device = state_->metadata.find("AOTI_DEVICE_KEY");
-      state_->device = device != state_->metadata.end() ? device->second : "cpu";
-      state_->guard = std::move(guard);
-    } catch (Error& e) {
-      e.name_file(path);
-      throw;
-    }
+  explicit Package(const std::string& path, const std::string& model_name = "model")
+      : Package(open_package(path), path, model_name) {}
+
+  /// The package a plan names: `file` beneath the plan's folder `dir` ("" is the working folder),
+  /// opened as every file a plan names is (detail/common/beneath.hpp: no `..`, no symbolic link
+  /// on the way or at the end), then loaded as by the path. PackageSet and `optrace verify PLAN`
+  /// load plans' packages with it.
+  static Package beneath(const std::string& dir, const std::string& file, const std::string& model_name = "model") {
+    return Package(detail::open_file_beneath(dir, file, "the package"), detail::beneath_shown(dir, file), model_name);
   }
 
   /// Calls the package with positional arguments, as `module.forward(args...)`.
@@ -177,6 +151,60 @@ class Package {
   torch::inductor::AOTIModelPackageLoader& loader() { return *state_->loader; }
 
  private:
+  // The package open at `file`, named `path` in messages. The archive check and AOTInductor's
+  // loader read the same file through that descriptor (the loader by /proc/self/fd/N), so the
+  // archive extracted is the one checked, whatever is renamed meanwhile.
+  Package(detail::Fd file, const std::string& path, const std::string& model_name) : state_(std::make_shared<State>()) {
+    state_->path = path;
+    struct stat st {};
+    if (::fstat(file.get(), &st) != 0) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
+    const std::string top = check_archive(file.get(), static_cast<uint64_t>(st.st_size), path, model_name);
+    const std::string by_descriptor = "/proc/self/fd/" + std::to_string(file.get());
+    try {
+      state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
+          ::access(by_descriptor.c_str(), R_OK) == 0 ? by_descriptor : path, model_name);
+    } catch (const std::exception& e) {
+      remove_extraction_folder(e.what(), top);
+      detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", detail::first_line(e));
+    }
+    try {
+      std::vector<std::string> spec = state_->loader->get_call_spec();
+      if (spec.size() != 2) detail::raise_json("", "the package's call spec has ", spec.size(), " parts, not 2");
+      state_->metadata = state_->loader->get_metadata();
+      auto found = state_->metadata.find(std::string(detail::aoti::kGuardKey));
+      detail::aoti::Guard guard;
+      std::vector<std::string> names;
+      if (found != state_->metadata.end()) {
+        guard = detail::aoti::Guard::parse(found->second);
+        state_->guarded = true;
+        names = guard.arg_names;
+      } else {
+        guard.unchecked.push_back("the package has no optrace.guard metadata (not compiled with compile_package.py): "
+                                  "only the number and structure of its inputs are checked");
+      }
+      state_->out_spec = detail::aoti::parse_tree_spec(spec[1]);
+      state_->shape = detail::aoti::CallShape::of(detail::aoti::parse_tree_spec(spec[0]), std::move(names));
+      if (state_->guarded) guard.none_keywords_into(state_->shape);
+      if (state_->guarded) state_->dynamic_shapes = guard.dynamic_shapes(state_->shape);
+      auto device = state_->metadata.find("AOTI_DEVICE_KEY");
+      state_->device = device != state_->metadata.end() ? device->second : "cpu";
+      state_->guard = std::move(guard);
+    } catch (Error& e) {
+      e.name_file(path);
+      throw;
+    }
+  }
+
+  // The regular file at `path`, open (a folder, FIFO or device refused without blocking).
+  static detail::Fd open_package(const std::string& path) {
+    detail::Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+      detail::raise_about_file<IoError>(path, "cannot open the package: not a regular file");
+    return fd;
+  }
+
   struct State {
     std::string path, device;
     std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
@@ -211,10 +239,10 @@ class Package {
   // A package is a zip archive with the model's files under data/aotinductor/<model_name>/, in
   // the archive's top folder where torch 2.7 and newer put them (archive_prefix). Returns the
   // top folder this libtorch's loader reads them from ("" for torch 2.6's layout).
-  static std::string check_archive(const std::string& path, const std::string& model_name) {
+  static std::string check_archive(int fd, uint64_t size, const std::string& path, const std::string& model_name) {
     std::vector<std::string> names;
     try {
-      names = detail::aoti::zip_names(path);
+      names = detail::aoti::zip_names_of(fd, size, path);
     } catch (const Error& e) {
       detail::raise_about_file<IoError>(path, "not an AOTInductor package: ", e.message());
     }

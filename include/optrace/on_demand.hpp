@@ -249,11 +249,14 @@ class OnDemandProfiler {
   void open_window(const OnDemandRequest& r, int64_t s) {
     const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    const std::string path = r.log_file.empty() ? (dir_ / (worker_ + "." + std::to_string(ns) + ".pt.trace.json" +
-                                                           (options_.use_gzip() ? ".gz" : "")))
-                                                      .string()
-                                                : detail::on_demand::resolve_inside(dir_, r.log_file);
-    if (!r.log_file.empty()) std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    // The trace goes through the folder opened here beneath the output folder, made if missing:
+    // a link put on the way before the writer thread writes (seconds later) is not followed.
+    const std::string relative =
+        r.log_file.empty() ? worker_ + "." + std::to_string(ns) + ".pt.trace.json" + (options_.use_gzip() ? ".gz" : "")
+                           : detail::on_demand::name_inside(dir_, r.log_file);
+    const std::string path = (dir_ / relative).string();
+    auto [folder, leaf] = detail::open_folder_beneath(dir_.string(), relative, detail::MissingFolder::Make);
+    auto held = std::make_shared<detail::Fd>(std::move(folder));
     ProfilerOptions o = options_.profiler();
     if (r.record_shapes) o.record_shapes(*r.record_shapes);
     if (r.profile_memory) o.profile_memory(*r.profile_memory);
@@ -269,8 +272,8 @@ class OnDemandProfiler {
     o.schedule(r.by_iteration() ? std::optional<Schedule>(Schedule().skip_first(s).active(r.iterations).repeat(1))
                                 : std::nullopt);
     o.execution_trace(et_dir_.empty() ? std::string() : (et_dir_ / (worker_ + "." + std::to_string(ns) + ".et.json")).string());
-    o.on_trace_ready([this, path](const ProfilerTrace& trace) {
-      trace.save_new(path);
+    o.on_trace_ready([this, path, held, leaf = leaf](const ProfilerTrace& trace) {
+      trace.save(detail::FileTarget{held->get(), leaf, path}, detail::ExistingFile::Keep);
       std::lock_guard<std::mutex> lock(mutex_);
       traces_.push_back(path);
     });

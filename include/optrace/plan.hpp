@@ -8,6 +8,7 @@
 // compile_plan compiles it; serve.hpp's PackageSet serves it. Needs no AOTInductor: `optrace
 // plan` and `optrace drift` run on every libtorch. docs/serve.md describes the format.
 
+#include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/observer/analysis.hpp>
 #include <optrace/detail/observer/call_set.hpp>
@@ -302,14 +303,12 @@ inline bool split_group(const Group& g, bool keyed, const std::vector<std::strin
   return true;
 }
 
-/// A path inside the plan's folder: relative, without `..`, absolute or empty components.
+/// A path inside the plan's folder, by the one rule for names beneath a folder
+/// (beneath_name_problem: relative, plain components).
 inline std::string safe_relative(const json::Node& node) {
   std::string p(node.as_string());
-  std::filesystem::path path(p);
-  bool ok = !p.empty() && !path.is_absolute() && p.find('\\') == std::string::npos && p.find('\0') == std::string::npos;
-  for (const auto& part : path) ok = ok && part != ".." && part != "." && !part.empty();
-  if (!ok)
-    optrace::detail::raise_json(node.path(), "'" + p + "' is not a file name inside the plan's folder (an absolute path or a '..' is refused)");
+  if (const std::string problem = optrace::detail::beneath_name_problem(p); !problem.empty())
+    optrace::detail::raise_json(node.path(), "'" + p + "' is not a file name inside the plan's folder (" + problem + ")");
   return p;
 }
 
@@ -449,7 +448,7 @@ class Plan {
     std::string file = std::filesystem::is_directory(path) ? (std::filesystem::path(path) / "plan.json").string() : path;
     Plan plan;
     plan.path_ = file;
-    const std::filesystem::path dir = std::filesystem::path(file).parent_path();
+    const std::string dir = std::filesystem::path(file).parent_path().string();
     detail::about_file(file, [&] {
       auto doc = json::Document::parse(detail::read_file(file));
       json::Node root = doc->root();
@@ -475,7 +474,11 @@ class Plan {
         pkg.observations_file = detail::plan::safe_relative(p["observations"]);
         pkg.structure = std::string(p["structure"].as_string());
         pkg.calls = p["calls"].as_int();
-        pkg.observations = Observations::load((dir / pkg.observations_file).string());
+        const std::string observations = detail::beneath_shown(dir, pkg.observations_file);
+        pkg.observations = detail::about_file(observations, [&] {
+          const detail::Fd fd = detail::open_file_beneath(dir, pkg.observations_file);
+          return Observations::from_json(detail::read_all(fd.get(), 0, observations));
+        });
         plan.add(std::move(pkg));
       }
     });

@@ -130,16 +130,20 @@ class ProfilerTrace {
 
  private:
   friend class Profiler;
+  friend class OnDemandProfiler;
   ProfilerTrace(std::shared_ptr<detail::profiler::Window> window, detail::profiler::TraceInfo info)
       : window_(std::move(window)), info_(std::move(info)) {}
 
-  void save(const std::string& path, detail::ExistingFile existing) const {
-    if (detail::gz_path(path)) {
-      detail::write_file_maybe_gzip(path, to_json(path), existing);
+  void save(const std::string& path, detail::ExistingFile existing) const { save(detail::FileTarget::path(path), existing); }
+  // The trace named `target.shown` (its traceName), written to the target (OnDemandProfiler's
+  // through a folder held open beneath its output folder).
+  void save(const detail::FileTarget& target, detail::ExistingFile existing) const {
+    if (detail::gz_path(target.name)) {
+      detail::write_file_maybe_gzip(target, to_json(target.shown), existing);
       return;
     }
     detail::profiler::KinetoWriter writer(complete_window(), info_);
-    detail::write_file_atomic_with(path, [&](auto& sink) { writer.write(path, sink); }, existing);
+    detail::write_file_atomic_with(target, [&](auto& sink) { writer.write(target.shown, sink); }, existing);
   }
 
   // The window with what libtorch's saved trace adds to its CUDA events (read once, here rather

@@ -107,15 +107,17 @@ class PackageSet {
   using Fallback = std::function<c10::IValue(std::vector<c10::IValue>, const Kwargs&)>;
 
   /// Loads the plan (`DIR/plan.json` or `DIR`) and every package it names, from its folder.
-  /// Throws, naming the file, what Plan::load and Package throw (a missing or unloadable
-  /// package, a path outside the folder), and ArgumentError when the packages disagree on the
-  /// arguments. Nothing is kept of a set that fails to load.
+  /// Every file the plan names is opened beneath its folder (Package::beneath, Plan::load).
+  /// Throws, naming the file, what Plan::load and
+  /// Package throw (a missing or unloadable package, a path outside the folder or through a
+  /// link), and ArgumentError when the packages disagree on the arguments. Nothing is kept of a
+  /// set that fails to load.
   static PackageSet load(const std::string& plan_path) {
     auto state = std::make_shared<State>();
     state->plan = Plan::load(plan_path);
-    const std::filesystem::path dir = std::filesystem::path(state->plan.path()).parent_path();
+    const std::string dir = std::filesystem::path(state->plan.path()).parent_path().string();
     for (const PlannedPackage& p : state->plan.packages())
-      state->entries.push_back({p.name, p.file, Package((dir / p.file).string()), std::make_shared<std::atomic<int64_t>>(0)});
+      state->entries.push_back({p.name, p.file, Package::beneath(dir, p.file), std::make_shared<std::atomic<int64_t>>(0)});
     const Entry& first = state->entries.front();
     for (const Entry& e : state->entries)
       if (e.package.argument_names() != first.package.argument_names())

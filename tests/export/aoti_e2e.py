@@ -257,6 +257,7 @@ def main(name, observe_tool, serve_tool, work, cli=None):
     extra = ""
     if cli and name == "positional":
         extra = "; " + check_other_packages(cli, work, program, package, scripted)
+        extra += "; " + check_crafted_archives(cli, work, package)
     print("PASS %s: torch %s, package compiled in %.1f s; verify %s; %d calls served as aoti_load_package "
           "serves them; %d bad calls refused%s" % (name, torch.__version__, compile_s, got, served, len(bad), extra))
     return 0
@@ -339,6 +340,52 @@ def check_other_packages(cli, work, program, package, scripted):
             fail("a package in torch 2.6's layout: exit %d, %s%s" % (run.returncode, run.stderr, run.stdout))
         layout = "a package in 2.6's layout verified"
     return "a package without metadata verified, a package for a newer libtorch and a TorchScript file refused, " + layout
+
+
+def check_crafted_archives(cli, work, package):
+    """Archives that read as two archives (tests/export/crafted_zips.py), held to torch's own
+    loader: a second central directory, named by the ZIP64 record only, holds an entry that climbs
+    out of the loader's folder to WORK/escaped-*. torch's loader (AOTIModelPackageLoader, through
+    torch._inductor.package.load_package) reads that directory and writes the file there, which
+    proves the archive is what it claims; `optrace verify` refuses it in one line and writes
+    nothing. So is a 98-byte archive whose directory bounds wrap past 2^64."""
+    import crafted_zips
+    from torch._inductor.package import load_package
+
+    observations = os.path.join(work, "observations.json")
+    with open(package, "rb") as f:
+        base = f.read()
+
+    def crafted(escaped):
+        name = "data/aotinductor/model/" + "../" * 16 + escaped.lstrip("/")
+        path = os.path.join(work, "two_directories_%s.pt2" % os.path.basename(escaped))
+        with open(path, "wb") as f:
+            f.write(crafted_zips.two_directories(base, name, b"written outside the loader's folder\n"))
+        if os.path.exists(escaped):
+            os.remove(escaped)
+        return path
+
+    by_torch = os.path.join(work, "escaped-by-torch")
+    load_package(crafted(by_torch))
+    if not os.path.exists(by_torch):
+        fail("torch's loader did not extract the entry of the ZIP64 directory: the crafted archive proves nothing")
+    by_optrace = os.path.join(work, "escaped-by-optrace")
+    archive = crafted(by_optrace)
+    run = subprocess.run([cli, "verify", archive, observations], capture_output=True, text=True)
+    pattern = (r"^optrace: \S*two_directories_escaped-by-optrace.pt2: IoError: not an AOTInductor package: its classic "
+               r"and ZIP64 end records disagree \(.*\): readers would see different archives\n$")
+    if run.returncode != 2 or not re.search(pattern, run.stderr):
+        fail("optrace verify of an archive with two directories: exit %d, %r" % (run.returncode, run.stderr))
+    if os.path.exists(by_optrace):
+        fail("optrace verify let the loader write %s" % by_optrace)
+    wrapping = os.path.join(work, "wrapping_directory.pt2")
+    with open(wrapping, "wb") as f:
+        f.write(crafted_zips.wrapping_directory())
+    run = subprocess.run([cli, "verify", wrapping, observations], capture_output=True, text=True)
+    if run.returncode != 2 or not re.search(r"^optrace: \S*wrapping_directory.pt2: IoError: not an AOTInductor package: a "
+                                            r"zip directory of more than 2\^32-1 bytes\n$", run.stderr):
+        fail("optrace verify of an archive whose directory wraps: exit %d, %r" % (run.returncode, run.stderr))
+    return "an archive with two directories (torch's loader wrote outside its folder) and one that wraps refused"
 
 
 def describe(a, k):

@@ -93,10 +93,14 @@ inline bool gz_path(const std::string& path) {
 
 /// Writes `content` to `path` atomically (write_file_atomic), gzip-compressed when the path
 /// ends in `.gz`.
+inline void write_file_maybe_gzip(const FileTarget& target, std::string_view content,
+                                  ExistingFile existing = ExistingFile::Replace) {
+  if (gz_path(target.name)) write_file_atomic(target, gzip(content), existing);
+  else write_file_atomic(target, content, existing);
+}
 inline void write_file_maybe_gzip(const std::string& path, std::string_view content,
                                   ExistingFile existing = ExistingFile::Replace) {
-  if (gz_path(path)) write_file_atomic(path, gzip(content), existing);
-  else write_file_atomic(path, content, existing);
+  write_file_maybe_gzip(FileTarget::path(path), content, existing);
 }
 
 /// The contents of the regular file at `path`, inflated when it is gzip-compressed, with at least

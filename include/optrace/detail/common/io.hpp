@@ -4,11 +4,14 @@
 #include <optrace/error.hpp>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -16,6 +19,33 @@
 #include <unistd.h>
 
 namespace optrace::detail {
+
+/// A file descriptor, closed with its owner.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  int get() const { return fd_; }
+  explicit operator bool() const { return fd_ >= 0; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 /// Runs `f()`; an optrace::Error it throws leaves naming `path` as its file (Error::name_file).
 template <class F>
@@ -60,30 +90,31 @@ inline ssize_t read_some(int fd, char* into, size_t n) {
   }
 }
 
+/// The rest of the file open at `fd` (left open), read to its end; `path` names it in errors.
+/// `spare` bytes of capacity are reserved after its end (a simdjson parser's padding).
+inline std::string read_all(int fd, size_t size_hint, const std::string& path, size_t spare = 0) {
+  std::string data;
+  data.reserve(size_hint + spare);
+  data.resize(size_hint);
+  size_t got = 0;
+  for (;;) {
+    if (got == data.size()) data.resize(data.size() + (1 << 16));  // at the end, or the file grew
+    const ssize_t n = read_some(fd, &data[got], data.size() - got);
+    if (n < 0) raise_about_file<IoError>(path, "error while reading '", path, "': ", std::strerror(errno));
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  data.resize(got);
+  return data;
+}
+
 /// The whole regular file at `path`. `spare` bytes of capacity are reserved after its end (a
 /// simdjson parser's padding), so the caller can parse it in place with one allocation and no
 /// copy. Throws IoError naming the path (a directory, FIFO or device is refused, not read).
 inline std::string read_file(const std::string& path, size_t spare = 0) {
   size_t size = 0;
-  const int fd = open_regular_file(path, &size);
-  std::string data;
-  data.reserve(size + spare);
-  data.resize(size);
-  size_t got = 0;
-  for (;;) {
-    if (got == data.size()) data.resize(data.size() + (1 << 16));  // at the end, or the file grew
-    const ssize_t n = read_some(fd, &data[got], data.size() - got);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      raise_about_file<IoError>(path, "error while reading '", path, "': ", std::strerror(err));
-    }
-    if (n == 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  data.resize(got);
-  return data;
+  const Fd fd(open_regular_file(path, &size));
+  return read_all(fd.get(), size, path, spare);
 }
 
 /// What writing a file does to a file already at its path.
@@ -93,23 +124,48 @@ enum class ExistingFile {
             // writes must never destroy a file (docs/on_demand.md)
 };
 
-/// Writes to `path` what `produce` hands, piece by piece, to the sink it is given
+/// Where a file is written: `name` in the folder open at `folder`, or, with AT_FDCWD, the path
+/// `name` from the working folder; `shown` names it in messages. A folder held open keeps a write
+/// where it was meant whatever is renamed or linked on the way meanwhile (beneath.hpp).
+struct FileTarget {
+  int folder = AT_FDCWD;
+  std::string name, shown;
+  static FileTarget path(const std::string& p) { return {AT_FDCWD, p, p}; }
+};
+
+/// A name for a temporary file beside `name` that nobody can guess ahead (a planted file or link
+/// of that name would otherwise be written through): `name.tmp.<pid>.<16 random hex digits>`.
+inline std::string temporary_name(const std::string& name) {
+  static thread_local std::mt19937_64 random{std::random_device{}() ^ (uint64_t(::getpid()) << 32)};
+  char suffix[17];
+  std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(random()));
+  return name + ".tmp." + std::to_string(::getpid()) + "." + suffix;
+}
+
+/// Writes to `target` what `produce` hands, piece by piece, to the sink it is given
 /// (`produce(sink)`, `sink(std::string_view)`), so that readers see the old file or the whole new
-/// one, never a part: write a temporary file beside it, flush it to disk, then rename it over
-/// `path` (ExistingFile::Keep: link it there, which fails where a file, or a link, already is).
-/// The temporary file is never opened through a symbolic link. What `produce` throws leaves no
-/// file. Throws IoError naming `path` (Error::file).
+/// one, never a part: write a temporary file beside it, flush it to disk, then rename it over the
+/// target (ExistingFile::Keep: link it there, which fails where a file, or a link, already is).
+/// The temporary file has a name nobody can guess (temporary_name) and is created, never opened:
+/// O_EXCL and O_NOFOLLOW, so nothing planted under its name is written through. What `produce`
+/// throws leaves no file. Throws IoError naming the target (Error::file).
 template <class Produce>
-void write_file_atomic_with(const std::string& path, Produce&& produce, ExistingFile existing = ExistingFile::Replace) {
-  about_file(path, [&] {
-    std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int exclusive = existing == ExistingFile::Keep ? O_EXCL : 0;
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | exclusive, 0644);
-    OPTRACE_CHECK(fd >= 0, IoError, "cannot create '", tmp, "': ", std::strerror(errno));
+void write_file_atomic_with(const FileTarget& target, Produce&& produce, ExistingFile existing = ExistingFile::Replace) {
+  about_file(target.shown, [&] {
+    int fd = -1;
+    std::string tmp;
+    for (int attempt = 0; fd < 0 && attempt < 8; ++attempt) {
+      tmp = temporary_name(target.name);
+      fd = ::openat(target.folder, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+      if (fd < 0 && errno != EEXIST) break;
+    }
+    const std::string tmp_shown = target.shown + tmp.substr(target.name.size());
+    OPTRACE_CHECK(fd >= 0, IoError, "cannot create '", tmp_shown, "': ", std::strerror(errno));
+    auto remove_tmp = [&] { ::unlinkat(target.folder, tmp.c_str(), 0); };
     auto fail = [&](const char* what, int err) {
       ::close(fd);
-      ::unlink(tmp.c_str());
-      raise<IoError>("cannot ", what, " '", tmp, "': ", std::strerror(err));
+      remove_tmp();
+      raise<IoError>("cannot ", what, " '", tmp_shown, "': ", std::strerror(err));
     };
     auto sink = [&](std::string_view content) {
       const char* p = content.data();
@@ -128,35 +184,45 @@ void write_file_atomic_with(const std::string& path, Produce&& produce, Existing
       throw;
     } catch (...) {
       ::close(fd);
-      ::unlink(tmp.c_str());
+      remove_tmp();
       throw;
     }
     if (::fsync(fd) != 0) fail("flush", errno);
     if (::close(fd) != 0) {
       int err = errno;
-      ::unlink(tmp.c_str());
-      raise<IoError>("cannot flush '", tmp, "': ", std::strerror(err));
+      remove_tmp();
+      raise<IoError>("cannot flush '", tmp_shown, "': ", std::strerror(err));
     }
     if (existing == ExistingFile::Keep) {
-      const int linked = ::link(tmp.c_str(), path.c_str());
+      const int linked = ::linkat(target.folder, tmp.c_str(), target.folder, target.name.c_str(), 0);
       const int err = errno;
-      ::unlink(tmp.c_str());
-      if (linked != 0 && err == EEXIST) raise<IoError>("'", path, "' exists and is kept: nothing replaces a file");
-      if (linked != 0) raise<IoError>("cannot write '", path, "': ", std::strerror(err));
+      remove_tmp();
+      if (linked != 0 && err == EEXIST) raise<IoError>("'", target.shown, "' exists and is kept: nothing replaces a file");
+      if (linked != 0) raise<IoError>("cannot write '", target.shown, "': ", std::strerror(err));
       return;
     }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (::renameat(target.folder, tmp.c_str(), target.folder, target.name.c_str()) != 0) {
       int err = errno;
-      ::unlink(tmp.c_str());
-      raise<IoError>("cannot rename '", tmp, "' to '", path, "': ", std::strerror(err));
+      remove_tmp();
+      raise<IoError>("cannot rename '", tmp_shown, "' to '", target.shown, "': ", std::strerror(err));
     }
   });
 }
 
-/// Writes `content` to `path` atomically (see write_file_atomic_with).
+/// write_file_atomic_with to the path `path`.
+template <class Produce>
+void write_file_atomic_with(const std::string& path, Produce&& produce, ExistingFile existing = ExistingFile::Replace) {
+  write_file_atomic_with(FileTarget::path(path), std::forward<Produce>(produce), existing);
+}
+
+/// Writes `content` to `target` atomically (see write_file_atomic_with).
+inline void write_file_atomic(const FileTarget& target, std::string_view content,
+                              ExistingFile existing = ExistingFile::Replace) {
+  write_file_atomic_with(target, [content](auto& sink) { sink(content); }, existing);
+}
 inline void write_file_atomic(const std::string& path, std::string_view content,
                               ExistingFile existing = ExistingFile::Replace) {
-  write_file_atomic_with(path, [content](auto& sink) { sink(content); }, existing);
+  write_file_atomic(FileTarget::path(path), content, existing);
 }
 
 /// A regular file's bytes in memory, read-only, followed by at least `spare` readable zero bytes

@@ -6,9 +6,12 @@
 //   is read; a link to such a file is followed, since its target is what counts;
 // - at most kMaxConfigBytes of it: a config is a few lines;
 // - a path a request names (ACTIVITIES_LOG_FILE) resolves inside the output folder: relative to
-//   it, or absolute under it; no `..`, no symbolic link on the way; the file itself must not exist
-//   (the write links it in place, which also refuses a file or link made there meanwhile).
+//   it, or absolute under it; no `..`, no symbolic link on the way (checked when the request
+//   comes, and again by the write, which goes through the folder opened beneath the output
+//   folder: detail/common/beneath.hpp); the file itself must not exist (the write links it in
+//   place, which also refuses a file or link made there meanwhile).
 
+#include <optrace/detail/common/beneath.hpp>
 #include <optrace/error.hpp>
 
 #include <cerrno>
@@ -77,34 +80,37 @@ inline ConfigRead read_config(const std::string& path) {
   return r;
 }
 
-// The file a request names, inside `dir` (canonical): an error line for anything else.
-inline std::string resolve_inside(const std::filesystem::path& dir, const std::string& requested) {
+// The name a request gives its trace, relative to `dir` (canonical): relative to it, or absolute
+// under it, then held to the rule of every name beneath a folder (beneath_name_problem).
+inline std::string name_inside(const std::filesystem::path& dir, const std::string& requested) {
   namespace fs = std::filesystem;
   const fs::path p(requested);
-  fs::path relative = p;
+  std::string relative = requested;
   if (p.is_absolute()) {
-    relative = p.lexically_normal().lexically_relative(dir);
-    OPTRACE_CHECK(!relative.empty() && *relative.begin() != "..", ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
+    const fs::path r = p.lexically_normal().lexically_relative(dir);
+    OPTRACE_CHECK(!r.empty() && *r.begin() != "..", ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
                   "' is outside the output folder '", dir.string(), "'");
+    relative = r.string();
   }
-  OPTRACE_CHECK(!relative.empty() && relative.has_filename(), ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
-                "' names no file");
-  for (const fs::path& part : relative)
-    OPTRACE_CHECK(part != "..", ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
-                  "' has '..': it must stay inside the output folder '", dir.string(), "'");
-  fs::path at = dir;
-  for (const fs::path& part : relative) {
-    at /= part;
-    std::error_code ec;
-    const fs::file_status st = fs::symlink_status(at, ec);
-    if (!fs::exists(st)) continue;
-    OPTRACE_CHECK(!fs::is_symlink(st), ArgumentError, "ACTIVITIES_LOG_FILE '", requested, "': '", at.string(),
-                  "' is a symbolic link; the trace must stay inside the output folder '", dir.string(), "'");
-  }
-  std::error_code ec;
-  OPTRACE_CHECK(!fs::exists(fs::symlink_status(at, ec)), IoError, "ACTIVITIES_LOG_FILE '", requested, "': '",
-                at.string(), "' exists and is kept: nothing replaces a file");
-  return at.string();
+  const std::string problem = beneath_name_problem(relative);
+  OPTRACE_CHECK(problem != "a '..' component", ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
+                "' has '..': it must stay inside the output folder '", dir.string(), "'");
+  OPTRACE_CHECK(problem.empty(), ArgumentError, "ACTIVITIES_LOG_FILE '", requested,
+                "' names no file inside the output folder (", problem, ")");
+  return relative;
+}
+
+// The file a request names, inside `dir` (canonical), checked as the write will find it when the
+// request comes: no link on the way (open_folder_beneath, which the write goes through again), no
+// file there already. An error line for anything else.
+inline std::string resolve_inside(const std::filesystem::path& dir, const std::string& requested) {
+  const std::string relative = name_inside(dir, requested);
+  const auto [folder, leaf] = open_folder_beneath(dir.string(), relative, MissingFolder::Stop);
+  struct stat st {};
+  const std::string path = (dir / relative).string();
+  OPTRACE_CHECK(!folder || ::fstatat(folder.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0, IoError,
+                "ACTIVITIES_LOG_FILE '", requested, "': '", path, "' exists and is kept: nothing replaces a file");
+  return path;
 }
 
 }  // namespace optrace::detail::on_demand
