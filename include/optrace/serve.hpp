@@ -5,13 +5,16 @@
 // docs/serve.md walks the loop: observe, plan, compile, serve, watch the drift, replace.
 //
 // Concurrency: the loaded packages are one immutable State behind a shared_ptr that a call
-// copies (std::atomic_load) and `replace` swaps (std::atomic_store). A call in flight finishes
-// on the State it started with, which lives until its last call returns; loading happens before
-// `replace`, on the thread that loads. Counters are atomics; refusals, the rare path, take a mutex.
+// copies (std::atomic_load) and `replace` swaps (std::atomic_exchange). A call in flight finishes
+// on the State it started with; the replaced State is kept in `retired` until no call holds it,
+// and destroyed by a `replace` (or with the set), so never on a request thread. Loading happens
+// before `replace`, on the thread that loads. Counters are atomics; refusals, the rare path, take
+// a mutex.
 
 #include <optrace/aoti.hpp>
 #include <optrace/plan.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -120,7 +123,7 @@ class PackageSet {
       state->entries.push_back({p.name, p.file, Package::beneath(dir, p.file), std::make_shared<std::atomic<int64_t>>(0)});
     const Entry& first = state->entries.front();
     for (const Entry& e : state->entries)
-      if (e.package.argument_names() != first.package.argument_names())
+      if (!same_arguments(e.package, first.package))
         detail::raise_about_file<ArgumentError>(state->plan.path(), "the packages disagree on the arguments: ", e.name, " (",
                                                 e.file, ") takes ", e.package.signature(), ", ", first.name, " (", first.file,
                                                 ") takes ", first.package.signature());
@@ -190,12 +193,37 @@ class PackageSet {
 
   /// Swaps in `other`'s packages. Calls in flight finish on the packages they started on; calls
   /// after it go to the new ones. The fallback and the stats stay this set's.
+  ///
+  /// The new packages must take the arguments these take (the rule `load` holds a plan's packages
+  /// to): the fallback, and every caller, bind these names and this order, so a set of other
+  /// arguments is refused (ArgumentError naming both signatures) rather than swapped in under
+  /// them; serve it as a set of its own.
+  ///
+  /// The replaced packages are destroyed on the thread that calls `replace`, never on a request
+  /// thread (a loader's destructor unloads its library and removes its folder: a pause no call
+  /// should pay): at once when no call is still on them, else by the next `replace`, or with the
+  /// set.
   void replace(const PackageSet& other) {
     const std::shared_ptr<const State> next = std::atomic_load(&other.shared_->state);
     OPTRACE_CHECK(next != nullptr, ArgumentError, "PackageSet::replace: the other set holds no packages");
+    std::lock_guard<std::mutex> replacing(shared_->replace_mutex);
+    {
+      const std::shared_ptr<const State> now = std::atomic_load(&shared_->state);
+      const Package& before = now->entries.front().package;
+      const Package& after = next->entries.front().package;
+      OPTRACE_CHECK(same_arguments(after, before), ArgumentError, "PackageSet::replace: the new set (", next->plan.path(),
+                    ") takes ", after.signature(), "; this set (", now->plan.path(), ") takes ", before.signature(),
+                    ": its fallback and its callers bind these; serve the other as a set of its own");
+    }
     register_counters(*next);
-    std::atomic_store(&shared_->state, next);
+    std::shared_ptr<const State> old = std::atomic_exchange(&shared_->state, next);
     shared_->replacements.fetch_add(1, std::memory_order_relaxed);
+    // Kept here until no call holds it, so that the last reference is never a request thread's
+    // (a set swapped back in is live again: not retired twice).
+    shared_->retired.erase(std::remove(shared_->retired.begin(), shared_->retired.end(), next), shared_->retired.end());
+    shared_->retired.push_back(std::move(old));
+    auto done = [](const std::shared_ptr<const State>& s) { return s.use_count() == 1; };
+    shared_->retired.erase(std::remove_if(shared_->retired.begin(), shared_->retired.end(), done), shared_->retired.end());
   }
 
   /// The packages in the set now.
@@ -259,9 +287,11 @@ class PackageSet {
     std::vector<std::shared_ptr<std::atomic<int64_t>>> counts;
   };
   struct Shared {
-    std::shared_ptr<const State> state;       // std::atomic_load / atomic_store only
+    std::shared_ptr<const State> state;       // std::atomic_load / atomic_exchange only
     std::shared_ptr<const Fallback> fallback;  // likewise
     std::atomic<int64_t> replacements{0};
+    std::mutex replace_mutex;  // one replace at a time; guards `retired`
+    std::vector<std::shared_ptr<const State>> retired;  // replaced states some call may still be on
     std::mutex mutex;  // guards what follows
     std::vector<Counters> counters;
     int64_t fallbacks = 0, refused = 0;
@@ -273,6 +303,10 @@ class PackageSet {
   };
 
   PackageSet() : shared_(std::make_shared<Shared>()) {}
+
+  // Whether two packages take the same arguments, by name and order: what the packages of a set
+  // must share, at load and at replace.
+  static bool same_arguments(const Package& a, const Package& b) { return a.argument_names() == b.argument_names(); }
 
   void register_counters(const State& state) {
     std::lock_guard<std::mutex> lock(shared_->mutex);

@@ -210,7 +210,23 @@ def check_bad_plans(plan, scripted, calls, serve_tool, work):
     torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(other, "p1.pt2"))
     refused(other, r"plan\.json: ArgumentError: the packages disagree on the arguments: p1 \(p1\.pt2\) takes \(#0\), "
                    r"p0 \(p0\.pt2\) takes \(input_ids, attention_mask\)$")
-    return "a missing package and one of other arguments refused in one line"
+
+    # A whole set of other arguments loads, but cannot replace the served one: the fallback and
+    # the callers bind (input_ids, attention_mask).
+    only_other = os.path.join(work, "plan_only_other")
+    shutil.rmtree(only_other, ignore_errors=True)
+    shutil.copytree(other, only_other)
+    shutil.copy(os.path.join(other, "p1.pt2"), os.path.join(only_other, "p0.pt2"))
+    out_dir = os.path.join(only_other, "out")
+    os.makedirs(out_dir, exist_ok=True)
+    done = subprocess.run([serve_tool, plan, scripted, calls, out_dir, "--fallback", "--replace", only_other,
+                           "--threads", "0"], capture_output=True, text=True)
+    pattern = (r"^serve_set: optrace: ArgumentError: PackageSet::replace: the new set \(\S*plan_only_other/plan\.json\) "
+               r"takes \(#0\); this set \(\S*plan\.json\) takes \(input_ids, attention_mask\): its fallback and its "
+               r"callers bind these; serve the other as a set of its own\n$")
+    if done.returncode != 1 or not re.search(pattern, done.stderr):
+        fail("replace by a set of other arguments: exit %d, %r" % (done.returncode, done.stderr))
+    return "a missing package and one of other arguments refused in one line, a set of other arguments refused by replace"
 
 
 if __name__ == "__main__":
