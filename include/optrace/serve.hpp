@@ -47,8 +47,10 @@ struct ServeStats {
     int64_t calls = 0;
     int64_t seen_min = 0, seen_max = 0;            ///< the sizes of that dim in those calls
     std::optional<int64_t> planned_min, planned_max;  ///< the closest package's range there
+    bool shape = false;    ///< a ShapeError (a size, a dtype, a device, a None); else an ArgumentError (the structure)
     std::string package;   ///< the closest package: same structure, the refusal latest in its checks
-    std::string message;   ///< its guard's message for the first such call
+    std::string message;   ///< its guard's message for the first such call (rows are keyed by the fields above,
+                           ///< never by the caller's data; past kMaxRefusalRows kinds, one "(other)" row counts the rest)
   };
   int64_t calls = 0, fallbacks = 0, refused = 0, replacements = 0;
   std::vector<PackageCalls> packages;
@@ -328,44 +330,64 @@ class PackageSet {
 
   // The refusal of the package that came closest: a size outside a range (the call has the
   // package's structure) before another input (a dtype, a None), before the call's arity or
-  // structure; the first such package (most calls) on a tie.
+  // structure; the first such package (most calls) on a tie. Every package is ranked without
+  // building its message (Refusal::want_message); the closest one's is built once.
   static Closest refusal_of_closest(const State& state, const std::vector<c10::IValue>& args, const Kwargs& kwargs) {
     Closest best;
     int best_rank = -1;
     std::vector<detail::aoti::FlatInput> flat;
     for (const Entry& e : state.entries) {
       Refusal r;
+      r.want_message = false;
       if (e.package.accepts(args, kwargs, flat, &r)) continue;  // cannot happen: every package refused it
       const int rank = r.dim >= 0 ? 2 : r.shape ? 1 : 0;
-      if (rank > best_rank) best_rank = rank, best = Closest{&e, std::move(r)};
+      if (rank > best_rank) best_rank = rank, best.entry = &e;
     }
+    if (best.entry) best.entry->package.accepts(args, kwargs, flat, &best.refusal);
     return best;
   }
 
+  /// Refusal rows kept by `stats()`: past this many, refusals count in one last row (argument
+  /// "(other)"), so that traffic cannot grow the stats, whatever it sends.
+  static constexpr size_t kMaxRefusalRows = 64;
+
+  // A refusal counted in its row: rows are keyed by the closest package, the argument at fault
+  // (none for the call's structure), the dim and the kind (size, other input, structure), never
+  // by the caller's data (a scalar's value, a keyword's name are in the message only, which the
+  // row keeps from its first call).
   void count_refusal(const Closest& c, bool to_fallback) {
     const Refusal& r = c.refusal;
     const std::string package = c.entry ? c.entry->name : "";
     std::lock_guard<std::mutex> lock(shared_->mutex);
     (to_fallback ? shared_->fallbacks : shared_->refused) += 1;
-    for (ServeStats::Refusals& row : shared_->refusals) {
-      const bool same = row.package == package && row.dim == r.dim &&
-                        (r.dim >= 0 ? row.argument == r.argument : row.message == r.message);
-      if (!same) continue;
-      row.calls += 1;
-      row.seen_min = std::min(row.seen_min, r.value);
-      row.seen_max = std::max(row.seen_max, r.value);
+    std::vector<ServeStats::Refusals>& rows = shared_->refusals;
+    auto same = [&](const ServeStats::Refusals& row) {
+      return row.package == package && row.argument == r.argument && row.dim == r.dim && row.shape == r.shape;
+    };
+    auto row = std::find_if(rows.begin(), rows.end(), same);
+    if (row == rows.end() && rows.size() >= kMaxRefusalRows)
+      row = std::find_if(rows.begin(), rows.end(), [](const ServeStats::Refusals& x) { return x.argument == "(other)"; });
+    if (row != rows.end()) {
+      row->calls += 1;
+      row->seen_min = std::min(row->seen_min, r.value);
+      row->seen_max = std::max(row->seen_max, r.value);
       return;
     }
-    ServeStats::Refusals row;
-    row.argument = r.argument;
-    row.dim = r.dim;
-    row.calls = 1;
-    row.seen_min = row.seen_max = r.value;
-    row.planned_min = r.min;
-    row.planned_max = r.max;
-    row.package = package;
-    row.message = r.message;
-    shared_->refusals.push_back(std::move(row));
+    ServeStats::Refusals fresh;
+    const bool other = rows.size() + 1 >= kMaxRefusalRows;
+    fresh.argument = other ? "(other)" : r.argument;
+    fresh.dim = other ? -1 : r.dim;
+    fresh.shape = !other && r.shape;
+    fresh.calls = 1;
+    fresh.seen_min = fresh.seen_max = r.value;
+    if (!other) {
+      fresh.planned_min = r.min;
+      fresh.planned_max = r.max;
+      fresh.package = package;
+    }
+    fresh.message = other ? "refusals past the first " + std::to_string(kMaxRefusalRows - 1) + " kinds, counted together (the first: " + r.message + ")"
+                          : r.message;
+    rows.push_back(std::move(fresh));
   }
 
   std::shared_ptr<Shared> shared_;

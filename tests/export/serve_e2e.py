@@ -170,6 +170,16 @@ def main(observe_tool, serve_tool, cli, work):
     #    arguments, each refused in one line naming the file, before anything is served.
     errors = check_bad_plans(plan1, scripted, same_calls, serve_tool, work)
 
+    # 7. Stats that traffic cannot grow: 10,000 refused calls, each with a keyword of its own
+    #    (the keyword is in every refusal's message), keep one row per package at most.
+    many = os.path.join(work, "refused_many")
+    os.makedirs(many, exist_ok=True)
+    run([serve_tool, plan1, scripted, same_calls, many, "--refuse-many", "10000"], what="serve_set --refuse-many")
+    refused = efo.read(os.path.join(many, "refused.json"))
+    if refused["refused"] != 10000 or len(refused["refusals"]) > len(plan["packages"]):
+        fail("10,000 refusals of distinct keywords: %d refused, %d rows" % (refused["refused"], len(refused["refusals"])))
+    errors += "; 10,000 refusals of distinct keywords kept in %d row(s)" % len(refused["refusals"])
+
     print("PASS serve: torch %s; plan of %d packages compiled in %.1f s, served %d calls without a fallback; "
           "%d longer calls fell back and drift named input_ids dim 1 (%s); a plan of both compiled in %.1f s "
           "covers them; %s" % (torch.__version__, len(plan["packages"]), compile1_s, len(same_kind), len(longer),

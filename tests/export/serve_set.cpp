@@ -60,12 +60,13 @@ int main(int argc, char** argv) {
   }
   bool with_fallback = false;
   std::string replacement;
-  int threads = 4;
+  int threads = 4, refuse_many = 0;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fallback") with_fallback = true;
     else if (a == "--replace" && i + 1 < argc) replacement = argv[++i];
     else if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
+    else if (a == "--refuse-many" && i + 1 < argc) refuse_many = std::stoi(argv[++i]);
   }
   const std::string out = argv[4];
   try {
@@ -76,6 +77,24 @@ int main(int argc, char** argv) {
     if (with_fallback) set.fallback(module);
     const std::vector<Call> calls = read_calls(argv[3]);
     std::cout << "loaded " << set.size() << " packages; " << calls.size() << " calls\n";
+
+    if (refuse_many > 0) {
+      // Calls no package takes, each with a keyword of its own (caller data in every refusal's
+      // message): the stats must stay a few rows, whatever the traffic sends.
+      for (int i = 0; i < refuse_many; ++i) {
+        std::unordered_map<std::string, c10::IValue> kwargs = calls[0].kwargs;
+        kwargs.emplace("unknown_" + std::to_string(i), calls[0].args.empty() ? c10::IValue(1) : calls[0].args[0]);
+        try {
+          set.call(calls[0].args, kwargs);
+        } catch (const optrace::ArgumentError&) {
+        }
+      }
+      const optrace::aoti::ServeStats stats = set.stats();
+      write(out + "/refused.json", stats.to_json());
+      std::cout << "refused " << stats.refused << " calls with " << refuse_many << " distinct keywords: "
+                << stats.refusals.size() << " refusal rows\n" << stats.to_string();
+      return stats.refused == refuse_many && stats.refusals.size() <= set.size() ? 0 : 1;
+    }
 
     if (replacement.empty()) {
       optrace::InputObserver<optrace::aoti::PackageSet> observer(set);

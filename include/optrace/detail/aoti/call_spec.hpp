@@ -93,7 +93,10 @@ struct Refusal {
   int64_t dim = -1;         ///< the dim outside its compiled range, else -1
   int64_t value = 0;        ///< that dim's size
   std::optional<int64_t> min, max;  ///< its compiled range (torch's lower bounds of 2 or less are not enforced)
-  std::string message;      ///< the exception's text
+  std::string message;      ///< the exception's text (when `want_message`)
+  /// False: record why (the fields above) without building the message, which names caller
+  /// data and costs a few allocations: what ranking every package of a set needs.
+  bool want_message = true;
 
   [[noreturn]] void raise() const {
     if (shape) detail::raise<ShapeError>(message);
@@ -107,7 +110,7 @@ template <class Message>
 bool refuse(Refusal* why, bool shape, Message&& message) {
   if (why) {
     why->shape = shape;
-    why->message = message();
+    if (why->want_message) why->message = message();
   }
   return false;
 }

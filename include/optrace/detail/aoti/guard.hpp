@@ -142,18 +142,18 @@ struct Guard {
       const c10::IValue& v = flat[i].value;
       if (in.kind == "tensor") {
         if (!v.isTensor())
-          return refuse(why, true, [&] { return concat("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind()); });
+          return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind()); });
         if (!accepts_tensor(i, v.toTensor(), bound, why)) return false;
       } else if (in.kind == "NoneType") {
         if (!v.isNone())
-          return refuse(why, true, [&] { return concat("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind()); });
+          return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind()); });
       } else if (!in.value.isNone()) {
         bool same = (in.value.isInt() && v.isInt() && in.value.toInt() == v.toInt()) ||
                     (in.value.isDouble() && v.isDouble() && in.value.toDouble() == v.toDouble()) ||
                     (in.value.isBool() && v.isBool() && in.value.toBool() == v.toBool()) ||
                     (in.value.isString() && v.isString() && in.value.toStringRef() == v.toStringRef());
         if (!same)
-          return refuse(why, true, [&] {
+          return refuse_input(why, in, [&] {
             return concat("argument ", in.path, " is ", show(v), "; the package was compiled with ", show(in.value),
                           " (a non-tensor input is baked into the package)");
           });
@@ -236,14 +236,14 @@ struct Guard {
   bool accepts_tensor(size_t index, const at::Tensor& t, Bindings& bound, Refusal* why) const {
     const GuardInput& in = inputs[index];
     if (in.scalar_type ? t.scalar_type() != *in.scalar_type : python_dtype_name(t.scalar_type()) != in.dtype)
-      return refuse(why, true, [&] {
+      return refuse_input(why, in, [&] {
         return concat("argument ", in.path, " has dtype ", python_dtype_name(t.scalar_type()), "; the package was compiled for ", in.dtype);
       });
     std::string_view want = std::string_view(in.device).substr(0, in.device.find(':'));
     if (c10::DeviceTypeName(t.device().type(), /*lower_case=*/true) != want)
-      return refuse(why, true, [&] { return concat("argument ", in.path, " is on ", t.device(), "; the package runs on ", in.device); });
+      return refuse_input(why, in, [&] { return concat("argument ", in.path, " is on ", t.device(), "; the package runs on ", in.device); });
     if (t.dim() != static_cast<int64_t>(in.dims.size()))
-      return refuse(why, true, [&] {
+      return refuse_input(why, in, [&] {
         return concat("argument ", in.path, " has ", t.dim(), " dims ", t.sizes(), "; the package was compiled for ", in.dims.size(),
                       " (", describe_sizes(in), ")");
       });
@@ -284,6 +284,14 @@ struct Guard {
         });
     }
     return true;
+  }
+
+  // A refusal of the input `in` as a whole (its kind, dtype, device, rank or baked-in value): it
+  // names the argument, never the caller's value, so stats can key rows by it.
+  template <class Message>
+  static bool refuse_input(Refusal* why, const GuardInput& in, Message&& message) {
+    if (why) why->argument = in.path;
+    return refuse(why, true, std::forward<Message>(message));
   }
 
   template <class Message>
