@@ -138,7 +138,7 @@ inline const CommandInfo& info(Command c) {
 struct Invocation {
   Command command = Command::none;
   // Help: of `command`, or of the tool (command none). `help_error`: no arguments at all (the
-  // help goes to stderr and the exit status is 2).
+  // commands' usage goes to stderr and the exit status is 2).
   bool help = false;
   bool help_error = false;
   std::vector<std::string> inputs;  // summary, replay, convert: one; merge: one or more

@@ -668,10 +668,16 @@ int drift(const Invocation& inv) {
   return report.all_covered() ? 0 : 1;
 }
 
-void print_help(std::ostream& out) {
+// What `optrace` alone prints (on stderr, status 2): a line on what it is, and each command's usage.
+void print_usage(std::ostream& out) {
   out << "optrace: read, replay, merge and convert op traces; show observation files; plan, verify AOTInductor packages\n\nusage:\n";
   for (const CommandInfo& c : kCommands) out << "  " << c.usage << "\n";
-  out << "  optrace --help | optrace COMMAND --help\n\n"
+  out << "  optrace --help | optrace COMMAND --help\n";
+}
+
+void print_help(std::ostream& out) {
+  print_usage(out);
+  out << "\n"
          "TRACE is an hf op trace (hf_op_trace.json), a Kineto trace (*.pt.trace.json, .json.gz) or an\n"
          "operator-inputs log (PyTorch's OperatorInputsMode, BackendBench: *.txt), told apart by content.\n"
          "--strides: keep the strides of a Kineto trace's non-contiguous tensors (input_strides);\n"
@@ -717,7 +723,8 @@ int run(int argc, char** argv) {
       std::cout << "usage: " << info(inv.command).usage << "\n" << info(inv.command).help;
       return 0;
     }
-    print_help(inv.help_error ? std::cerr : std::cout);
+    if (inv.help_error) print_usage(std::cerr);  // no arguments: the usage, not the whole help
+    else print_help(std::cout);
     return inv.help_error ? 2 : 0;
   }
 #ifdef OPTRACE_CLI_FRONT_END

@@ -42,14 +42,14 @@ string(REPLACE ";" "\\;" prefix_path "${prefix_path}")
 list(APPEND args "-DCMAKE_PREFIX_PATH=${prefix_path}" -DTorch_DIR=${Torch_DIR} -Dsimdjson_DIR=${simdjson_DIR})
 
 if(STEP STREQUAL "fetchcontent")
-  # The snippet in the consumer's CMakeLists.txt must be the README's, character for character.
+  # The snippet in the consumer's CMakeLists.txt must be docs/install.md's, character for character.
   file(READ ${src}/CMakeLists.txt consumer)
-  string(REGEX MATCH "# --- the README's FetchContent snippet ---\n(.*)# --- end of the snippet ---" _ "${consumer}")
+  string(REGEX MATCH "# --- docs/install.md's FetchContent snippet ---\n(.*)# --- end of the snippet ---" _ "${consumer}")
   set(snippet "${CMAKE_MATCH_1}")
-  file(READ ${OPTRACE_SOURCE_DIR}/README.md readme)
+  file(READ ${OPTRACE_SOURCE_DIR}/docs/install.md readme)
   string(FIND "${readme}" "```cmake\n${snippet}```" at)
   if(snippet STREQUAL "" OR at EQUAL -1)
-    message(FATAL_ERROR "consumer fetchcontent: README.md has no ```cmake block equal to the snippet in "
+    message(FATAL_ERROR "consumer fetchcontent: docs/install.md has no ```cmake block equal to the snippet in "
                         "${src}/CMakeLists.txt:\n${snippet}")
   endif()
   # Offline: FetchContent takes the checkout instead of cloning the URL.
