@@ -5,7 +5,7 @@
 //
 // Builds the inputs of the observation file's first history signature (as verify does), then
 // times, alternating in rounds, CALLS calls (default 20000) of: prepare() alone (flatten + guard),
-// outputs() alone (the out_spec), Package::call, and loader().run() on the same flat tensors;
+// outputs() alone (the out_spec), Package::call, and run() on the same flat tensors;
 // prints the median per call of each over the rounds and call - run. libtorch >= 2.6.
 // benchmarks/aoti.sh compiles the demo's package and runs it.
 #include <optrace/aoti.hpp>
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   auto [args, kwargs] = optrace::detail::aoti::split(a);  // as verify passes them
   c10::InferenceMode inference;
   const std::vector<at::Tensor> flat = pkg.prepare(args, kwargs);
-  const std::vector<at::Tensor> out = pkg.loader().run(flat);
+  const std::vector<at::Tensor> out = pkg.run(flat);
   std::printf("package %s %s, inputs %s (%zu tensors), %lld calls per round\n", argv[1], pkg.signature().c_str(),
               a.describe().c_str(), flat.size(), static_cast<long long>(calls));
   std::vector<double> prepare, rebuild, call, run;
@@ -52,12 +52,12 @@ int main(int argc, char** argv) {
     prepare.push_back(per_call_us(calls, [&] { (void)pkg.prepare(args, kwargs); }));
     rebuild.push_back(per_call_us(calls, [&] { (void)pkg.outputs(out); }));
     call.push_back(per_call_us(calls, [&] { (void)pkg.call(args, kwargs); }));
-    run.push_back(per_call_us(calls, [&] { (void)pkg.loader().run(flat); }));
+    run.push_back(per_call_us(calls, [&] { (void)pkg.run(flat); }));
   }
   std::printf("prepare (flatten + guard)  %8.3f us\n", median(prepare));
   std::printf("outputs (out_spec)         %8.3f us\n", median(rebuild));
   std::printf("Package::call              %8.3f us\n", median(call));
-  std::printf("loader().run               %8.3f us\n", median(run));
+  std::printf("run                      %8.3f us\n", median(run));
   std::printf("call - run                 %8.3f us (median of 7 rounds)\n", median(call) - median(run));
   return 0;
 }

@@ -1,7 +1,9 @@
 // Tests for detail/aoti/: a package's call spec (torch's treespecs) and its input guard, on every
 // libtorch (neither needs AOTInductor). The package itself, compiled by torch and loaded by
 // optrace::aoti::Package, is tests/export/aoti_e2e.py's (libtorch >= 2.6).
+#include <optrace/detail/aoti/extract.hpp>
 #include <optrace/detail/aoti/guard.hpp>
+#include <optrace/detail/aoti/weights.hpp>
 #include <optrace/detail/aoti/zip_names.hpp>
 
 #include <torch/torch.h>
@@ -11,7 +13,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <initializer_list>
 #include <iterator>
 #include <optional>
@@ -336,4 +340,144 @@ TEST_CASE("aoti: an archive entry that would be extracted outside the loader's f
     CHECK(unsafe({"data/aotinductor/model/model.so", bad}) == bad);
   for (const std::string& good : std::vector<std::string>{"..foo", "foo..", "a/..b/c", "a/.../b", "./a", "a/./b", "1:x", ""})
     CHECK(unsafe({good}) == "(none)");
+}
+
+namespace {
+
+// The files extract_model writes of the archive `bytes` (by their path below the model's folder,
+// and "library" and "metadata" for what it found), or the message of what it threw.
+std::map<std::string, std::string> extracted(const std::string& bytes, std::string* error) {
+  using namespace optrace::detail::aoti;
+  const std::string path = optrace_test::temp_path("aoti_extract.pt2");
+  std::ofstream(path, std::ios::binary) << bytes;
+  size_t size = 0;
+  const optrace::detail::Fd fd(optrace::detail::open_regular_file(path, &size));
+  std::map<std::string, std::string> files;
+  std::string folder_path;
+  try {
+    const ExtractionFolder folder;
+    folder_path = folder.path();
+    const ExtractedModel got = extract_model(fd.get(), size, zip_entries_of(fd.get(), size, path), "data/aotinductor/model/",
+                                             folder, path);
+    files["library"] = got.library.substr(folder.path().size());
+    files["metadata"] = got.metadata.substr(folder.path().size());
+    for (const auto& f : std::filesystem::directory_iterator(folder.path()))
+      files[f.path().filename().string()] = optrace::detail::read_file(f.path().string());
+  } catch (const optrace::Error& e) {
+    *error = e.message();
+  }
+  CHECK_FALSE(std::filesystem::exists(folder_path));  // removed with its owner, whatever happened
+  return files;
+}
+
+}  // namespace
+
+// What torch 2.6's loader extracts, optrace extracts itself (it needs the library's path to build
+// a runner of several models): stored and deflated entries, each checked against the directory.
+TEST_CASE("aoti: a package's model files are extracted as its directory describes them", "[aoti]") {
+  std::string error;
+  std::map<std::string, std::string> files = extracted(zip_corpus("ordinary.zip"), &error);
+  CHECK(error.empty());
+  CHECK(files["model.so"] == "\x7f" "ELF");
+  CHECK(files["model_metadata.json"] == "{}");
+  CHECK(files["library"] == "/model.so");
+  CHECK(files["metadata"] == "/model_metadata.json");
+
+  std::string so;  // crafted_zips.py's DEFLATED_SO
+  for (int i = 0; i < 5000; ++i) {
+    char line[16];
+    std::snprintf(line, sizeof line, "optrace %05d\n", i);
+    so += line;
+  }
+  files = extracted(zip_corpus("deflated.zip"), &error);
+  CHECK(error.empty());
+  CHECK(files["model.so"] == so);
+  CHECK(files["model.cpp"] == "// source\n");
+
+  // A byte of stored data changed: its CRC-32 no longer matches (as miniz checks on extracting).
+  std::string bytes = zip_corpus("ordinary.zip");
+  bytes[bytes.find("ELF")] = 'X';
+  extracted(bytes, &error);
+  CHECK(error == "entry 'data/aotinductor/model/model.so': its CRC-32 does not match: the archive is damaged");
+  // No local header where the directory says.
+  bytes = zip_corpus("ordinary.zip");
+  bytes[0] = 'X';
+  extracted(bytes, &error);
+  CHECK(error == "entry 'data/aotinductor/model/model.so': no local header where the directory says");
+  // A deflated entry that declares more than deflate can give (a disk filler): refused before
+  // anything is written.
+  bytes = zip_corpus("deflated.zip");
+  const size_t central = bytes.find("PK\x01\x02");
+  bytes.replace(central + 24, 4, std::string("\xf0\xff\xff\xff", 4));
+  extracted(bytes, &error);
+  CHECK(error == "entry 'data/aotinductor/model/model.so': declares 4294967280 bytes from 11417, more than deflate gives");
+  // Deflated data damaged in the middle: refused, whichever check sees it first.
+  bytes = zip_corpus("deflated.zip");
+  const size_t data = bytes.find("data/aotinductor/model/model.so") + 31;
+  for (size_t i = data + 100; i < data + 140; ++i) bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
+  error.clear();
+  extracted(bytes, &error);
+  CHECK_FALSE(error.empty());
+}
+
+// A plan's weights (weights.hpp): torch.save of a dict read by torch::pickle_load, every tensor a
+// runner gets checked against what its package recorded.
+TEST_CASE("aoti: weights are checked against what the package was compiled for", "[aoti]") {
+  using namespace optrace::detail::aoti;
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::TensorType::get());
+  dict.insert("head.weight", torch::ones({4, 3}));
+  dict.insert("head.bias", torch::zeros({4}));
+  const std::vector<char> pickled = torch::pickle_save(c10::IValue(dict));
+  const std::string path = optrace_test::temp_path("aoti_weights.pt");
+  std::ofstream(path, std::ios::binary).write(pickled.data(), static_cast<std::streamsize>(pickled.size()));
+  size_t size = 0;
+  optrace::detail::Fd fd(optrace::detail::open_regular_file(path, &size));
+  const std::shared_ptr<const Weights> weights = read_weights(fd.get(), "w.pt");
+  REQUIRE(weights->tensors.size() == 2);
+
+  const WeightsNeed need = WeightsNeed::parse(
+      R"({"file": "weights.pt", "tensors": {"head.weight": {"dtype": "torch.float32", "sizes": [4, 3], "strides": [3, 1]},)"
+      R"( "head.bias": {"dtype": "torch.float32", "sizes": [4], "strides": [1]}}})");
+  CHECK(need.file == "weights.pt");
+  const std::unordered_map<std::string, std::string> fqns = {{"head_weight", "head.weight"}, {"head_bias", "head.bias"}};
+  const auto tensors = check_weights(*weights, need, fqns, "p0.pt2", c10::Device("cpu"));
+  REQUIRE(tensors.size() == 2);
+  CHECK(tensors.at("head_weight").data_ptr() == weights->tensors.at("head.weight").data_ptr());  // shared, not copied
+
+  auto refusal = [&](const Weights& w) {
+    try {
+      check_weights(w, need, fqns, "p0.pt2", c10::Device("cpu"));
+    } catch (const optrace::ArgumentError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(taken)");
+  };
+  Weights other = *weights;
+  other.tensors["head.bias"] = torch::zeros({7});
+  CHECK(refusal(other) == "optrace: w.pt: ArgumentError: the weights do not fit the package 'p0.pt2': 'head.bias' is "
+                          "float32[7]; it was compiled for float32[4]");
+  other.tensors["head.bias"] = torch::zeros({4}, torch::kFloat64);
+  CHECK(refusal(other) == "optrace: w.pt: ArgumentError: the weights do not fit the package 'p0.pt2': 'head.bias' is "
+                          "float64[4]; it was compiled for float32[4]");
+  other = *weights;
+  other.tensors["head.weight"] = torch::ones({3, 4}).t();
+  CHECK(refusal(other) == "optrace: w.pt: ArgumentError: the weights do not fit the package 'p0.pt2': 'head.weight' has "
+                          "other strides than it was compiled for (save it contiguous)");
+  other.tensors["head.weight"] = torch::ones({4, 3}, torch::kMeta);
+  CHECK_THAT(refusal(other), OPTRACE_CONTAINS("'head.weight' is not a dense tensor on the CPU or the package's device"));
+  other.tensors["head.weight"] = torch::ones({4, 3}).to_sparse();
+  CHECK_THAT(refusal(other), OPTRACE_CONTAINS("'head.weight' is not a dense tensor on the CPU or the package's device"));
+  other.tensors.erase("head.weight");
+  CHECK(refusal(other) == "optrace: w.pt: ArgumentError: the weights do not fit the package 'p0.pt2': no tensor "
+                          "'head.weight', which it needs");
+
+  // Not a dict of tensors: one line naming the file.
+  const std::vector<char> listed = torch::pickle_save(c10::IValue(std::vector<int64_t>{1, 2}));
+  std::ofstream(path, std::ios::binary).write(listed.data(), static_cast<std::streamsize>(listed.size()));
+  fd = optrace::detail::Fd(optrace::detail::open_regular_file(path, &size));
+  CHECK_THROWS_WITH(read_weights(fd.get(), "w.pt"), OPTRACE_CONTAINS("optrace: w.pt: IoError: not a weights file: "
+                                                                     "torch.save of a dict of tensors by name, not a "));
+  std::ofstream(path, std::ios::binary) << "{}";
+  fd = optrace::detail::Fd(optrace::detail::open_regular_file(path, &size));
+  CHECK_THROWS_WITH(read_weights(fd.get(), "w.pt"), OPTRACE_CONTAINS("not a weights file torch::pickle_load reads"));
 }

@@ -100,7 +100,7 @@ inline const CommandInfo kCommands[] = {
      "  Outputs: never an input; an existing file is replaced only with --force.\n"},
     {Command::verify, "verify",
      "optrace verify PACKAGE.pt2|PLAN OBSERVATIONS.json [--reference MODULE.pt] [--device cpu|cuda] [--json OUT]\n"
-     "               [--force] [--seed N] [--int-range LOW,HIGH] [--runs N] [--atol X] [--rtol X]",
+     "               [--weights FILE] [--force] [--seed N] [--int-range LOW,HIGH] [--runs N] [--atol X] [--rtol X]",
      "  Runs every call signature of an observation file (InputObserver::save) through an AOTInductor\n"
      "  package (compiled by examples/python/compile_package.py, or any .pt2: then only its arity and\n"
      "  structure are checked), on inputs built from the recorded shapes and dtypes, and with\n"
@@ -110,6 +110,8 @@ inline const CommandInfo kCommands[] = {
      "  and the median time per call of both (--runs timed runs, default 5; 0: none).\n"
      "  PLAN (a plan's folder or its plan.json, optrace plan): each package on the signatures it\n"
      "  covers, then the signatures no package covers (not ok).\n"
+     "  --weights     the weights of packages compiled without them (compile_plan; a plan's own\n"
+     "                weights.pt is found by itself)\n"
      "  --int-range   integers are drawn in [LOW, HIGH) (default: within the values the observation file\n"
      "                recorded for each input, else 0,8): token ids, class labels\n"
      "  --json        also write the report there (an existing file is replaced only with --force)\n"
@@ -158,7 +160,7 @@ struct Invocation {
   bool all_rows = false;       // --all: every input's row
   bool failures_only = false;  // --failures-only
   // verify (replay's --json, --seed, --atol/--rtol and --device are its too)
-  std::string reference, device;
+  std::string reference, device, weights;
   uint64_t seed = 0;
   int64_t int_low = 0, int_high = 8;
   bool int_range_given = false;  // verify: else the observed values
@@ -354,6 +356,7 @@ inline void parse_verify(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--reference") inv.reference = value_of(args, i);
+    else if (a == "--weights") inv.weights = value_of(args, i);
     else if (a == "--device") inv.device = value_of(args, i);
     else if (a == "--json") inv.json_path = value_of(args, i);
     else if (a == "--force") inv.force = true;

@@ -65,7 +65,7 @@
 #include <optrace/detail/common/compat.hpp>
 #if OPTRACE_HAS_AOTI
 #define OPTRACE_CLI_AOTI 1
-#include <optrace/aoti.hpp>
+#include <optrace/serve.hpp>
 #endif
 #endif
 
@@ -462,6 +462,12 @@ bool is_plan_file(const std::string& path) {
   return std::string(head, static_cast<size_t>(in.gcount())).find("\"optrace.plan\"") != std::string::npos;
 }
 
+optrace::aoti::LoadOptions load_options(const Invocation& inv) {
+  optrace::aoti::LoadOptions options;
+  if (!inv.weights.empty()) options.weights(inv.weights);
+  return options;
+}
+
 // optrace verify PLAN: each package of a plan on the observed signatures it covers (the first
 // package that covers a signature takes it, as PackageSet routes a call), then the signatures no
 // package covers.
@@ -470,14 +476,15 @@ int verify_plan(const Invocation& inv, const optrace::aoti::VerifyOptions& optio
   const std::vector<optrace::Observations> parts = plan.assign(optrace::load_observations(inv.inputs[1]));
   std::optional<torch::jit::Module> module;
   if (!inv.reference.empty()) module = load_reference(inv.reference);
-  const std::string dir = std::filesystem::path(plan.path()).parent_path().string();
+  // Loaded as a set is served: the plan's weights read once, for the packages compiled without them.
+  const optrace::aoti::PackageSet set = optrace::aoti::PackageSet::load(inv.inputs[0], load_options(inv));
   optrace::json::Writer w(1);
   w.begin_object().key("plan").value(plan.path()).key("packages").begin_array();
   bool all_ok = true;
   for (size_t i = 0; i < plan.packages().size(); ++i) {
     const optrace::PlannedPackage& planned = plan.packages()[i];
     if (parts[i].history().empty()) continue;
-    optrace::aoti::Package pkg = optrace::aoti::Package::beneath(dir, planned.file);
+    optrace::aoti::Package pkg = set.package(i);
     optrace::aoti::VerifyReport report =
         module ? optrace::aoti::verify(pkg, parts[i], *module, options) : optrace::aoti::verify(pkg, parts[i], options);
     std::cout << planned.name << " (" << planned.file << ") " << pkg.signature() << " on " << pkg.device() << "\n"
@@ -521,7 +528,7 @@ int verify(const Invocation& inv) {
   if (inv.atol >= 0) options.atol(inv.atol);
   if (inv.rtol >= 0) options.rtol(inv.rtol);
   if (is_plan) return verify_plan(inv, options);
-  optrace::aoti::Package pkg(inv.inputs[0]);
+  optrace::aoti::Package pkg(inv.inputs[0], load_options(inv));
   const optrace::Observations observations = optrace::load_observations(inv.inputs[1]);
   for (const std::string& note : pkg.unchecked()) std::cerr << "optrace: note: " << note << "\n";
   optrace::aoti::VerifyReport report;

@@ -13,12 +13,16 @@ function is the part to reuse:
 
     doc = read("observations.json")
     path, program = compile_package(model, doc, "model.pt2")
-    paths = compile_plan(model, "plan/plan.json")   # every package of `optrace plan ... -o plan`
+    paths = compile_plan(model, "plan/plan.json")   # every package of `optrace plan ... -o plan`,
+                                                    # sharing one copy of the weights: plan/weights.pt
+    save_weights(finetuned, "weights_v2.pt")        # for PackageSet::replace_weights
 
-The metadata key is "optrace.guard" (GUARD_KEY); docs/aoti.md describes its content.
+The metadata keys are "optrace.guard" (GUARD_KEY) and, for a package compiled without its
+weights, "optrace.weights" (WEIGHTS_KEY); docs/aoti.md describes their content.
 """
 import json
 import math
+import os
 import sys
 
 import torch
@@ -27,13 +31,57 @@ import export_from_observations as efo
 
 GUARD_KEY = "optrace.guard"
 GUARD_VERSION = 1
+WEIGHTS_KEY = "optrace.weights"
+# The file compile_plan writes a plan's weights to, beside plan.json (PackageSet::load reads it).
+WEIGHTS_FILE = "weights.pt"
+# What compiles a package without its weights in torch 2.6: the library holds no constants, and
+# every tensor constant stays one the runner can be given (none folded into the code).
+SHARED_WEIGHTS_CONFIGS = {"aot_inductor.package_constants_in_so": False, "always_keep_tensor_constants": True}
 
 
-def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_configs=None):
+def weights_of(model):
+    """The module's tensors by fully qualified name: every parameter and buffer (tied ones under
+    each of their names), detached, as the packages compiled from it name their constants."""
+    out = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        out[name] = p.detach()
+    for name, b in model.named_buffers(remove_duplicate=False):
+        out[name] = b.detach()
+    return out
+
+
+def save_weights(model, path, extra=None):
+    """Writes `model`'s weights (weights_of; `extra`: more tensors by name) to `path` in the
+    format of a plan's weights: torch.save of a plain dict {name: tensor}, which libtorch reads
+    with torch::pickle_load and Python with torch.load. Written beside, then renamed over `path`.
+    PackageSet::replace_weights serves such a file."""
+    weights = weights_of(model) if model is not None else {}
+    weights.update(extra or {})
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    torch.save(weights, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def weights_metadata(program, weights_file):
+    """What a package compiled without its weights records of them (WEIGHTS_KEY): the file they
+    come from and, for every tensor of the exported program (its parameters, buffers and tensor
+    constants, by fully qualified name), the dtype, sizes and strides it was compiled for; the C++
+    side checks each tensor it is given against them (AOTInductor checks names only)."""
+    tensors = {}
+    for name, t in list(program.state_dict.items()) + list(program.constants.items()):
+        if isinstance(t, torch.Tensor):
+            tensors[name] = {"dtype": str(t.dtype), "sizes": list(t.shape), "strides": list(t.stride())}
+    return {"file": weights_file, "tensors": tensors}
+
+
+def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_configs=None, weights_file=None):
     """Exports `model` with the observation file's example arguments (`doc`, the parsed file) and
     `dynamic_shapes` (default: the file's own spec; pass a dynamic_shapes.json's content or a
     spec torch.export takes for another style), compiles the program into `package_path` with
-    optrace's guard metadata added to `inductor_configs`. Returns (package path, program)."""
+    optrace's guard metadata added to `inductor_configs`. With `weights_file` (a name beside
+    plan.json), compiles it without its weights, which come from that file when it is loaded
+    (compile_plan). Returns (package path, program)."""
     efo.require_torch()
     args, kwargs = efo.example_inputs(doc)
     if dynamic_shapes is None or isinstance(dynamic_shapes, dict) and "dynamic_shapes" in dynamic_shapes:
@@ -42,18 +90,22 @@ def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_conf
     configs = dict(inductor_configs or {})
     metadata = dict(configs.get("aot_inductor.metadata", {}))
     metadata[GUARD_KEY] = json.dumps(guard_metadata(program, doc.get("arg_names", [])), separators=(",", ":"))
+    if weights_file:
+        configs.update(SHARED_WEIGHTS_CONFIGS)
+        metadata[WEIGHTS_KEY] = json.dumps(weights_metadata(program, weights_file), separators=(",", ":"))
     configs["aot_inductor.metadata"] = metadata
     path = torch._inductor.aoti_compile_and_package(program, package_path=package_path, inductor_configs=configs)
     return path, program
 
 
-def compile_plan(model, plan_path, inductor_configs=None, progress=print):
+def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared_weights=True):
     """Compiles every package of an optrace plan (`optrace plan ... -o DIR`; DIR/plan.json, or
     DIR) into the plan's folder: each with its own observation file's example arguments and the
     plan's named dynamic-shapes spec (its observed ranges), and optrace's guard metadata, as
-    compile_package does. Returns the packages' paths, in the plan's order. `progress` gets one
-    line per package (None: silent)."""
-    import os
+    compile_package does. The packages hold no weights: they share one copy, written once as
+    DIR/weights.pt (WEIGHTS_FILE), which PackageSet::load reads (shared_weights=False: each
+    package holds its own, as compile_package compiles one). Returns the packages' paths, in the
+    plan's order. `progress` gets one line per package (None: silent)."""
     import time
 
     efo.require_torch()
@@ -64,17 +116,22 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print):
     if plan.get("format") != "optrace.plan" or plan.get("version") != PLAN_VERSION:
         raise ValueError("%s: not an optrace plan of version %d" % (plan_path, PLAN_VERSION))
     paths = []
+    constants = {}
     for i, package in enumerate(plan["packages"]):
         target = inside(folder, package["file"], plan_path)
         doc = efo.read(inside(folder, package["observations"], plan_path))
         started = time.time()
-        path, _ = compile_package(model, doc, target, dynamic_shapes=package["dynamic_shapes"],
-                                  inductor_configs=inductor_configs)
+        path, program = compile_package(model, doc, target, dynamic_shapes=package["dynamic_shapes"],
+                                         inductor_configs=inductor_configs,
+                                         weights_file=WEIGHTS_FILE if shared_weights else None)
+        constants.update({k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor)})
         if progress:
             progress("compiled %s (%d/%d, %d calls: %s) in %.1f s" % (package["file"], i + 1, len(plan["packages"]),
                                                                     package["calls"], package["structure"],
                                                                     time.time() - started))
         paths.append(path)
+    if shared_weights:
+        save_weights(model, os.path.join(folder, WEIGHTS_FILE), extra=constants)
     return paths
 
 
@@ -83,8 +140,6 @@ PLAN_VERSION = 1
 
 def inside(folder, name, plan_path):
     """`folder/name`, refusing a name that leaves the folder (absolute, or with '..')."""
-    import os
-
     parts = name.replace("\\", "/").split("/")
     if not name or os.path.isabs(name) or any(p in ("", ".", "..") for p in parts):
         raise ValueError("%s: %r is not a file name inside the plan's folder" % (plan_path, name))

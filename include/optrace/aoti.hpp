@@ -1,17 +1,19 @@
 // optrace/aoti.hpp: AOTInductor packages (.pt2) loaded, guarded and verified against observed calls
 #pragma once
-// Needs libtorch >= 2.6 (torch::inductor::AOTIModelPackageLoader). How a call is flattened by the
+// Needs libtorch >= 2.6 (torch::inductor::AOTIModelContainerRunner and its registry). How a call is flattened by the
 // package's treespecs is detail/aoti/call_spec.hpp; the input guard, from the metadata that
 // examples/python/compile_package.py stores, is detail/aoti/guard.hpp. docs/aoti.md walks the
 // loop: observe, compile, load, verify, serve.
 
 #include <optrace/detail/common/compat.hpp>
 #if !OPTRACE_HAS_AOTI
-#error "optrace/aoti.hpp needs libtorch >= 2.6 (torch::inductor::AOTIModelPackageLoader)"
+#error "optrace/aoti.hpp needs libtorch >= 2.6 (AOTInductor's C++ runner)"
 #endif
 
 #include <optrace/detail/aoti/call_spec.hpp>
+#include <optrace/detail/aoti/extract.hpp>
 #include <optrace/detail/aoti/guard.hpp>
+#include <optrace/detail/aoti/weights.hpp>
 #include <optrace/detail/aoti/zip_names.hpp>
 #include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/error_text.hpp>
@@ -20,12 +22,13 @@
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/dynamic_shapes.hpp>
 #include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
 #include <optrace/json/writer.hpp>
 #include <optrace/materialize.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/value.hpp>
 
-#include <torch/csrc/inductor/aoti_package/model_package_loader.h>
+#include <torch/csrc/inductor/aoti_runner/model_container_runner.h>
 #include <torch/script.h>
 
 
@@ -37,7 +40,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -55,14 +57,56 @@ namespace optrace::aoti {
 /// for a size outside the compiled range the argument, dim, value and range.
 using Refusal = detail::aoti::Refusal;
 
+/// How a package is loaded (Package, PackageSet::load).
+///
+/// Example:
+///   optrace::aoti::Package pkg("p0.pt2", optrace::aoti::LoadOptions().runners(2).weights("plan/weights.pt"));
+class LoadOptions {
+ public:
+  /// Calls the package runs at once: AOTInductor's runner holds this many models, sharing the
+  /// weights; a call past them waits for one to be free. Default 1. Each model holds its own
+  /// activations, so memory grows with it (docs/serve.md).
+  LoadOptions& runners(int n) {
+    OPTRACE_CHECK(n >= 1, ArgumentError, "LoadOptions::runners: need >= 1, got ", n);
+    runners_ = n;
+    return *this;
+  }
+  /// The weights file of a package compiled without its weights (compile_plan writes the plan's
+  /// once, beside plan.json); PackageSet::load finds the plan's by itself. Read as given.
+  LoadOptions& weights(std::string path) {
+    weights_ = std::move(path);
+    return *this;
+  }
+  /// The model in the package (AOTInductor's default: "model").
+  LoadOptions& model_name(std::string name) {
+    model_name_ = std::move(name);
+    return *this;
+  }
+  int runners() const { return runners_; }
+  const std::string& weights() const { return weights_; }
+  const std::string& model_name() const { return model_name_; }
+
+ private:
+  int runners_ = 1;
+  std::string weights_, model_name_ = "model";
+};
+
 /// An AOTInductor package loaded for C++ calls: arguments flattened by the package's in_spec
 /// (positional, keyword, nested tuples, lists and dicts, as the observer records them), every
-/// input checked before it runs, outputs rebuilt by the out_spec. Copies share the loaded model.
+/// input checked before it runs, outputs rebuilt by the out_spec. Copies share the loaded model;
+/// any number of threads may call one package (up to LoadOptions::runners at once).
 ///
 /// The check (detail/aoti/guard.hpp) follows torch's own rules for an exported program's inputs
 /// and adds dtype and device; it needs the metadata that compile_package.py stores. A package
 /// compiled without it still loads and runs: its arity and structure are checked, and
 /// `unchecked()` says what is not.
+///
+/// Loading does what torch 2.6's AOTIModelPackageLoader does (detail/aoti/extract.hpp): the
+/// archive's directory is checked as miniz reads it, the model's files extracted into a private
+/// folder (removed with the package), and the runner AOTInductor registers for the package's
+/// device built, with LoadOptions::runners models. A package compiled without its weights
+/// (compile_plan) gets them from the file LoadOptions::weights names, every tensor checked
+/// against what it was compiled for (detail/aoti/weights.hpp); it never runs without them.
 ///
 /// Example:
 ///   optrace::aoti::Package pkg("model.pt2");
@@ -74,16 +118,25 @@ class Package {
   /// Loads the package at `path` (the model `model_name` in it). Throws IoError naming the file
   /// when it is missing, unreadable or not a package AOTInductor can load (compiled for another
   /// libtorch or machine: AOTInductor's own message follows), JsonError when its optrace
-  /// metadata is malformed.
+  /// metadata is malformed, ArgumentError for a package compiled without its weights.
   explicit Package(const std::string& path, const std::string& model_name = "model")
-      : Package(open_package(path), path, model_name) {}
+      : Package(path, LoadOptions().model_name(model_name)) {}
+  /// Loads the package at `path` as `options` say; throws as above, and ArgumentError naming the
+  /// weights file and the tensor when the weights do not fit the package (a missing tensor, or
+  /// one of another dtype, shape or layout).
+  Package(const std::string& path, const LoadOptions& options)
+      : Package(open_package(path), path, options, weights_for(options)) {
+    if (!options.weights().empty() && !shared_weights())
+      detail::raise_about_file<ArgumentError>(path, "its weights are inside it: LoadOptions().weights('", options.weights(),
+                                              "') is for a package compiled without them (compile_plan)");
+  }
 
   /// The package a plan names: `file` beneath the plan's folder `dir` ("" is the working folder),
   /// opened as every file a plan names is (detail/common/beneath.hpp: no `..`, no symbolic link
-  /// on the way or at the end), then loaded as by the path. PackageSet and `optrace verify PLAN`
-  /// load plans' packages with it.
-  static Package beneath(const std::string& dir, const std::string& file, const std::string& model_name = "model") {
-    return Package(detail::open_file_beneath(dir, file, "the package"), detail::beneath_shown(dir, file), model_name);
+  /// on the way or at the end), then loaded as by the path. `optrace verify PLAN` loads plans'
+  /// packages with it; PackageSet does, with the plan's weights.
+  static Package beneath(const std::string& dir, const std::string& file, const LoadOptions& options = {}) {
+    return beneath(dir, file, options, weights_for(options));
   }
 
   /// Calls the package with positional arguments, as `module.forward(args...)`.
@@ -102,7 +155,7 @@ class Package {
   /// package was not compiled for (argument, dim, value and the compiled range).
   c10::IValue call(std::vector<c10::IValue> args, const std::unordered_map<std::string, c10::IValue>& kwargs = {}) {
     std::vector<at::Tensor> inputs = prepare(args, kwargs);
-    return outputs(state_->loader->run(inputs));
+    return outputs(run(inputs));
   }
 
   /// The tensors `run` takes for this call, after the checks `call` makes (for timing the raw
@@ -122,9 +175,11 @@ class Package {
   }
   /// Runs inputs that `accepts` took, and rebuilds the outputs.
   c10::IValue run_accepted(const std::vector<detail::aoti::FlatInput>& flat) {
-    return outputs(state_->loader->run(detail::aoti::Guard::tensors(flat)));
+    return outputs(run(detail::aoti::Guard::tensors(flat)));
   }
-  /// The flat outputs of `loader().run` rebuilt by the out_spec.
+  /// AOTInductor's run on the flat tensors `prepare` gives, unchecked: its flat outputs.
+  std::vector<at::Tensor> run(const std::vector<at::Tensor>& flat) { return state_->runner->run(flat); }
+  /// The flat outputs of `run` rebuilt by the out_spec.
   c10::IValue outputs(const std::vector<at::Tensor>& flat) const { return detail::aoti::unflatten(state_->out_spec, flat); }
 
   /// What the package was compiled for: per argument its dims, dynamic ones by symbol with the
@@ -148,29 +203,73 @@ class Package {
   /// The device it was compiled for: "cpu" or "cuda".
   const std::string& device() const { return state_->device; }
   const std::string& path() const { return state_->path; }
-  torch::inductor::AOTIModelPackageLoader& loader() { return *state_->loader; }
+  /// Calls it runs at once (LoadOptions::runners).
+  int runners() const { return state_->runners; }
+  /// True when it was compiled without its weights (compile_plan): they come from a weights file.
+  bool shared_weights() const { return state_->needs.has_value(); }
+  /// The weights file it runs with ("" when its weights are inside it).
+  std::string weights_path() const { return state_->weights ? state_->weights->path : std::string(); }
+  /// AOTInductor's runner (its constants, its call spec).
+  torch::inductor::AOTIModelContainerRunner& runner() { return *state_->runner; }
 
  private:
-  // The package open at `file`, named `path` in messages. The archive check and AOTInductor's
-  // loader read the same file through that descriptor (the loader by /proc/self/fd/N), so the
-  // archive extracted is the one checked, whatever is renamed meanwhile.
-  Package(detail::Fd file, const std::string& path, const std::string& model_name) : state_(std::make_shared<State>()) {
+  friend class PackageSet;
+  using WeightsPtr = std::shared_ptr<const detail::aoti::Weights>;
+
+  // `beneath` with weights read already (a set's, once for all its packages); a package with its
+  // weights inside ignores them.
+  static Package beneath(const std::string& dir, const std::string& file, const LoadOptions& options, WeightsPtr weights) {
+    return Package(detail::open_file_beneath(dir, file, "the package"), detail::beneath_shown(dir, file), options,
+                   std::move(weights));
+  }
+
+  static WeightsPtr weights_for(const LoadOptions& options) {
+    if (options.weights().empty()) return nullptr;
+    size_t size = 0;
+    const detail::Fd fd(detail::open_regular_file(options.weights(), &size));
+    return detail::aoti::read_weights(fd.get(), options.weights());
+  }
+
+  // The package open at `file`, named `path` in messages: its archive checked, its model's files
+  // extracted from that same descriptor (so what runs is what was checked, whatever is renamed
+  // meanwhile), its runner built with `weights` when it was compiled without them.
+  Package(detail::Fd file, const std::string& path, const LoadOptions& options, WeightsPtr weights)
+      : state_(std::make_shared<State>()) {
     state_->path = path;
+    state_->runners = options.runners();
     struct stat st {};
     if (::fstat(file.get(), &st) != 0) detail::raise_about_file<IoError>(path, "cannot open the package: ", std::strerror(errno));
-    const std::string top = check_archive(file.get(), static_cast<uint64_t>(st.st_size), path, model_name);
-    const std::string by_descriptor = "/proc/self/fd/" + std::to_string(file.get());
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    std::vector<detail::aoti::ZipEntry> entries;
+    const std::string prefix = check_archive(file.get(), size, path, options.model_name(), entries);
+    auto folder = std::make_shared<detail::aoti::ExtractionFolder>();
+    detail::aoti::ExtractedModel model;
     try {
-      state_->loader = std::make_unique<torch::inductor::AOTIModelPackageLoader>(
-          ::access(by_descriptor.c_str(), R_OK) == 0 ? by_descriptor : path, model_name);
-    } catch (const std::exception& e) {
-      remove_extraction_folder(e.what(), top);
-      detail::raise_about_file<IoError>(path, "AOTInductor cannot load it as a package: ", detail::first_line(e));
+      model = detail::aoti::extract_model(file.get(), size, entries, prefix, *folder, path);
+    } catch (const Error& e) {
+      detail::raise_about_file<IoError>(path, "cannot extract the package: ", e.message());
     }
+    state_->folder = std::move(folder);
+    state_->library = model.library;
     try {
-      std::vector<std::string> spec = state_->loader->get_call_spec();
+      if (!model.metadata.empty()) state_->metadata = read_metadata(model.metadata);
+      auto device = state_->metadata.find("AOTI_DEVICE_KEY");
+      state_->device = device != state_->metadata.end() ? device->second : "cpu";
+      auto needs = state_->metadata.find(std::string(detail::aoti::kWeightsKey));
+      if (needs != state_->metadata.end()) state_->needs = detail::aoti::WeightsNeed::parse(needs->second);
+    } catch (Error& e) {
+      e.name_file(path);
+      throw;
+    }
+    if (state_->needs && !weights)
+      detail::raise_about_file<ArgumentError>(
+          path, "compiled without its weights (compile_plan writes them once, as '", state_->needs->file,
+          "' beside plan.json): give it them (LoadOptions().weights, optrace verify --weights), or load its plan "
+          "(PackageSet::load, optrace verify PLAN)");
+    start_runner(*state_, state_->needs ? std::move(weights) : nullptr);
+    try {
+      std::vector<std::string> spec = state_->runner->get_call_spec();
       if (spec.size() != 2) detail::raise_json("", "the package's call spec has ", spec.size(), " parts, not 2");
-      state_->metadata = state_->loader->get_metadata();
       auto found = state_->metadata.find(std::string(detail::aoti::kGuardKey));
       detail::aoti::Guard guard;
       std::vector<std::string> names;
@@ -186,13 +285,89 @@ class Package {
       state_->shape = detail::aoti::CallShape::of(detail::aoti::parse_tree_spec(spec[0]), std::move(names));
       if (state_->guarded) guard.none_keywords_into(state_->shape);
       if (state_->guarded) state_->dynamic_shapes = guard.dynamic_shapes(state_->shape);
-      auto device = state_->metadata.find("AOTI_DEVICE_KEY");
-      state_->device = device != state_->metadata.end() ? device->second : "cpu";
       state_->guard = std::move(guard);
     } catch (Error& e) {
       e.name_file(path);
       throw;
     }
+  }
+
+  struct State {
+    std::string path, device, library;
+    int runners = 1;
+    std::shared_ptr<const detail::aoti::ExtractionFolder> folder;  // outlives the runner that loaded from it
+    std::optional<detail::aoti::WeightsNeed> needs;                 // compiled without its weights
+    WeightsPtr weights;                                             // held while the runner reads them
+    std::unique_ptr<torch::inductor::AOTIModelContainerRunner> runner;
+    std::unordered_map<std::string, std::string> metadata;
+    detail::aoti::CallShape shape;
+    detail::aoti::TreeSpec out_spec;
+    detail::aoti::Guard guard;
+    bool guarded = false;
+    DynamicShapes dynamic_shapes;
+  };
+
+  // The runner AOTInductor registers for the package's device (the loader's registry), with
+  // `runners` models, given `weights` when the package was compiled without them. A runner gets
+  // its weights once, before any call: libtorch 2.6 keeps the first tensor a name is given, and a
+  // model run without them reads nothing it owns (it crashes).
+  static void start_runner(State& s, WeightsPtr weights) {
+    auto& registry = torch::inductor::getAOTIModelRunnerRegistry();
+    auto make = registry.find(s.device);
+    if (make == registry.end())
+      detail::raise_about_file<IoError>(s.path, "compiled for the device '", s.device,
+                                        "', for which this libtorch has no AOTInductor runner (built without it)");
+    try {
+      s.runner = create_runner(make->second, s.library, static_cast<size_t>(s.runners), s.device, s.folder->path());
+    } catch (const std::exception& e) {
+      detail::raise_about_file<IoError>(s.path, "AOTInductor cannot load it as a package: ", detail::first_line(e));
+    }
+    if (!s.needs) return;
+    std::unordered_map<std::string, at::Tensor> tensors = detail::aoti::check_weights(
+        *weights, *s.needs, s.runner->getConstantNamesToOriginalFQNs(), s.path, c10::Device(s.device));
+    torch::inductor::TensorConstantMap constants;
+    for (auto& [name, tensor] : tensors) constants.emplace(name, new at::Tensor(tensor));  // the runner owns them
+    try {
+      s.runner->update_constant_buffer(constants, /*use_inactive=*/false, /*validate_full_updates=*/true);
+    } catch (const std::exception& e) {
+      detail::raise_about_file<IoError>(s.path, "AOTInductor refused the weights of '", weights->path, "': ", detail::first_line(e));
+    }
+    s.weights = std::move(weights);
+  }
+
+  // The registry's create function: (library, models, device, folder) in libtorch 2.6; newer ones
+  // add `run_single_threaded` (false: what their loader passes by default).
+  template <class Create>
+  static std::unique_ptr<torch::inductor::AOTIModelContainerRunner> create_runner(Create create, const std::string& library,
+                                                                                  size_t models, const std::string& device,
+                                                                                  const std::string& folder) {
+    if constexpr (std::is_invocable_v<Create, const std::string&, size_t, const std::string&, const std::string&>)
+      return create(library, models, device, folder);
+    else
+      return create(library, models, device, folder, false);
+  }
+
+  // This package with other weights (of the same names, dtypes and shapes): a new runner on the
+  // same extracted library, the rest shared. PackageSet::replace_weights builds every package's
+  // before it swaps any in.
+  Package with_weights(WeightsPtr weights) const {
+    Package p(*this);
+    auto s = std::make_shared<State>();
+    s->path = state_->path, s->device = state_->device, s->library = state_->library;
+    s->runners = state_->runners, s->folder = state_->folder, s->needs = state_->needs;
+    s->metadata = state_->metadata, s->shape = state_->shape, s->out_spec = state_->out_spec;
+    s->guard = state_->guard, s->guarded = state_->guarded, s->dynamic_shapes = state_->dynamic_shapes;
+    start_runner(*s, std::move(weights));
+    p.state_ = std::move(s);
+    return p;
+  }
+
+  // AOTInductor's metadata file: a JSON object of strings (what the loader's load_metadata reads).
+  static std::unordered_map<std::string, std::string> read_metadata(const std::string& file) {
+    std::unordered_map<std::string, std::string> out;
+    auto doc = json::Document::load(file);
+    for (auto [key, value] : doc->root().object()) out.emplace(std::string(key), std::string(value.as_string()));
+    return out;
   }
 
   // The regular file at `path`, open (a folder, FIFO or device refused without blocking).
@@ -205,55 +380,26 @@ class Package {
     return fd;
   }
 
-  struct State {
-    std::string path, device;
-    std::unique_ptr<torch::inductor::AOTIModelPackageLoader> loader;
-    std::unordered_map<std::string, std::string> metadata;
-    detail::aoti::CallShape shape;
-    detail::aoti::TreeSpec out_spec;
-    detail::aoti::Guard guard;
-    bool guarded = false;
-    DynamicShapes dynamic_shapes;
-  };
-
-  // AOTIModelPackageLoader (torch 2.6) extracts the package into a fresh /tmp/XXXXXX folder and
-  // removes it in its destructor, which a constructor that throws never reaches. So what it can
-  // be told before is checked first (a zip archive holding the model: detail/aoti/zip_names.hpp),
-  // and when it fails later (a shared object this libtorch cannot open: its message names the
-  // file) the folder its message names is removed, if it holds only what the loader extracts
-  // (under `top`, the archive's top folder: archive_prefix).
-  static void remove_extraction_folder(const std::string& message, const std::string& top) {
-    static const std::regex kFolder("(/tmp/[A-Za-z0-9]{6})/([^/\\s]+/)?data/aotinductor/");
-    std::smatch m;
-    if (!std::regex_search(message, m, kFolder) || m[2].str() != top) return;
-    const std::filesystem::path dir = m[1].str();
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
-         it.increment(ec)) {
-      const std::string rel = it->path().lexically_relative(dir).generic_string() + "/";
-      if (rel != top && rel != top + "data/" && rel.rfind(top + "data/aotinductor/", 0) != 0) return;
-    }
-    if (!ec) std::filesystem::remove_all(dir, ec);
-  }
-
   // A package is a zip archive with the model's files under data/aotinductor/<model_name>/, in
-  // the archive's top folder where torch 2.7 and newer put them (archive_prefix). Returns the
-  // top folder this libtorch's loader reads them from ("" for torch 2.6's layout).
-  static std::string check_archive(int fd, uint64_t size, const std::string& path, const std::string& model_name) {
+  // the archive's top folder where torch 2.7 and newer put them (archive_prefix). Leaves the
+  // archive's entries in `entries`; returns the model's folder in the archive.
+  static std::string check_archive(int fd, uint64_t size, const std::string& path, const std::string& model_name,
+                                   std::vector<detail::aoti::ZipEntry>& entries) {
     std::vector<std::string> names;
     try {
-      names = detail::aoti::zip_names_of(fd, size, path);
+      entries = detail::aoti::zip_entries_of(fd, size, path);
     } catch (const Error& e) {
       detail::raise_about_file<IoError>(path, "not an AOTInductor package: ", e.message());
     }
+    for (const detail::aoti::ZipEntry& e : entries) names.push_back(e.name);
     if (const std::optional<std::string> bad = detail::aoti::unsafe_entry_name(names))
       detail::raise_about_file<IoError>(path, "not a safe AOTInductor package: the archive entry '", *bad,
                                         "' would be extracted outside the loader's folder (an absolute path, a '..' "
                                         "component or a NUL); refused before extracting anything");
     std::string top = detail::aoti::archive_prefix(names);
 #if OPTRACE_TORCH_VERSION < 20700
-    // torch 2.6's loader looks for data/aotinductor/ at the root only, and refuses (leaving its
-    // extraction folder behind) a package whose files are under a top folder.
+    // torch 2.6's loader looks for data/aotinductor/ at the root only, and refuses a package
+    // whose files are under a top folder (its library was built for a newer runtime anyway).
     if (!top.empty())
       for (const std::string& n : names)
         if (n.rfind(top + "data/aotinductor/" + model_name + "/", 0) == 0)
@@ -262,10 +408,8 @@ class Package {
                                             " cannot read: compile it with torch ", TORCH_VERSION,
                                             ", or load it with libtorch 2.7 or newer");
     top.clear();
-    const std::string prefix = "data/aotinductor/" + model_name + "/";
-#else
-    const std::string prefix = top + "data/aotinductor/" + model_name + "/";
 #endif
+    const std::string prefix = top + "data/aotinductor/" + model_name + "/";
     bool has_model = false, has_library = false;
     for (const std::string& n : names) {
       if (n.rfind(prefix, 0) != 0) continue;
@@ -281,7 +425,7 @@ class Package {
     if (!has_library)
       detail::raise_about_file<IoError>(path, "not an AOTInductor package for this machine: no compiled model (.so) under ",
                                         prefix);
-    return top;
+    return prefix;
   }
 
   std::shared_ptr<State> state_;
@@ -520,8 +664,8 @@ optrace::aoti::VerifyReport verify_impl(optrace::aoti::Package& pkg, const Obser
     c10::IValue got, want;
     const char* stage = "the package";
     try {
-      got = pkg.outputs(pkg.loader().run(flat));
-      if (options.timed_runs() > 0) r.package_ms = median_ms(options.timed_runs(), [&] { pkg.loader().run(flat); });
+      got = pkg.outputs(pkg.run(flat));
+      if (options.timed_runs() > 0) r.package_ms = median_ms(options.timed_runs(), [&] { pkg.run(flat); });
       if (reference) {
         stage = "the reference";
         auto run_reference = [&]() -> c10::IValue {

@@ -6,8 +6,10 @@
 //
 // Concurrency: the loaded packages are one immutable State behind a shared_ptr that a call
 // copies (std::atomic_load) and `replace` swaps (std::atomic_exchange). A call in flight finishes
-// on the State it started with; the replaced State is kept in `retired` until no call holds it,
-// and destroyed by a `replace` (or with the set), so never on a request thread. Loading happens
+// on the State it started with; the replacing thread waits for those calls and destroys the
+// replaced State itself (or, past kRetireWait, keeps it in `retired` for a later replace or the
+// set's end), so never on a request thread. `replace_weights` swaps a State of new runners the
+// same way. Loading happens
 // before `replace`, on the thread that loads. Counters are atomics; refusals, the rare path, take
 // a mutex.
 
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -23,11 +26,16 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 namespace optrace::aoti {
 
@@ -111,18 +119,25 @@ class PackageSet {
   using Kwargs = std::unordered_map<std::string, c10::IValue>;
   using Fallback = std::function<c10::IValue(std::vector<c10::IValue>, const Kwargs&)>;
 
-  /// Loads the plan (`DIR/plan.json` or `DIR`) and every package it names, from its folder.
+  /// Loads the plan (`DIR/plan.json` or `DIR`) and every package it names, from its folder, as
+  /// `options` say (LoadOptions::runners: calls each package runs at once). Packages compiled
+  /// without their weights (compile_plan) share one copy, read once from the plan's weights file
+  /// (`weights.pt` beside plan.json, or LoadOptions::weights).
   /// Every file the plan names is opened beneath its folder (Package::beneath, Plan::load).
   /// Throws, naming the file, what Plan::load and
   /// Package throw (a missing or unloadable package, a path outside the folder or through a
-  /// link), and ArgumentError when the packages disagree on the arguments. Nothing is kept of a
-  /// set that fails to load.
-  static PackageSet load(const std::string& plan_path) {
+  /// link, weights that do not fit), and ArgumentError when the packages disagree on the
+  /// arguments. Nothing is kept of a set that fails to load.
+  static PackageSet load(const std::string& plan_path, const LoadOptions& options = {}) {
     auto state = std::make_shared<State>();
     state->plan = Plan::load(plan_path);
     const std::string dir = std::filesystem::path(state->plan.path()).parent_path().string();
+    state->weights = options.weights().empty() ? plan_weights(dir) : Package::weights_for(options);
     for (const PlannedPackage& p : state->plan.packages())
-      state->entries.push_back({p.name, p.file, Package::beneath(dir, p.file), std::make_shared<std::atomic<int64_t>>(0)});
+      state->entries.push_back({p.name, p.file, Package::beneath(dir, p.file, options, state->weights),
+                                std::make_shared<std::atomic<int64_t>>(0)});
+    if (std::none_of(state->entries.begin(), state->entries.end(), [](const Entry& e) { return e.package.shared_weights(); }))
+      state->weights = nullptr;  // a plan compiled with the weights inside each package: nothing reads them
     const Entry& first = state->entries.front();
     for (const Entry& e : state->entries)
       if (!same_arguments(e.package, first.package))
@@ -202,9 +217,10 @@ class PackageSet {
   /// them; serve it as a set of its own.
   ///
   /// The replaced packages are destroyed on the thread that calls `replace`, never on a request
-  /// thread (a loader's destructor unloads its library and removes its folder: a pause no call
-  /// should pay): at once when no call is still on them, else by the next `replace`, or with the
-  /// set.
+  /// thread (a runner's destructor unloads its library and a package's removes its folder: a
+  /// pause no call should pay): `replace` waits for the calls still on them (up to kRetireWait,
+  /// 2 s) and destroys them before it returns; calls slower than that leave them to the next
+  /// `replace`, or to the set's end.
   void replace(const PackageSet& other) {
     const std::shared_ptr<const State> next = std::atomic_load(&other.shared_->state);
     OPTRACE_CHECK(next != nullptr, ArgumentError, "PackageSet::replace: the other set holds no packages");
@@ -218,16 +234,43 @@ class PackageSet {
                     ": its fallback and its callers bind these; serve the other as a set of its own");
     }
     register_counters(*next);
-    std::shared_ptr<const State> old = std::atomic_exchange(&shared_->state, next);
-    shared_->replacements.fetch_add(1, std::memory_order_relaxed);
-    // Kept here until no call holds it, so that the last reference is never a request thread's
-    // (a set swapped back in is live again: not retired twice).
-    shared_->retired.erase(std::remove(shared_->retired.begin(), shared_->retired.end(), next), shared_->retired.end());
-    shared_->retired.push_back(std::move(old));
-    auto done = [](const std::shared_ptr<const State>& s) { return s.use_count() == 1; };
-    shared_->retired.erase(std::remove_if(shared_->retired.begin(), shared_->retired.end(), done), shared_->retired.end());
+    swap_in(next);
   }
 
+  /// Serves the weights in `path` (torch.save of a dict of tensors by name, as compile_plan and
+  /// compile_package.save_weights write; read as given) from now on: a checkpoint of the same
+  /// architecture, without recompiling. Every package compiled without its weights gets a new
+  /// runner on the same compiled code with these tensors, each checked first (a missing tensor,
+  /// or one of another dtype, shape or layout: ArgumentError naming it, and nothing changes);
+  /// then all are swapped in at once, as `replace` swaps: a call runs on the old weights or the
+  /// new, never a mix. The old runners and weights are freed as `replace` frees a set, so that
+  /// two copies of the weights are resident only while calls run on the old ones. Throws
+  /// ArgumentError when no package of the set was compiled without its weights.
+  void replace_weights(const std::string& path) {
+    auto weights = Package::weights_for(LoadOptions().weights(path));
+    std::lock_guard<std::mutex> replacing(shared_->replace_mutex);
+    std::shared_ptr<State> next;
+    {
+      const std::shared_ptr<const State> now = std::atomic_load(&shared_->state);  // not held past here: swap_in waits for it
+      next = std::make_shared<State>(*now);
+      bool any = false;
+      for (Entry& e : next->entries)
+        if (e.package.shared_weights()) {
+          e.package = e.package.with_weights(weights);
+          any = true;
+        }
+      OPTRACE_CHECK(any, ArgumentError, "PackageSet::replace_weights: the packages of ", now->plan.path(),
+                    " have their weights inside them (not compiled by compile_plan): recompile them, or replace the set");
+    }
+    next->weights = std::move(weights);
+    swap_in(std::move(next));
+  }
+
+  /// The weights file the set's packages run with now ("" when their weights are inside them).
+  std::string weights_path() const {
+    auto state = std::atomic_load(&shared_->state);
+    return state->weights ? state->weights->path : std::string();
+  }
   /// The packages in the set now.
   size_t size() const { return std::atomic_load(&shared_->state)->entries.size(); }
   /// The plan the set was loaded from (the one in use now).
@@ -281,6 +324,7 @@ class PackageSet {
   struct State {
     Plan plan;
     std::vector<Entry> entries;
+    std::shared_ptr<const detail::aoti::Weights> weights;  // the plan's, read once (null: none)
   };
   // The call counters of every package of that name and file the set has served with (a
   // package loaded again by a replace counts on in the same row).
@@ -305,6 +349,46 @@ class PackageSet {
   };
 
   PackageSet() : shared_(std::make_shared<Shared>()) {}
+
+  /// The file compile_plan writes the plan's weights to, beside plan.json.
+  static constexpr const char* kWeightsFile = "weights.pt";
+
+  // The plan's weights beside plan.json (opened as every file a plan names is), or none.
+  static std::shared_ptr<const detail::aoti::Weights> plan_weights(const std::string& dir) {
+    const std::string shown = detail::beneath_shown(dir, kWeightsFile);
+    struct stat st {};
+    if (::lstat(shown.c_str(), &st) != 0 && errno == ENOENT) return nullptr;
+    const detail::Fd fd = detail::open_file_beneath(dir, kWeightsFile, "the plan's weights");
+    return detail::aoti::read_weights(fd.get(), shown);
+  }
+
+  /// How long `replace` and `replace_weights` wait for the calls in flight on the old packages
+  /// before they return; past it, the old packages are freed by the next replace or with the set.
+  static constexpr std::chrono::milliseconds kRetireWait{2000};
+
+  // Makes `next` the set's state: calls after it run on it, calls in flight finish on the old one,
+  // which is destroyed here once no call holds it (waiting up to kRetireWait), else kept until a
+  // later replace finds it free, so that the last reference is never a request thread's (a state
+  // swapped back in is live again: not retired twice). Under replace_mutex.
+  void swap_in(std::shared_ptr<const State> next) {
+    std::shared_ptr<const State> old = std::atomic_exchange(&shared_->state, next);
+    shared_->replacements.fetch_add(1, std::memory_order_relaxed);
+    shared_->retired.erase(std::remove(shared_->retired.begin(), shared_->retired.end(), next), shared_->retired.end());
+    // Two copies of the weights stay resident while the old state lives: wait for its calls.
+    for (const auto until = std::chrono::steady_clock::now() + kRetireWait;
+         old.use_count() > 1 && std::chrono::steady_clock::now() < until;)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    shared_->retired.push_back(std::move(old));
+    auto done = [](const std::shared_ptr<const State>& s) { return s.use_count() == 1; };
+    const size_t before = shared_->retired.size();
+    shared_->retired.erase(std::remove_if(shared_->retired.begin(), shared_->retired.end(), done), shared_->retired.end());
+#ifdef __GLIBC__
+    // Freed weights go back to the system now: glibc raises its mmap threshold to the largest
+    // block freed (up to 32 MiB), so the next weights come from the heap, which keeps what they
+    // free (benchmarks/serve_weights.sh: 407 MB resident grew to 839 MB over 9 swaps without this).
+    if (shared_->retired.size() < before) ::malloc_trim(0);
+#endif
+  }
 
   // Whether two packages take the same arguments, by name and order: what the packages of a set
   // must share, at load and at replace.

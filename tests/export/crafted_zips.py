@@ -12,7 +12,8 @@ refuse before AOTInductor's loader extracts them.
       size wrap past 2^64 to 0 (a check `offset + size > file size` passes, and the reader asks
       for 64 GiB).
 
-Run as a program, it writes fuzz_zip's seeds (all four archives) and its regressions (the two
+Run as a program, it writes fuzz_zip's seeds (the two crafted archives, and ordinary packages:
+stored, commented and deflated) and its regressions (the two
 crafted ones), which test_aoti and test_reliability also read:
   python3 tests/export/crafted_zips.py tests/fuzz/corpus/zip tests/fuzz/regressions/zip
 """
@@ -73,14 +74,19 @@ def wrapping_directory():
     return _ends(0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 1, 2**36, 2**64 - 2**36, 0)
 
 
-def ordinary(comment=b""):
+def ordinary(comment=b"", compression=zipfile.ZIP_STORED):
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-        z.writestr("data/aotinductor/model/model.so", b"\x7fELF")
+    with zipfile.ZipFile(buf, "w", compression) as z:
+        z.writestr("data/aotinductor/model/model.so", b"\x7fELF" if compression == zipfile.ZIP_STORED else DEFLATED_SO)
         z.writestr("data/aotinductor/model/model.cpp", b"// source\n")
         z.writestr("data/aotinductor/model/model_metadata.json", b"{}")
         z.comment = comment
     return buf.getvalue()
+
+
+# deflated.zip's model.so: 70,000 bytes in 11 KiB, more than one 64 KiB round of inflating
+# (test_aoti checks the extracted file against this).
+DEFLATED_SO = b"".join(b"optrace %05d\n" % i for i in range(5000))
 
 
 if __name__ == "__main__":
@@ -90,7 +96,8 @@ if __name__ == "__main__":
         "two_directories.zip": two_directories(ordinary(), "data/aotinductor/model/../../../../tmp/x", b"x"),
         "wrapping_directory.zip": wrapping_directory(),
     }
-    seeds = dict(crafted, **{"ordinary.zip": ordinary(), "commented.zip": ordinary(b"a comment")})
+    seeds = dict(crafted, **{"ordinary.zip": ordinary(), "commented.zip": ordinary(b"a comment"),
+                             "deflated.zip": ordinary(compression=zipfile.ZIP_DEFLATED)})
     for folder, files in ((sys.argv[1], seeds), (sys.argv[2], crafted)):
         os.makedirs(folder, exist_ok=True)
         for name, data in files.items():

@@ -157,14 +157,49 @@ def main(observe_tool, serve_tool, cli, work):
     if "4 signatures (4 calls) no package covers" not in out:
         fail("optrace verify of the old plan: %s" % out)
 
+    # A package compiled without its weights, verified alone: refused in one line without them,
+    # served with the plan's, refused in one line naming the tensor with weights of another shape.
+    p0 = os.path.join(plan1, plan["packages"][0]["file"])
+    done = subprocess.run([cli, "verify", p0, observed, "--runs", "0"], capture_output=True, text=True)
+    if done.returncode != 2 or not re.fullmatch(r"optrace: \S*p0\.pt2: ArgumentError: compiled without its weights "
+                                                r"[^\n]*optrace verify --weights[^\n]*\n", done.stderr):
+        fail("optrace verify of a package without its weights: exit %d, %r" % (done.returncode, done.stderr))
+    out = run([cli, "verify", p0, observed, "--runs", "0", "--weights", os.path.join(plan1, "weights.pt")], expect=1,
+              what="optrace verify --weights")
+    if not re.search(r"^[1-9]\d* ok, 0 mismatch, \d+ refused, 0 error", out, re.M):
+        fail("optrace verify --weights: %s" % out)
+
     # 5. Replaced under 4 serving threads: no call fails, none falls back afterwards.
     replaced = os.path.join(work, "replaced")
     os.makedirs(replaced, exist_ok=True)
     out = run([serve_tool, plan1, scripted, longer_calls, replaced, "--fallback", "--replace", plan2, "--threads", "4"],
               what="serve_set --replace")
+    replace_line = next(line for line in out.splitlines() if line.startswith("replaced"))
     after = efo.read(os.path.join(replaced, "after.json"))
     if after["replacements"] != 1 or not any(p["current"] and p["calls"] for p in after["packages"]):
         fail("after the replace: %s" % json.dumps(after))
+
+    # 5b. New weights without recompiling: a fine-tuned copy of the model (same architecture),
+    #     saved by save_weights, swapped in 3 times under 4 serving threads, each package running
+    #     2 calls at once; weights of another shape refused first, naming the tensor.
+    tuned = efo.Model().eval()
+    tuned.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        for p in tuned.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    tuned_scripted = os.path.join(work, "model_v2.pt")
+    torch.jit.script(tuned).save(tuned_scripted)
+    weights_v2 = cp.save_weights(tuned, os.path.join(work, "weights_v2.pt"))
+    bad_weights = cp.save_weights(tuned, os.path.join(work, "weights_bad.pt"), extra={"head.bias": torch.zeros(7)})
+    swapped = os.path.join(work, "swapped")
+    os.makedirs(swapped, exist_ok=True)
+    out = run([serve_tool, plan1, scripted, same_calls, swapped, "--replace-weights", weights_v2, "--new-model",
+               tuned_scripted, "--bad-weights", bad_weights, "--threads", "4", "--runners", "2"],
+              what="serve_set --replace-weights")
+    refusal = next((line for line in out.splitlines() if line.startswith("refused: ")), "")
+    if not re.search(r"weights_bad\.pt.*'head\.bias' is float32\[7\]; it was compiled for float32\[100\]", refusal):
+        fail("weights of another shape: %r" % refusal)
+    swap_line = next(line for line in out.splitlines() if line.startswith("swapped"))
 
     # 6. A plan folder that is not whole: a missing package, and a package that takes other
     #    arguments, each refused in one line naming the file, before anything is served.
@@ -184,7 +219,7 @@ def main(observe_tool, serve_tool, cli, work):
           "%d longer calls fell back and drift named input_ids dim 1 (%s); a plan of both compiled in %.1f s "
           "covers them; %s" % (torch.__version__, len(plan["packages"]), compile1_s, len(same_kind), len(longer),
                                "seen [24, 40], planned [5, 16]", compile2_s,
-                               next(line for line in out.splitlines() if line.startswith("replaced"))) + "; " + errors)
+                               replace_line) + "; " + swap_line + "; " + errors)
     return 0
 
 

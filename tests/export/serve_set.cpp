@@ -1,6 +1,7 @@
 // serve_set: the C++ half of the serving end-to-end test (serve_e2e.py), what a server does with a plan.
 //
 //   serve_set PLAN_DIR MODEL.pt CALLS.pt OUT_DIR [--fallback] [--replace PLAN_DIR2 --threads N]
+//             [--replace-weights W --new-model M2.pt [--bad-weights B]] [--refuse-many N] [--runners N]
 //
 // Loads the plan's packages as an optrace::aoti::PackageSet (with the TorchScript module as its
 // fallback with --fallback), serves the calls that serve_e2e.py saved (as observe_scripted reads
@@ -10,6 +11,11 @@
 // over while the main thread loads PLAN_DIR2 and replaces the set under them; every call must
 // be answered, and once the replace has returned, the calls served after it are counted apart
 // (OUT_DIR/after.json: the stats of a second pass, after the threads joined).
+// With --replace-weights W --new-model M2.pt [--bad-weights B]: first B must be refused (one
+// line, printed), then N threads serve the calls over and over while the main thread swaps in W,
+// the plan's own weights, then W again, 0.5 s apart (PackageSet::replace_weights); every output
+// must be the old module's or M2's, never a mix, and after the last swap every output M2's.
+// --runners N: each package runs up to N calls at once (LoadOptions::runners).
 // Prints one line per check; exit status 0 when all hold, 1 otherwise.
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/observer.hpp>
@@ -51,6 +57,81 @@ std::vector<Call> read_calls(const std::string& path) {
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text << "\n"; }
 
+bool same_output(const c10::IValue& got, const c10::IValue& want, std::string* why = nullptr) {
+  optrace::detail::Comparison cmp;
+  cmp.exact_dtypes = true;
+  optrace::detail::compare_values(got, want, "output", cmp);
+  if (why) *why = cmp.message;
+  return cmp.ok;
+}
+
+// --replace-weights: see the file's comment.
+int replace_weights_under_load(optrace::aoti::PackageSet& set, torch::jit::Module& before, torch::jit::Module& after,
+                               const std::vector<Call>& calls, int threads, const std::string& weights,
+                               const std::string& plan_weights, const std::string& bad_weights) {
+  std::vector<c10::IValue> want_before, want_after;
+  for (const Call& c : calls) {
+    want_before.push_back(before.forward(c.args, c.kwargs));
+    want_after.push_back(after.forward(c.args, c.kwargs));
+  }
+  bool ok = true;
+  if (!bad_weights.empty()) {
+    try {
+      set.replace_weights(bad_weights);
+      std::cout << "weights of another shape were not refused\n";
+      ok = false;
+    } catch (const optrace::ArgumentError& e) {
+      std::cout << "refused: " << e.what() << "\n";
+    }
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> answered{0}, failures{0}, neither{0}, as_before{0}, as_after{0};
+  std::vector<std::thread> servers;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (int t = 0; t < threads; ++t)
+    servers.emplace_back([&, t] {
+      c10::InferenceMode thread_inference;
+      while (!done.load() && std::chrono::steady_clock::now() < deadline)
+        for (size_t k = 0; k < calls.size(); ++k) {
+          const size_t i = (k + static_cast<size_t>(t)) % calls.size();
+          try {
+            const c10::IValue got = set.call(calls[i].args, calls[i].kwargs);
+            answered.fetch_add(1);
+            if (same_output(got, want_after[i])) as_after.fetch_add(1);
+            else if (same_output(got, want_before[i])) as_before.fetch_add(1);
+            else if (neither.fetch_add(1) == 0) std::cout << "an output of neither model, call " << i << "\n";
+          } catch (const std::exception& e) {
+            if (failures.fetch_add(1) == 0) std::cout << "a call failed: " << e.what() << "\n";
+          }
+        }
+    });
+  while (answered.load() < threads && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  int swaps = 0;
+  for (const std::string& w : {weights, plan_weights, weights}) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    set.replace_weights(w);
+    ++swaps;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  done.store(true);
+  for (std::thread& s : servers) s.join();
+  int64_t after_mismatch = 0;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    std::string why;
+    if (!same_output(set.call(calls[i].args, calls[i].kwargs), want_after[i], &why)) {
+      if (after_mismatch++ == 0) std::cout << "after the last swap, call " << i << ": " << why << "\n";
+    }
+  }
+  std::cout << "swapped weights " << swaps << " times under " << threads << " threads: " << answered.load()
+            << " calls answered (" << as_before.load() << " with the old weights, " << as_after.load()
+            << " with the new), " << failures.load() << " failed, " << neither.load()
+            << " of neither model; after: " << calls.size() - static_cast<size_t>(after_mismatch) << " of " << calls.size()
+            << " calls equal the new model's\n";
+  return ok && failures.load() == 0 && neither.load() == 0 && after_mismatch == 0 && as_before.load() > 0 &&
+                 as_after.load() > 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,24 +140,34 @@ int main(int argc, char** argv) {
     return 2;
   }
   bool with_fallback = false;
-  std::string replacement;
-  int threads = 4, refuse_many = 0;
+  std::string replacement, new_weights, new_model, bad_weights;
+  int threads = 4, refuse_many = 0, runners = 1;
   for (int i = 5; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--fallback") with_fallback = true;
     else if (a == "--replace" && i + 1 < argc) replacement = argv[++i];
     else if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (a == "--refuse-many" && i + 1 < argc) refuse_many = std::stoi(argv[++i]);
+    else if (a == "--replace-weights" && i + 1 < argc) new_weights = argv[++i];
+    else if (a == "--new-model" && i + 1 < argc) new_model = argv[++i];
+    else if (a == "--bad-weights" && i + 1 < argc) bad_weights = argv[++i];
+    else if (a == "--runners" && i + 1 < argc) runners = std::stoi(argv[++i]);
   }
   const std::string out = argv[4];
   try {
     torch::jit::Module module = torch::jit::load(argv[2]);
     module.eval();
     c10::InferenceMode inference;
-    optrace::aoti::PackageSet set = optrace::aoti::PackageSet::load(argv[1]);
+    optrace::aoti::PackageSet set = optrace::aoti::PackageSet::load(argv[1], optrace::aoti::LoadOptions().runners(runners));
     if (with_fallback) set.fallback(module);
     const std::vector<Call> calls = read_calls(argv[3]);
     std::cout << "loaded " << set.size() << " packages; " << calls.size() << " calls\n";
+
+    if (!new_weights.empty()) {
+      torch::jit::Module next = torch::jit::load(new_model);
+      next.eval();
+      return replace_weights_under_load(set, module, next, calls, threads, new_weights, set.weights_path(), bad_weights);
+    }
 
     if (refuse_many > 0) {
       // Calls no package takes, each with a keyword of its own (caller data in every refusal's

@@ -123,37 +123,77 @@ Directory read_end_records(uint64_t size, ReadAt& read_at) {
 
 }  // namespace zip
 
-/// The entry names of the zip archive of `size` bytes that `read_at(offset, into, n)` reads
-/// (it must read exactly n bytes or throw), in the directory's order, as miniz reads them. Throws
+/// One file of a zip archive, as its central directory entry describes it (sizes and offset from
+/// its ZIP64 extra field where the classic ones are saturated, as miniz takes them).
+struct ZipEntry {
+  std::string name;
+  uint64_t method = 0, flags = 0, crc32 = 0, compressed = 0, size = 0, local_offset = 0;
+};
+
+/// The entries of the zip archive of `size` bytes that `read_at(offset, into, n)` reads (it must
+/// read exactly n bytes or throw), in the directory's order, as miniz reads them. Throws
 /// optrace::Error naming what is wrong.
 template <class ReadAt>
-std::vector<std::string> zip_names_with(uint64_t size, ReadAt&& read_at) {
+std::vector<ZipEntry> zip_entries_with(uint64_t size, ReadAt&& read_at) {
   if (size < zip::kEndSize) raise<Error>("not a zip archive (", size, " bytes)");
   const zip::Directory d = zip::read_end_records(size, read_at);
   std::string dir;
-  std::vector<std::string> names;
+  std::vector<ZipEntry> entries;
   try {
     dir.resize(d.size);
-    names.reserve(d.entries);
+    entries.reserve(d.entries);
   } catch (const std::bad_alloc&) {
     raise<Error>("its zip directory of ", d.size, " bytes does not fit in memory");
   }
-  if (d.entries == 0 && d.size == 0) return names;
+  if (d.entries == 0 && d.size == 0) return entries;
   read_at(d.offset, dir.data(), d.size);
   uint64_t at = 0;
   for (uint64_t k = 0; k < d.entries; ++k) {
     const uint64_t left = dir.size() - at;
-    if (left < zip::kEntrySize || zip::le(dir.data() + at, 4) != zip::kEntrySig)
+    const char* e = dir.data() + at;
+    if (left < zip::kEntrySize || zip::le(e, 4) != zip::kEntrySig)
       raise<Error>("a damaged zip directory (entry ", k, " of ", d.entries, ")");
-    const uint64_t name = zip::le(dir.data() + at + 28, 2), extra = zip::le(dir.data() + at + 30, 2),
-                   comment = zip::le(dir.data() + at + 32, 2);
+    const uint64_t name = zip::le(e + 28, 2), extra = zip::le(e + 30, 2), comment = zip::le(e + 32, 2);
     if (zip::kEntrySize + name + extra + comment > left)
       raise<Error>("a damaged zip directory (entry ", k, " of ", d.entries, " runs past its end)");
-    names.emplace_back(dir.data() + at + zip::kEntrySize, name);
+    ZipEntry z;
+    z.name.assign(e + zip::kEntrySize, name);
+    z.flags = zip::le(e + 8, 2);
+    z.method = zip::le(e + 10, 2);
+    z.crc32 = zip::le(e + 16, 4);
+    z.compressed = zip::le(e + 20, 4);
+    z.size = zip::le(e + 24, 4);
+    z.local_offset = zip::le(e + 42, 4);
+    // The ZIP64 extended information (id 1): the saturated fields, in this order, 8 bytes each.
+    const char* x = e + zip::kEntrySize + name;
+    for (uint64_t xat = 0; xat + 4 <= extra;) {
+      const uint64_t id = zip::le(x + xat, 2), len = zip::le(x + xat + 2, 2);
+      if (xat + 4 + len > extra) break;
+      if (id == 1) {
+        uint64_t* fields[] = {&z.size, &z.compressed, &z.local_offset};
+        uint64_t f = 0;
+        for (uint64_t* field : fields) {
+          if (*field != 0xFFFFFFFF) continue;
+          if (f + 8 > len) raise<Error>("a damaged zip directory (entry ", k, "'s ZIP64 field is short)");
+          *field = zip::le(x + xat + 4 + f, 8);
+          f += 8;
+        }
+      }
+      xat += 4 + len;
+    }
+    entries.push_back(std::move(z));
     at += zip::kEntrySize + name + extra + comment;
   }
   if (at != dir.size())
     raise<Error>("a zip directory not filled by its ", d.entries, " entries (", dir.size() - at, " bytes after them)");
+  return entries;
+}
+
+/// The entry names of zip_entries_with, in the directory's order.
+template <class ReadAt>
+std::vector<std::string> zip_names_with(uint64_t size, ReadAt&& read_at) {
+  std::vector<std::string> names;
+  for (ZipEntry& e : zip_entries_with(size, read_at)) names.push_back(std::move(e.name));
   return names;
 }
 
@@ -165,19 +205,28 @@ inline std::vector<std::string> zip_names_in(std::string_view bytes) {
   });
 }
 
-/// The entry names of the zip archive of `size` bytes open at `fd` (read with pread: the
-/// descriptor's offset is left alone); `path` names it in errors.
+/// Reads exactly `n` bytes at `offset` of the file open at `fd` (pread: the descriptor's offset is
+/// left alone); `path` names it in errors, `where` says what ended early.
+inline void read_exactly_at(int fd, uint64_t offset, char* into, uint64_t n, const std::string& path,
+                            const char* where = "its zip directory") {
+  uint64_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, into + got, n - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) raise<IoError>("cannot read '", path, "': ", std::strerror(errno));
+    if (r == 0) raise<Error>("the file ends inside ", where);
+    got += static_cast<uint64_t>(r);
+  }
+}
+
+/// The entries of the zip archive of `size` bytes open at `fd`; `path` names it in errors.
+inline std::vector<ZipEntry> zip_entries_of(int fd, uint64_t size, const std::string& path) {
+  return zip_entries_with(size, [&](uint64_t offset, char* into, uint64_t n) { read_exactly_at(fd, offset, into, n, path); });
+}
+
+/// The entry names of the zip archive of `size` bytes open at `fd`; `path` names it in errors.
 inline std::vector<std::string> zip_names_of(int fd, uint64_t size, const std::string& path) {
-  return zip_names_with(size, [&](uint64_t offset, char* into, uint64_t n) {
-    uint64_t got = 0;
-    while (got < n) {
-      const ssize_t r = ::pread(fd, into + got, n - got, static_cast<off_t>(offset + got));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) raise<IoError>("cannot read '", path, "': ", std::strerror(errno));
-      if (r == 0) raise<Error>("the file ends inside its zip directory");
-      got += static_cast<uint64_t>(r);
-    }
-  });
+  return zip_names_with(size, [&](uint64_t offset, char* into, uint64_t n) { read_exactly_at(fd, offset, into, n, path); });
 }
 
 /// The entry names of the zip archive at `path`. Throws IoError when it cannot be opened or read
