@@ -14,7 +14,8 @@ function is the part to reuse:
     doc = read("observations.json")
     path, program = compile_package(model, doc, "model.pt2")
     paths = compile_plan(model, "plan/plan.json")   # every package of `optrace plan ... -o plan`,
-                                                    # sharing one copy of the weights: plan/weights.pt
+                                                    # sharing one copy of the weights: plan/weights.pt;
+                                                    # plan/reference.pt: the module they replace
     save_weights(finetuned, "weights_v2.pt")        # for PackageSet::replace_weights
 
 The metadata keys are "optrace.guard" (GUARD_KEY) and, for a package compiled without its
@@ -34,6 +35,8 @@ GUARD_VERSION = 1
 WEIGHTS_KEY = "optrace.weights"
 # The file compile_plan writes a plan's weights to, beside plan.json (PackageSet::load reads it).
 WEIGHTS_FILE = "weights.pt"
+# The module the packages replace, scripted with the same weights, beside plan.json.
+REFERENCE_FILE = "reference.pt"
 # What compiles a package without its weights in torch 2.6: the library holds no constants, and
 # every tensor constant stays one the runner can be given (none folded into the code).
 SHARED_WEIGHTS_CONFIGS = {"aot_inductor.package_constants_in_so": False, "always_keep_tensor_constants": True}
@@ -98,14 +101,17 @@ def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_conf
     return path, program
 
 
-def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared_weights=True):
+def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared_weights=True, reference=True):
     """Compiles every package of an optrace plan (`optrace plan ... -o DIR`; DIR/plan.json, or
     DIR) into the plan's folder: each with its own observation file's example arguments and the
     plan's named dynamic-shapes spec (its observed ranges), and optrace's guard metadata, as
     compile_package does. The packages hold no weights: they share one copy, written once as
     DIR/weights.pt (WEIGHTS_FILE), which PackageSet::load reads (shared_weights=False: each
-    package holds its own, as compile_package compiles one). Returns the packages' paths, in the
-    plan's order. `progress` gets one line per package (None: silent)."""
+    package holds its own, as compile_package compiles one). With `reference`, also writes the
+    module the packages replace, with the same weights, as DIR/reference.pt (REFERENCE_FILE:
+    torch.jit.script of `model`), for `optrace verify --reference` and PackageSet::fallback; a
+    model TorchScript cannot script gets a line saying so, and no file. Returns the packages'
+    paths, in the plan's order. `progress` gets one line per package (None: silent)."""
     import time
 
     efo.require_torch()
@@ -132,7 +138,28 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared
         paths.append(path)
     if shared_weights:
         save_weights(model, os.path.join(folder, WEIGHTS_FILE), extra=constants)
+    if reference:
+        save_reference(model, os.path.join(folder, REFERENCE_FILE), progress)
     return paths
+
+
+def save_reference(model, path, progress=print):
+    """Writes `model` as a TorchScript module (torch.jit.script) to `path`, beside, then renamed
+    over it: what C++ loads with torch::jit::load to serve or compare the calls the packages do
+    not take, with the packages' own weights. Returns the path, or None (with a line to
+    `progress`) when TorchScript cannot script the model: then script or trace it yourself
+    (torch.jit.trace(model, example_inputs)) from the same module."""
+    try:
+        scripted = torch.jit.script(model)
+    except Exception as e:  # TorchScript refuses much that torch.export takes
+        if progress:
+            progress("no %s: torch.jit.script cannot script the model (%s)" % (
+                os.path.basename(path), str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__))
+        return None
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    scripted.save(tmp)
+    os.replace(tmp, path)
+    return path
 
 
 PLAN_VERSION = 1

@@ -121,7 +121,8 @@ def main(observe_tool, serve_tool, cli, work):
     longer_obs, longer_calls = observe(observe_tool, scripted, longer, work, "longer")
     drifted = os.path.join(work, "drifted")
     os.makedirs(drifted, exist_ok=True)
-    run([serve_tool, plan1, scripted, longer_calls, drifted, "--fallback"], what="serve_set (longer sequences)")
+    out = run([serve_tool, plan1, scripted, longer_calls, drifted, "--fallback"], what="serve_set (longer sequences)")
+    check_documented(out[out.index("4 calls:"):out.index("0 mismatches")], "serve_e2e compares this block with what the set")
     stats = efo.read(os.path.join(drifted, "stats.json"))
     if stats["fallbacks"] != len(longer):
         fail("expected every longer call to fall back: %s" % json.dumps(stats))
@@ -130,10 +131,26 @@ def main(observe_tool, serve_tool, cli, work):
         fail("the set's refusals do not name input_ids dim 1 up to 40: %s" % json.dumps(stats["refusals"]))
     drift_json = os.path.join(work, "drift.json")
     text = run([cli, "drift", plan1, longer_obs, "--json", drift_json, "--force"], expect=1, what="optrace drift")
+    check_documented(text.replace(plan1 + "/", "plan/"), "serve_e2e compares this block with what optrace drift")
     drift = efo.read(drift_json)
     rows = [r for r in drift["refusals"] if r["argument"] == "input_ids" and r["dim"] == 1]
     if drift["covered"] != 0 or not rows or rows[0]["seen"] != [24, 40] or rows[0]["planned"] != [5, 16]:
         fail("optrace drift: %s" % text)
+
+    # compile_plan wrote the module the packages replace; a model TorchScript cannot script gets a
+    # line saying so, and no file.
+    if not os.path.isfile(os.path.join(plan1, cp.REFERENCE_FILE)):
+        fail("compile_plan wrote no %s" % cp.REFERENCE_FILE)
+
+    class Unscriptable(torch.nn.Module):
+        def forward(self, x, *rest):
+            return x
+
+    lines = []
+    unscripted = os.path.join(work, "unscripted.pt")
+    if cp.save_reference(Unscriptable(), unscripted, progress=lines.append) is not None or os.path.exists(unscripted) \
+            or not lines or not lines[0].startswith("no unscripted.pt: torch.jit.script cannot script the model ("):
+        fail("save_reference of a model TorchScript refuses: %r" % lines)
 
     # 4. A plan from both files covers the longer traffic.
     plan2 = os.path.join(work, "plan2")
@@ -146,7 +163,8 @@ def main(observe_tool, serve_tool, cli, work):
     # `optrace verify PLAN`: each package on the signatures it covers, against the module; the old
     # plan covers none of the longer traffic.
     verify_json = os.path.join(work, "verify_plan.json")
-    out = run([cli, "verify", plan2, longer_obs, "--reference", scripted, "--runs", "1", "--json", verify_json, "--force"],
+    reference = os.path.join(plan2, cp.REFERENCE_FILE)  # what compile_plan wrote: the module with the plan's weights
+    out = run([cli, "verify", plan2, longer_obs, "--reference", reference, "--runs", "1", "--json", verify_json, "--force"],
               what="optrace verify of the merged plan")
     report = efo.read(verify_json)
     verified = sum(len(p["report"]["signatures"]) for p in report["packages"])
@@ -172,7 +190,8 @@ def main(observe_tool, serve_tool, cli, work):
     # 5. Replaced under 4 serving threads: no call fails, none falls back afterwards.
     replaced = os.path.join(work, "replaced")
     os.makedirs(replaced, exist_ok=True)
-    out = run([serve_tool, plan1, scripted, longer_calls, replaced, "--fallback", "--replace", plan2, "--threads", "4"],
+    out = run([serve_tool, plan1, os.path.join(plan1, cp.REFERENCE_FILE), longer_calls, replaced, "--fallback", "--replace",
+               plan2, "--threads", "4"],
               what="serve_set --replace")
     replace_line = next(line for line in out.splitlines() if line.startswith("replaced"))
     after = efo.read(os.path.join(replaced, "after.json"))
@@ -221,6 +240,18 @@ def main(observe_tool, serve_tool, cli, work):
                                "seen [24, 40], planned [5, 16]", compile2_s,
                                replace_line) + "; " + swap_line + "; " + errors)
     return 0
+
+
+def check_documented(printed, marker):
+    """docs/serve.md's block after the comment holding `marker` must be what the test printed."""
+    doc = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "serve.md")).read()
+    at = doc.find(marker)
+    if at < 0:
+        fail("docs/serve.md has no block marked %r" % marker)
+    start = doc.index("```\n", at) + 4
+    block = doc[start:doc.index("```", start)]
+    if block != printed:
+        fail("docs/serve.md's block (%s) is not what the test printed:\n--- docs\n%s--- printed\n%s" % (marker, block, printed))
 
 
 def check_bad_plans(plan, scripted, calls, serve_tool, work):
