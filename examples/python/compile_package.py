@@ -60,8 +60,14 @@ def save_weights(model, path, extra=None):
     PackageSet::replace_weights serves such a file."""
     weights = weights_of(model) if model is not None else {}
     weights.update(extra or {})
+    return write_replacing(path, lambda tmp: torch.save(weights, tmp))
+
+
+def write_replacing(path, write):
+    """Calls write(temporary path) beside `path`, then renames the file over `path`: readers see
+    the old file or the whole new one. Returns `path`."""
     tmp = "%s.tmp.%d" % (path, os.getpid())
-    torch.save(weights, tmp)
+    write(tmp)
     os.replace(tmp, path)
     return path
 
@@ -156,10 +162,7 @@ def save_reference(model, path, progress=print):
             progress("no %s: torch.jit.script cannot script the model (%s)" % (
                 os.path.basename(path), str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__))
         return None
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    scripted.save(tmp)
-    os.replace(tmp, path)
-    return path
+    return write_replacing(path, scripted.save)
 
 
 PLAN_VERSION = 1

@@ -298,7 +298,7 @@ class Package {
     std::shared_ptr<const detail::aoti::ExtractionFolder> folder;  // outlives the runner that loaded from it
     std::optional<detail::aoti::WeightsNeed> needs;                 // compiled without its weights
     WeightsPtr weights;                                             // held while the runner reads them
-    std::unique_ptr<torch::inductor::AOTIModelContainerRunner> runner;
+    std::shared_ptr<torch::inductor::AOTIModelContainerRunner> runner;  // this State's own (with_weights makes another)
     std::unordered_map<std::string, std::string> metadata;
     detail::aoti::CallShape shape;
     detail::aoti::TreeSpec out_spec;
@@ -351,13 +351,9 @@ class Package {
   // same extracted library, the rest shared. PackageSet::replace_weights builds every package's
   // before it swaps any in.
   Package with_weights(WeightsPtr weights) const {
+    auto s = std::make_shared<State>(*state_);
+    start_runner(*s, std::move(weights));  // replaces the runner and the weights copied
     Package p(*this);
-    auto s = std::make_shared<State>();
-    s->path = state_->path, s->device = state_->device, s->library = state_->library;
-    s->runners = state_->runners, s->folder = state_->folder, s->needs = state_->needs;
-    s->metadata = state_->metadata, s->shape = state_->shape, s->out_spec = state_->out_spec;
-    s->guard = state_->guard, s->guarded = state_->guarded, s->dynamic_shapes = state_->dynamic_shapes;
-    start_runner(*s, std::move(weights));
     p.state_ = std::move(s);
     return p;
   }

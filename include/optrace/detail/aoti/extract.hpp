@@ -87,13 +87,7 @@ inline void extract_entry(int fd, uint64_t size, const ZipEntry& e, int out, con
     if (n > e.size - written) bad("inflates to more than its ", e.size, " bytes");
     crc = ::crc32(crc, reinterpret_cast<const Bytef*>(p), static_cast<uInt>(n));
     written += n;
-    while (n > 0) {
-      const ssize_t w = ::write(out, p, n);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) raise<IoError>("cannot write the extracted '", e.name, "': ", std::strerror(errno));
-      p += w;
-      n -= static_cast<uint64_t>(w);
-    }
+    if (const int err = write_all(out, p, n)) raise<IoError>("cannot write the extracted '", e.name, "': ", std::strerror(err));
   };
   z_stream z{};
   if (e.method == 8 && inflateInit2(&z, -15) != Z_OK) bad("zlib cannot start inflating");

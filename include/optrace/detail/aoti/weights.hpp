@@ -22,9 +22,9 @@
 
 #include <torch/serialize.h>
 
-#include <cerrno>
-#include <cstring>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -47,24 +47,14 @@ struct Weights {
 /// name. Throws IoError naming the file for anything else.
 inline std::shared_ptr<const Weights> read_weights(int fd, const std::string& shown) {
   struct stat st {};
-  std::vector<char> bytes;
-  auto resize = [&](size_t n) {
-    try {
-      bytes.resize(n);
-    } catch (const std::exception&) {  // std::bad_alloc, std::length_error: one line, not the standard's
-      raise_about_file<IoError>(shown, "the weights file of ", n, " bytes does not fit in memory");
-    }
-  };
-  resize(::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : 1 << 20);
-  for (size_t got = 0;;) {  // read into the vector pickle_load takes: no second copy of the file
-    if (got == bytes.size()) resize(bytes.size() * 2);  // the file grew
-    const ssize_t n = read_some(fd, bytes.data() + got, bytes.size() - got);
-    if (n < 0) raise_about_file<IoError>(shown, "error while reading '", shown, "': ", std::strerror(errno));
-    if (n == 0) {
-      bytes.resize(got);
-      break;
-    }
-    got += static_cast<size_t>(n);
+  const size_t size = ::fstat(fd, &st) == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) : 0;
+  std::vector<char> bytes;  // what pickle_load takes, read into directly: no second copy of the file
+  try {
+    bytes = read_all<std::vector<char>>(fd, size, shown);
+  } catch (const std::bad_alloc&) {  // one line, not the standard's
+    raise_about_file<IoError>(shown, "the weights file of ", size, " bytes does not fit in memory");
+  } catch (const std::length_error&) {
+    raise_about_file<IoError>(shown, "the weights file of ", size, " bytes does not fit in memory");
   }
   c10::IValue value;
   try {

@@ -90,15 +90,19 @@ inline ssize_t read_some(int fd, char* into, size_t n) {
   }
 }
 
-/// The rest of the file open at `fd` (left open), read to its end; `path` names it in errors.
-/// `spare` bytes of capacity are reserved after its end (a simdjson parser's padding).
-inline std::string read_all(int fd, size_t size_hint, const std::string& path, size_t spare = 0) {
-  std::string data;
-  data.reserve(size_hint + spare);
-  data.resize(size_hint);
+/// The rest of the file open at `fd` (left open), read to its end, into a std::string (or another
+/// contiguous container of char: std::vector<char> is what torch::pickle_load takes); `path`
+/// names it in errors. `spare` bytes of capacity are reserved after its end (a simdjson parser's
+/// padding). A file of `size_hint` bytes is read into one buffer: one byte more is asked for, so
+/// that the read that finds the end needs no larger one (growing it would copy the whole file).
+template <class Bytes = std::string>
+Bytes read_all(int fd, size_t size_hint, const std::string& path, size_t spare = 0) {
+  Bytes data;
+  data.reserve(size_hint + 1 + spare);
+  data.resize(size_hint + 1);
   size_t got = 0;
   for (;;) {
-    if (got == data.size()) data.resize(data.size() + (1 << 16));  // at the end, or the file grew
+    if (got == data.size()) data.resize(data.size() + (1 << 16));  // the file grew
     const ssize_t n = read_some(fd, &data[got], data.size() - got);
     if (n < 0) raise_about_file<IoError>(path, "error while reading '", path, "': ", std::strerror(errno));
     if (n == 0) break;
@@ -115,6 +119,19 @@ inline std::string read_file(const std::string& path, size_t spare = 0) {
   size_t size = 0;
   const Fd fd(open_regular_file(path, &size));
   return read_all(fd.get(), size, path, spare);
+}
+
+/// Writes all `n` bytes at `p` to `fd` (again when a signal interrupts a write): 0, or the errno
+/// of the write that failed.
+inline int write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return 0;
 }
 
 /// What writing a file does to a file already at its path.
@@ -168,15 +185,7 @@ void write_file_atomic_with(const FileTarget& target, Produce&& produce, Existin
       raise<IoError>("cannot ", what, " '", tmp_shown, "': ", std::strerror(err));
     };
     auto sink = [&](std::string_view content) {
-      const char* p = content.data();
-      size_t left = content.size();
-      while (left > 0) {
-        ssize_t w = ::write(fd, p, left);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) fail("write", errno);
-        p += w;
-        left -= static_cast<size_t>(w);
-      }
+      if (const int err = write_all(fd, content.data(), content.size())) fail("write", err);
     };
     try {
       produce(sink);
