@@ -158,6 +158,7 @@ if [ "$action" = run ]; then
   in_root "$root" bash -c "cd /mnt/optrace/src && $command_line" || status=$?
 else
   in_root "$root" OPTRACE_BUILD_DIR="$build" OPTRACE_CMAKE_ARGS="${OPTRACE_CMAKE_ARGS:-}" \
+    OPTRACE_BENCH_TARGET=benchmarks_libtorch_2_6 \
     bash -c 'cd /mnt/optrace/src && bash cmake/dev.sh test && bash cmake/dev.sh bench' || status=1
 fi
 unmount_all

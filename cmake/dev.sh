@@ -41,7 +41,7 @@ if [ "$mode" = demo ]; then
   mkdir -p "$build/demo"
   "$build/examples/demo" "$build/demo"
 elif [ "$mode" = bench ]; then
-  cmake --build "$build" --parallel "$jobs" --target benchmarks
+  cmake --build "$build" --parallel "$jobs" --target "${OPTRACE_BENCH_TARGET:-benchmarks}"
 else
   start=$SECONDS
   cmake --build "$build" --parallel "$jobs"
