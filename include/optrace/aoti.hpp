@@ -82,6 +82,7 @@ class LoadOptions {
     model_name_ = std::move(name);
     return *this;
   }
+  /// What the setters above set (runners 1, no weights file, "model" by default).
   int runners() const { return runners_; }
   const std::string& weights() const { return weights_; }
   const std::string& model_name() const { return model_name_; }
@@ -457,11 +458,13 @@ struct VerifyOptions {
     atol_ = a;
     return *this;
   }
+  /// The relative tolerance, as ReplayOptions::rtol; default by dtype.
   VerifyOptions& rtol(double r) {
     OPTRACE_CHECK(r >= 0, ArgumentError, "VerifyOptions::rtol: need >= 0, got ", r);
     rtol_ = r;
     return *this;
   }
+  /// What the setters above set (none where a default by dtype or by package applies).
   std::optional<c10::Device> device() const { return device_; }
   const MaterializeOptions& inputs() const { return inputs_; }
   int timed_runs() const { return runs_; }
@@ -509,9 +512,11 @@ struct VerifyReport {
   std::string device;
   bool with_reference = false;
 
+  /// The signatures with status `s`.
   int64_t num(VerifyStatus s) const {
     return std::count_if(results.begin(), results.end(), [s](const VerifyResult& r) { return r.status == s; });
   }
+  /// Every signature ok (none refused, mismatched or failed).
   bool all_ok() const { return num(VerifyStatus::ok) == static_cast<int64_t>(results.size()); }
   /// "5 ok, 0 mismatch, 1 refused, 0 error (6 signatures, 42 calls, on cpu, against the reference)"
   std::string summary() const {
@@ -536,6 +541,7 @@ struct VerifyReport {
     }
     return out.str();
   }
+  /// The report as `optrace verify --json` writes it (docs/aoti.md, "verify").
   std::string to_json(int indent = 1) const {
     json::Writer w(indent);
     w.begin_object().key("device").value(device).key("with_reference").value(with_reference);

@@ -11,6 +11,8 @@ tests/CMakeLists.txt runs them (the `docs.*` tests and the docs_snippets build).
   headers INCLUDE MD...      every public header (include/optrace/, not detail/) is named in the pages
   links MD...                every relative link of the pages leads to a file that exists, and its
                              #anchor to a heading of that page (as GitHub makes anchors)
+  members HPP...             every public member function of the headers' classes has a /// comment
+                             (or is in a group whose first line has one; detail namespaces aside)
 
 (The README's quick-start commands are run by .ci/run itself.)
 
@@ -282,6 +284,75 @@ def headers(include_dir, pages):
     return 1 if missing else 0
 
 
+# ---- members ----------------------------------------------------------------------------------
+
+CLASS = re.compile(r"^( *)(class|struct) (\w+)\b[^;()]*\{\s*$")
+
+
+def undocumented(path):
+    """The public member functions of a header's classes that no `///` comment documents: the
+    line above a declaration (past its `template <...>` lines) is a `///` comment, or another
+    declaration of the same group (consecutive lines, the first one documented: overloads, the
+    getters of a builder's setters). Members of classes in `detail` namespaces, of private nested
+    classes and data members with a `///<` comment are not asked for."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    found = []
+    scopes = []  # (indent, public now, public where declared)
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("namespace ") and "detail" in stripped:
+            scopes.append((-1, False, False))  # a detail namespace: nothing in it is asked for
+            continue
+        m = CLASS.match(line)
+        if m and not stripped.startswith("//"):
+            visible = all(s[1] for s in scopes)
+            scopes.append((len(m.group(1)), m.group(2) == "struct", visible))
+            continue
+        if not scopes:
+            continue
+        indent, public, visible = scopes[-1]
+        if indent < 0:
+            if re.match(r"^}\s*//\s*namespace", line):
+                scopes.pop()
+            continue
+        if re.match(r"^ {%d}\};" % indent, line):
+            scopes.pop()
+            continue
+        a = re.match(r"^ {%d,%d}(public|private|protected):" % (indent, indent + 1), line)
+        if a:
+            scopes[-1] = (indent, a.group(1) == "public", visible)
+            continue
+        if not (public and visible) or not re.match(r"^ {%d}[A-Za-z~]" % (indent + 2), line) or "(" not in line:
+            continue
+        if re.match(r"(return|using|friend|static_assert|if|for|while|switch|case)\b", stripped) or "///<" in line:
+            continue
+        j = i - 1
+        while j >= 0:
+            above = lines[j].strip()
+            if above.startswith("template"):
+                j -= 1
+                continue
+            if above.startswith("///"):
+                break
+            # the line above is a one-line declaration of the same group: look above it
+            if re.match(r"^ {%d}[A-Za-z~]" % (indent + 2), lines[j]) and "(" in above and above.endswith(("}", ";")):
+                j -= 1
+                continue
+            found.append("%s:%d: %s" % (path, i + 1, stripped[:100]))
+            break
+    return found
+
+
+def members(headers):
+    problems = []
+    for h in headers:
+        problems += undocumented(h)
+    for p in problems:
+        print(p)
+    print("%d headers, %d public member functions without a /// comment" % (len(headers), len(problems)))
+    return 1 if problems else 0
+
+
 # ---- links ------------------------------------------------------------------------------------
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
@@ -351,6 +422,8 @@ def main(argv):
             return help_check(*args)
         if what == "headers" and len(args) >= 2:
             return headers(args[0], args[1:])
+        if what == "members" and args:
+            return members(args)
         if what == "links" and args:
             return links(args)
     except DocError as e:
