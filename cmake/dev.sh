@@ -2,7 +2,7 @@
 # cmake/dev.sh: the README's quick start. `bash cmake/dev.sh demo` builds the demo and the optrace
 # command line, and runs the demo (its files go to build/demo/); `bash cmake/dev.sh test` builds the library's tests and examples and
 # runs the whole test suite; `bash cmake/dev.sh bench` builds the benchmark programs
-# (build/benchmarks/, not run). Each installs the Debian packages it lacks first (as root, or
+# (build/benchmarks/, not run; OPTRACE_BENCH_TARGET names another target, as CI's trixie stage does). Each installs the Debian packages it lacks first (as root, or
 # through sudo). The test command prints how long the build and the tests took, and ends with
 # the tests that skipped and why (only those that cannot run here should: CUDA without a GPU,
 # torch 2.6's on an older torch).

@@ -186,6 +186,27 @@ TEST_CASE("a plan saved and loaded back is the same plan", "[plan]") {
   CHECK(optrace::Plan::load(dir + "/plan.json").packages().size() == 2);
   CHECK(back.sources() == std::vector<std::string>{"served.json"});
   CHECK(back.drift({traffic({}, {{2, 40}})}).rows.at(0).planned_max == 11);
+  CHECK(back.id() == plan.id());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a plan's id is its content's: the same calls give the same id, other calls another", "[plan]") {
+  auto plan_of = [](const Shapes& masked) { return optrace::Plan::from_observations({traffic(masked, {{2, 6}})}); };
+  const optrace::Plan a = plan_of({{2, 5}, {4, 16}});
+  CHECK(std::regex_match(a.id(), std::regex("[0-9a-f]{16}")));
+  CHECK(plan_of({{2, 5}, {4, 16}}).id() == a.id());
+  CHECK(plan_of({{2, 5}, {4, 17}}).id() != a.id());  // another range: packages compiled for it differ
+  CHECK(a.to_json().find("\"id\": \"" + a.id() + "\"") != std::string::npos);
+  // A plan.json written before ids has none; a hand-written one may name itself.
+  const std::string dir = temp_dir("id");
+  a.save(dir);
+  const std::string path = dir + "/plan.json";
+  std::ifstream in(path);
+  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  write_text(path, std::regex_replace(good, std::regex("\"id\": \"[0-9a-f]+\",?"), ""));
+  CHECK(optrace::Plan::load(dir).id().empty());
+  write_text(path, std::regex_replace(good, std::regex("\"id\": \"[0-9a-f]+\""), "\"id\": \"bert-base_v2.1\""));
+  CHECK(optrace::Plan::load(dir).id() == "bert-base_v2.1");
   std::filesystem::remove_all(dir);
 }
 
@@ -223,6 +244,10 @@ TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
   refused("\"p1.observations.json\"", "\"linked/p1.observations.json\"", "/linked' is a symbolic link");
   refused("\"p1.observations.json\"", "\"link.json\"", "/link.json' is a symbolic link");
   refused("\"packages\": \\[", "\"packages\": [], \"x\": [", "a plan without packages");
+  // The id is shown in stats and stored in packages: plain characters only, never echoed back.
+  refused("\"id\": \"[0-9a-f]+\"", "\"id\": \"../\\u001b[31m\"", "at /id: a plan's id is 1 to 64 letters, digits");
+  refused("\"id\": \"[0-9a-f]+\"", "\"id\": \"\"", "at /id: a plan's id is 1 to 64 letters, digits");
+  refused("\"id\": \"[0-9a-f]+\"", "\"id\": 7", "/id");
   write_text(path, "{\"format\": ");
   CHECK_THROWS_AS(optrace::Plan::load(dir), optrace::JsonError);
   std::filesystem::remove_all(dir);

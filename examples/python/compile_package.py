@@ -18,8 +18,9 @@ function is the part to reuse:
                                                     # plan/reference.pt: the module they replace
     save_weights(finetuned, "weights_v2.pt")        # for PackageSet::replace_weights
 
-The metadata keys are "optrace.guard" (GUARD_KEY) and, for a package compiled without its
-weights, "optrace.weights" (WEIGHTS_KEY); docs/aoti.md describes their content.
+The metadata keys are "optrace.guard" (GUARD_KEY), for a package compiled without its weights
+"optrace.weights" (WEIGHTS_KEY), and for a package of a plan the plan's id, "optrace.plan"
+(PLAN_KEY); docs/aoti.md describes their content.
 """
 import json
 import math
@@ -33,6 +34,9 @@ import export_from_observations as efo
 GUARD_KEY = "optrace.guard"
 GUARD_VERSION = 1
 WEIGHTS_KEY = "optrace.weights"
+# The id of the plan a package was compiled for (plan.json's "id"): PackageSet::load refuses a
+# package of another plan.
+PLAN_KEY = "optrace.plan"
 # The file compile_plan writes a plan's weights to, beside plan.json (PackageSet::load reads it).
 WEIGHTS_FILE = "weights.pt"
 # The module the packages replace, scripted with the same weights, beside plan.json.
@@ -84,13 +88,14 @@ def weights_metadata(program, weights_file):
     return {"file": weights_file, "tensors": tensors}
 
 
-def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_configs=None, weights_file=None):
+def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_configs=None, weights_file=None, plan_id=None):
     """Exports `model` with the observation file's example arguments (`doc`, the parsed file) and
     `dynamic_shapes` (default: the file's own spec; pass a dynamic_shapes.json's content or a
     spec torch.export takes for another style), compiles the program into `package_path` with
     optrace's guard metadata added to `inductor_configs`. With `weights_file` (a name beside
     plan.json), compiles it without its weights, which come from that file when it is loaded
-    (compile_plan). Returns (package path, program)."""
+    (compile_plan); with `plan_id`, records the plan it is compiled for (PLAN_KEY). Returns
+    (package path, program)."""
     efo.require_torch()
     args, kwargs = efo.example_inputs(doc)
     if dynamic_shapes is None or isinstance(dynamic_shapes, dict) and "dynamic_shapes" in dynamic_shapes:
@@ -102,6 +107,8 @@ def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_conf
     if weights_file:
         configs.update(SHARED_WEIGHTS_CONFIGS)
         metadata[WEIGHTS_KEY] = json.dumps(weights_metadata(program, weights_file), separators=(",", ":"))
+    if plan_id:
+        metadata[PLAN_KEY] = plan_id
     configs["aot_inductor.metadata"] = metadata
     path = torch._inductor.aoti_compile_and_package(program, package_path=package_path, inductor_configs=configs)
     return path, program
@@ -135,7 +142,8 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared
         started = time.time()
         path, program = compile_package(model, doc, target, dynamic_shapes=package["dynamic_shapes"],
                                          inductor_configs=inductor_configs,
-                                         weights_file=WEIGHTS_FILE if shared_weights else None)
+                                         weights_file=WEIGHTS_FILE if shared_weights else None,
+                                         plan_id=plan.get("id"))
         constants.update({k: v for k, v in program.constants.items() if isinstance(v, torch.Tensor)})
         if progress:
             progress("compiled %s (%d/%d, %d calls: %s) in %.1f s" % (package["file"], i + 1, len(plan["packages"]),

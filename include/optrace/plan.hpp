@@ -10,6 +10,7 @@
 
 #include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/observer/analysis.hpp>
 #include <optrace/detail/observer/call_set.hpp>
 #include <optrace/dynamic_shapes.hpp>
@@ -22,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -49,6 +51,7 @@ struct PlanOptions {
     max_packages_ = k;
     return *this;
   }
+  /// What max_packages(k) set (0 by default: one package per call structure).
   int max_packages() const { return max_packages_; }
 
  private:
@@ -90,6 +93,7 @@ struct DriftReport {
   std::vector<Structure> structures;  ///< in the order first seen
   std::vector<DriftRow> rows;         ///< most calls first
 
+  /// Every call is covered: some package has its structure and takes every dim of it.
   bool all_covered() const { return covered == calls; }
   /// `plan.json: 12 of 40 observed calls (30%) are not covered`, then per structure and dim.
   std::string to_string() const {
@@ -112,6 +116,7 @@ struct DriftReport {
     }
     return out.str();
   }
+  /// The report as `optrace drift --json` writes it: the fields above, `rows` with `seen` and `planned`.
   std::string to_json(int indent = 1) const {
     json::Writer w(indent);
     w.begin_object().key("plan").value(plan).key("calls").value(calls).key("covered").value(covered);
@@ -312,6 +317,25 @@ inline std::string safe_relative(const json::Node& node) {
   return p;
 }
 
+/// A plan's id: 16 hex digits of FNV-1a over its plan.json text (written without the id).
+inline std::string id_of(std::string_view plan_json) {
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(optrace::detail::fnv1a(plan_json)));
+  return out;
+}
+
+/// plan.json's "id": 1 to 64 letters, digits, '.', '_' or '-' (it is shown in stats and stored in
+/// packages' metadata; a hand-written plan may name itself).
+inline std::string checked_id(const json::Node& node) {
+  std::string id(node.as_string());
+  const bool plain = std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+  });
+  if (id.empty() || id.size() > 64 || !plain)
+    optrace::detail::raise_json(node.path(), "a plan's id is 1 to 64 letters, digits, '.', '_' or '-'");
+  return id;
+}
+
 /// The DimSpec of a call's tensor dim in a package's spec, by the analysis' leaf.
 inline const ShapeNode* shape_of_leaf(const DynamicShapes& ds, const Leaf& leaf) {
   if (leaf.argument >= ds.arguments().size()) return nullptr;
@@ -438,6 +462,7 @@ class Plan {
       }
       plan.add(std::move(p));
     }
+    plan.id_ = detail::plan::id_of(plan.to_json());
     return plan;
   }
 
@@ -459,6 +484,8 @@ class Plan {
       if (version != kPlanVersion)
         optrace::detail::raise_json("/version", "plan version " + std::to_string(version) + "; this optrace reads version " +
                                         std::to_string(kPlanVersion));
+      json::Node id(root);
+      if (root.find("id", id)) plan.id_ = detail::plan::checked_id(id);  // a plan written before ids: none
       for (json::Node s : root["sources"].array()) plan.sources_.emplace_back(s.as_string());
       for (json::Node a : root["arg_names"].array()) plan.order_.emplace_back(a.as_string());
       plan.total_calls_ = root["calls"].as_int();
@@ -485,6 +512,7 @@ class Plan {
     return plan;
   }
 
+  /// The packages, most calls first (plan.json's order: the order PackageSet tries them in).
   const std::vector<PlannedPackage>& packages() const { return packages_; }
   /// The argument keys in order, as the observation files name them.
   const std::vector<std::string>& argument_names() const { return order_; }
@@ -496,11 +524,17 @@ class Plan {
   int64_t num_calls() const { return total_calls_; }
   /// The file it was loaded from (empty when planned here).
   const std::string& path() const { return path_; }
+  /// What names this plan: 16 hex digits of its content's hash, made when it is planned, stored
+  /// in plan.json and in each package compile_plan compiles for it (metadata "optrace.plan"), so
+  /// that a package of another plan is refused at load and the serving stats say which plan each
+  /// row came from. Empty for a plan.json written before ids (optrace 0.1.0 before issue 57).
+  const std::string& id() const { return id_; }
 
   /// plan.json's text (docs/serve.md, "The plan").
   std::string to_json(int indent = 1) const {
     json::Writer w(indent);
     w.begin_object().key("format").value(kPlanFormat).key("version").value(kPlanVersion);
+    if (!id_.empty()) w.key("id").value(id_);
     w.key("producer").begin_object().key("optrace").value("0.1.0").key("torch").value(TORCH_VERSION).end_object();
     w.key("sources").begin_array();
     for (const std::string& s : sources_) w.value(s);
@@ -668,7 +702,7 @@ class Plan {
   std::vector<PlannedPackage> packages_;
   std::vector<std::string> sources_, order_, warnings_;
   int64_t total_calls_ = 0;
-  std::string path_;
+  std::string path_, id_;
 };
 
 }  // namespace optrace

@@ -45,6 +45,7 @@ namespace optrace::aoti {
 struct ServeStats {
   struct PackageCalls {
     std::string name, file;
+    std::string plan;      ///< the id of the plan it came from (Plan::id; empty for a plan without one)
     int64_t calls = 0;     ///< by every package of that name and file the set served with
     bool current = false;  ///< one of them is in the set now (false: replaced by other names)
   };
@@ -57,21 +58,32 @@ struct ServeStats {
     std::optional<int64_t> planned_min, planned_max;  ///< the closest package's range there
     bool shape = false;    ///< a ShapeError (a size, a dtype, a device, a None); else an ArgumentError (the structure)
     std::string package;   ///< the closest package: same structure, the refusal latest in its checks
+    std::string plan;      ///< the id of the plan that package came from
     std::string message;   ///< its guard's message for the first such call (rows are keyed by the fields above,
                            ///< never by the caller's data; past kMaxRefusalRows kinds, one "(other)" row counts the rest)
   };
   int64_t calls = 0, fallbacks = 0, refused = 0, replacements = 0;
+  /// Replaced sets still in memory because calls ran on them past PackageSet::kRetireWait: the
+  /// next replace frees those no call holds any more, or the set's end does (never a request thread).
+  int64_t retired = 0;
+  std::string plan;  ///< the id of the plan served now
   std::vector<PackageCalls> packages;
   std::vector<Refusals> refusals;  ///< most calls first
 
-  /// `120 calls: p0 80, p1 30, fallback 10, refused 0`, then one line per refusal.
+  /// `120 calls: p0 80, p1 30, fallback 10, refused 0`, then one line per refusal; a package of
+  /// another plan than the one served now is named with its plan (`p0 (replaced, plan 3f…) 80`).
   std::string to_string() const {
     std::ostringstream out;
+    auto of_plan = [&](const std::string& id) { return id.empty() || id == plan ? std::string() : ", plan " + id; };
     out << calls << " calls:";
-    for (const PackageCalls& p : packages) out << " " << p.name << (p.current ? "" : " (replaced)") << " " << p.calls << ",";
+    for (const PackageCalls& p : packages) {
+      const std::string other = of_plan(p.plan);
+      out << " " << p.name << (p.current ? "" : " (replaced" + other + ")") << " " << p.calls << ",";
+    }
     out << " fallback " << fallbacks << ", refused " << refused << "\n";
     for (const Refusals& r : refusals) {
-      out << "  " << r.calls << " calls refused by " << r.package << ": ";
+      const std::string other = of_plan(r.plan);
+      out << "  " << r.calls << " calls refused by " << r.package << (other.empty() ? "" : " (" + other.substr(2) + ")") << ": ";
       if (r.dim >= 0) {
         out << r.argument << " dim " << r.dim << " at " << r.seen_min;
         if (r.seen_max != r.seen_min) out << ".." << r.seen_max;
@@ -84,12 +96,15 @@ struct ServeStats {
     return out.str();
   }
 
+  /// The fields above as JSON (docs/serve.md, "Stats: the drift, live"; serve_set's stats.json).
   std::string to_json(int indent = 1) const {
     json::Writer w(indent);
     w.begin_object().key("calls").value(calls).key("fallbacks").value(fallbacks).key("refused").value(refused);
-    w.key("replacements").value(replacements).key("packages").begin_array();
+    w.key("replacements").value(replacements).key("retired").value(retired).key("plan").value(plan);
+    w.key("packages").begin_array();
     for (const PackageCalls& p : packages)
-      w.begin_object().key("name").value(p.name).key("file").value(p.file).key("calls").value(p.calls).key("current").value(p.current).end_object();
+      w.begin_object().key("name").value(p.name).key("file").value(p.file).key("plan").value(p.plan).key("calls").value(p.calls)
+          .key("current").value(p.current).end_object();
     w.end_array().key("refusals").begin_array();
     for (const Refusals& r : refusals) {
       w.begin_object().key("argument").value(r.argument).key("dim").value(r.dim).key("calls").value(r.calls);
@@ -97,7 +112,7 @@ struct ServeStats {
       w.key("planned").begin_array();
       r.planned_min ? w.value(*r.planned_min) : w.null();
       r.planned_max ? w.value(*r.planned_max) : w.null();
-      w.end_array().key("package").value(r.package).key("message").value(r.message).end_object();
+      w.end_array().key("package").value(r.package).key("plan").value(r.plan).key("message").value(r.message).end_object();
     }
     w.end_array().end_object();
     return w.take();
@@ -120,24 +135,26 @@ class PackageSet {
   using Fallback = std::function<c10::IValue(std::vector<c10::IValue>, const Kwargs&)>;
 
   /// Loads the plan (`DIR/plan.json` or `DIR`) and every package it names, from its folder, as
-  /// `options` say (LoadOptions::runners: calls each package runs at once). Packages compiled
+  /// `options` say (LoadOptions::runners: calls each package runs at once). A package compiled
+  /// for another plan (its metadata's "optrace.plan" is not the plan's id) is refused. Packages compiled
   /// without their weights (compile_plan) share one copy, read once from the plan's weights file
   /// (`weights.pt` beside plan.json, or LoadOptions::weights).
   /// Every file the plan names is opened beneath its folder (Package::beneath, Plan::load).
   /// Throws, naming the file, what Plan::load and
   /// Package throw (a missing or unloadable package, a path outside the folder or through a
   /// link, weights that do not fit), and ArgumentError when the packages disagree on the
-  /// arguments. Nothing is kept of a set that fails to load.
+  /// arguments or one was compiled for another plan. Nothing is kept of a set that fails to load.
   static PackageSet load(const std::string& plan_path, const LoadOptions& options = {}) {
     auto state = std::make_shared<State>();
     state->plan = Plan::load(plan_path);
     const std::string dir = std::filesystem::path(state->plan.path()).parent_path().string();
     state->weights = options.weights().empty() ? plan_weights(dir) : Package::weights_for(options);
-    for (const PlannedPackage& p : state->plan.packages())
+    for (const PlannedPackage& p : state->plan.packages()) {
       state->entries.push_back({p.name, p.file, Package::beneath(dir, p.file, options, state->weights),
                                 std::make_shared<std::atomic<int64_t>>(0)});
-    if (std::none_of(state->entries.begin(), state->entries.end(), [](const Entry& e) { return e.package.shared_weights(); }))
-      state->weights = nullptr;  // a plan compiled with the weights inside each package: nothing reads them
+      check_plan_of(state->plan, state->entries.back());
+    }
+    if (!shares_weights(*state)) state->weights = nullptr;  // a plan compiled with the weights inside each package: nothing reads them
     const Entry& first = state->entries.front();
     for (const Entry& e : state->entries)
       if (!same_arguments(e.package, first.package))
@@ -194,7 +211,7 @@ class PackageSet {
     }
     const Closest closest = refusal_of_closest(*state, args, kwargs);
     const std::shared_ptr<const Fallback> fallback = std::atomic_load(&shared_->fallback);
-    count_refusal(closest, fallback != nullptr);
+    count_refusal(state->plan.id(), closest, fallback != nullptr);
     if (!fallback) closest.refusal.raise();
     return (*fallback)(std::move(args), kwargs);
   }
@@ -247,21 +264,18 @@ class PackageSet {
   /// two copies of the weights are resident only while calls run on the old ones. Throws
   /// ArgumentError when no package of the set was compiled without its weights.
   void replace_weights(const std::string& path) {
-    auto weights = Package::weights_for(LoadOptions().weights(path));
-    std::lock_guard<std::mutex> replacing(shared_->replace_mutex);
+    std::lock_guard<std::mutex> replacing(shared_->replace_mutex);  // the set cannot change from here on
     std::shared_ptr<State> next;
     {
       const std::shared_ptr<const State> now = std::atomic_load(&shared_->state);  // not held past here: swap_in waits for it
-      next = std::make_shared<State>(*now);
-      bool any = false;
-      for (Entry& e : next->entries)
-        if (e.package.shared_weights()) {
-          e.package = e.package.with_weights(weights);
-          any = true;
-        }
-      OPTRACE_CHECK(any, ArgumentError, "PackageSet::replace_weights: the packages of ", now->plan.path(),
+      // Before the file is read (it can be gigabytes): a set with no package to give it to.
+      OPTRACE_CHECK(shares_weights(*now), ArgumentError, "PackageSet::replace_weights: the packages of ", now->plan.path(),
                     " have their weights inside them (not compiled by compile_plan): recompile them, or replace the set");
+      next = std::make_shared<State>(*now);
     }
+    auto weights = Package::weights_for(LoadOptions().weights(path));
+    for (Entry& e : next->entries)
+      if (e.package.shared_weights()) e.package = e.package.with_weights(weights);
     next->weights = std::move(weights);
     swap_in(std::move(next));
   }
@@ -292,11 +306,14 @@ class PackageSet {
   ServeStats stats() const {
     ServeStats s;
     auto state = std::atomic_load(&shared_->state);
+    s.plan = state->plan.id();
+    s.retired = shared_->retired_count.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(shared_->mutex);
     for (const Counters& c : shared_->counters) {
       ServeStats::PackageCalls p;
       p.name = c.name;
       p.file = c.file;
+      p.plan = c.plan;
       for (const auto& count : c.counts) {
         p.calls += count->load(std::memory_order_relaxed);
         for (const Entry& e : state->entries) p.current |= e.calls == count;
@@ -326,16 +343,17 @@ class PackageSet {
     std::vector<Entry> entries;
     std::shared_ptr<const detail::aoti::Weights> weights;  // the plan's, read once (null: none)
   };
-  // The call counters of every package of that name and file the set has served with (a
-  // package loaded again by a replace counts on in the same row).
+  // The call counters of every package of that plan, name and file the set has served with (a
+  // package loaded again by a replace counts on in the same row; plan A's p0 and plan B's p0 do not).
   struct Counters {
-    std::string name, file;
+    std::string plan, name, file;
     std::vector<std::shared_ptr<std::atomic<int64_t>>> counts;
   };
   struct Shared {
     std::shared_ptr<const State> state;       // std::atomic_load / atomic_exchange only
     std::shared_ptr<const Fallback> fallback;  // likewise
     std::atomic<int64_t> replacements{0};
+    std::atomic<int64_t> retired_count{0};  // retired.size(), for stats() without replace_mutex
     std::mutex replace_mutex;  // one replace at a time; guards `retired`
     std::vector<std::shared_ptr<const State>> retired;  // replaced states some call may still be on
     std::mutex mutex;  // guards what follows
@@ -388,6 +406,27 @@ class PackageSet {
     // free (benchmarks/serve_weights.sh: 407 MB resident grew to 839 MB over 9 swaps without this).
     if (shared_->retired.size() < before) ::malloc_trim(0);
 #endif
+    shared_->retired_count.store(static_cast<int64_t>(shared_->retired.size()), std::memory_order_relaxed);
+  }
+
+  // Whether some package of the set was compiled without its weights (takes the plan's).
+  static bool shares_weights(const State& state) {
+    return std::any_of(state.entries.begin(), state.entries.end(), [](const Entry& e) { return e.package.shared_weights(); });
+  }
+
+  /// The metadata key compile_plan stores the plan's id under (compile_package.PLAN_KEY).
+  static constexpr const char* kPlanKey = "optrace.plan";
+
+  // A package compiled for another plan than the one that names it (a file copied from another
+  // plan's folder, a plan made again and not recompiled) would serve calls by ranges it was not
+  // compiled for: refused. A package without the key (compiled alone, or for a plan without an id)
+  // is taken: nothing says it is another plan's.
+  static void check_plan_of(const Plan& plan, const Entry& e) {
+    const auto& metadata = e.package.metadata();
+    const auto found = metadata.find(kPlanKey);
+    if (found == metadata.end() || plan.id().empty() || found->second == plan.id()) return;
+    detail::raise_about_file<ArgumentError>(plan.path(), e.name, " (", e.file, ") was compiled for another plan than this one (",
+                                            plan.id(), "): compile this plan's packages (compile_plan)");
   }
 
   // Whether two packages take the same arguments, by name and order: what the packages of a set
@@ -396,10 +435,11 @@ class PackageSet {
 
   void register_counters(const State& state) {
     std::lock_guard<std::mutex> lock(shared_->mutex);
+    const std::string& plan = state.plan.id();
     for (const Entry& e : state.entries) {
       auto row = std::find_if(shared_->counters.begin(), shared_->counters.end(),
-                              [&](const Counters& c) { return c.name == e.name && c.file == e.file; });
-      if (row == shared_->counters.end()) row = shared_->counters.insert(shared_->counters.end(), Counters{e.name, e.file, {}});
+                              [&](const Counters& c) { return c.plan == plan && c.name == e.name && c.file == e.file; });
+      if (row == shared_->counters.end()) row = shared_->counters.insert(shared_->counters.end(), Counters{plan, e.name, e.file, {}});
       if (std::find(row->counts.begin(), row->counts.end(), e.calls) == row->counts.end()) row->counts.push_back(e.calls);
     }
   }
@@ -439,14 +479,14 @@ class PackageSet {
   // (none for the call's structure), the dim and the kind (size, other input, structure), never
   // by the caller's data (a scalar's value, a keyword's name are in the message only, which the
   // row keeps from its first call).
-  void count_refusal(const Closest& c, bool to_fallback) {
+  void count_refusal(const std::string& plan, const Closest& c, bool to_fallback) {
     const Refusal& r = c.refusal;
     const std::string package = c.entry ? c.entry->name : "";
     std::lock_guard<std::mutex> lock(shared_->mutex);
     (to_fallback ? shared_->fallbacks : shared_->refused) += 1;
     std::vector<ServeStats::Refusals>& rows = shared_->refusals;
     auto same = [&](const ServeStats::Refusals& row) {
-      return row.package == package && row.argument == r.argument && row.dim == r.dim && row.shape == r.shape;
+      return row.plan == plan && row.package == package && row.argument == r.argument && row.dim == r.dim && row.shape == r.shape;
     };
     auto row = std::find_if(rows.begin(), rows.end(), same);
     if (row == rows.end() && rows.size() >= kMaxRefusalRows)
@@ -468,6 +508,7 @@ class PackageSet {
       fresh.planned_min = r.min;
       fresh.planned_max = r.max;
       fresh.package = package;
+      fresh.plan = plan;
     }
     fresh.message = other ? "refusals past the first " + std::to_string(kMaxRefusalRows - 1) + " kinds, counted together (the first: " + r.message + ")"
                           : r.message;

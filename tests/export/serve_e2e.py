@@ -197,6 +197,19 @@ def main(observe_tool, serve_tool, cli, work):
     after = efo.read(os.path.join(replaced, "after.json"))
     if after["replacements"] != 1 or not any(p["current"] and p["calls"] for p in after["packages"]):
         fail("after the replace: %s" % json.dumps(after))
+    # Each row names the plan its package came from: plan1's p0 and plan2's p0 are two rows.
+    id1, id2 = plan["id"], efo.read(os.path.join(plan2, "plan.json"))["id"]
+    rows = {(p["plan"], p["name"], p["current"]) for p in after["packages"]}
+    if id1 == id2 or after["plan"] != id2 or (id1, "p0", False) not in rows or (id2, "p0", True) not in rows:
+        fail("the stats' rows do not name their plans (%s, %s): %s" % (id1, id2, json.dumps(after["packages"])))
+
+    # 5a. A call on the old set past kRetireWait: the replace returns without it, keeps the old set
+    #     (stats' retired), and the next replace frees it, not the call's thread.
+    slow = os.path.join(work, "slow")
+    os.makedirs(slow, exist_ok=True)
+    out = run([serve_tool, plan1, scripted, longer_calls, slow, "--replace", plan2, "--slow-fallback"],
+              what="serve_set --slow-fallback")
+    retire_line = next(line for line in out.splitlines() if line.startswith("retired"))
 
     # 5b. New weights without recompiling: a fine-tuned copy of the model (same architecture),
     #     saved by save_weights, swapped in 3 times under 4 serving threads, each package running
@@ -222,7 +235,7 @@ def main(observe_tool, serve_tool, cli, work):
 
     # 6. A plan folder that is not whole: a missing package, and a package that takes other
     #    arguments, each refused in one line naming the file, before anything is served.
-    errors = check_bad_plans(plan1, scripted, same_calls, serve_tool, work)
+    errors = check_bad_plans(plan1, plan2, scripted, same_calls, serve_tool, work)
 
     # 7. Stats that traffic cannot grow: 10,000 refused calls, each with a keyword of its own
     #    (the keyword is in every refusal's message), keep one row per package at most.
@@ -238,7 +251,7 @@ def main(observe_tool, serve_tool, cli, work):
           "%d longer calls fell back and drift named input_ids dim 1 (%s); a plan of both compiled in %.1f s "
           "covers them; %s" % (torch.__version__, len(plan["packages"]), compile1_s, len(same_kind), len(longer),
                                "seen [24, 40], planned [5, 16]", compile2_s,
-                               replace_line) + "; " + swap_line + "; " + errors)
+                               replace_line) + "; " + retire_line + "; " + swap_line + "; " + errors)
     return 0
 
 
@@ -254,7 +267,7 @@ def check_documented(printed, marker):
         fail("docs/serve.md's block (%s) is not what the test printed:\n--- docs\n%s--- printed\n%s" % (marker, block, printed))
 
 
-def check_bad_plans(plan, scripted, calls, serve_tool, work):
+def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
     import shutil
 
     def refused(folder, pattern):
@@ -270,6 +283,14 @@ def check_bad_plans(plan, scripted, calls, serve_tool, work):
     shutil.copytree(plan, missing)
     os.remove(os.path.join(missing, "p1.pt2"))
     refused(missing, r"p1\.pt2: IoError: cannot open the package: No such file or directory$")
+
+    # A package compiled for another plan (plan2's p0, the same arguments) in p0's place.
+    foreign = os.path.join(work, "plan_foreign")
+    shutil.rmtree(foreign, ignore_errors=True)
+    shutil.copytree(plan, foreign)
+    shutil.copy(os.path.join(plan2, "p0.pt2"), os.path.join(foreign, "p0.pt2"))
+    refused(foreign, r"plan\.json: ArgumentError: p0 \(p0\.pt2\) was compiled for another plan than this one "
+                     r"\([0-9a-f]{16}\): compile this plan's packages \(compile_plan\)$")
 
     # A package of another model (one positional argument, compiled without optrace's metadata)
     # in p1's place.
@@ -302,7 +323,8 @@ def check_bad_plans(plan, scripted, calls, serve_tool, work):
                r"callers bind these; serve the other as a set of its own\n$")
     if done.returncode != 1 or not re.search(pattern, done.stderr):
         fail("replace by a set of other arguments: exit %d, %r" % (done.returncode, done.stderr))
-    return "a missing package and one of other arguments refused in one line, a set of other arguments refused by replace"
+    return ("a missing package, one of another plan and one of other arguments refused in one line, a set of other "
+            "arguments refused by replace")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@
 // the plan's own weights, then W again, 0.5 s apart (PackageSet::replace_weights); every output
 // must be the old module's or M2's, never a mix, and after the last swap every output M2's.
 // --runners N: each package runs up to N calls at once (LoadOptions::runners).
+// With --replace PLAN_DIR2 --slow-fallback: the fallback takes 3 s; one thread makes a call that
+// falls back, and the main thread replaces the set while it runs, then once more after it has
+// returned: the first replace must return after PackageSet::kRetireWait with the old set kept
+// (stats' `retired` 1), the call's end must not free it (still 1: a request thread never does),
+// the second replace must (0).
 // Prints one line per check; exit status 0 when all hold, 1 otherwise.
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/observer.hpp>
@@ -134,12 +139,45 @@ int replace_weights_under_load(optrace::aoti::PackageSet& set, torch::jit::Modul
 
 }  // namespace
 
+// --slow-fallback: see the file's comment.
+int retire_under_a_slow_call(optrace::aoti::PackageSet& set, torch::jit::Module& module, const std::vector<Call>& calls,
+                             const std::string& replacement) {
+  std::atomic<bool> in_fallback{false};
+  set.fallback([&](std::vector<c10::IValue> args, const optrace::aoti::PackageSet::Kwargs& kwargs) {
+    in_fallback.store(true);
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    return module.forward(std::move(args), kwargs);
+  });
+  std::string failure;
+  std::thread caller([&] {
+    c10::InferenceMode thread_inference;
+    try {
+      set.call(calls.at(0).args, calls.at(0).kwargs);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  });
+  while (!in_fallback.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto started = std::chrono::steady_clock::now();
+  set.replace(optrace::aoti::PackageSet::load(replacement));
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const int64_t during = set.stats().retired;
+  caller.join();
+  const int64_t after_call = set.stats().retired;
+  set.replace(optrace::aoti::PackageSet::load(replacement));
+  const int64_t after_replace = set.stats().retired;
+  std::cout << "retired: the replace returned after " << waited << " s with " << during << " set(s) kept while a call "
+            << "ran on it; " << after_call << " after the call returned; " << after_replace << " after the next replace"
+            << (failure.empty() ? "" : "; the call failed: " + failure) << "\n";
+  return failure.empty() && waited >= 1.9 && during == 1 && after_call == 1 && after_replace == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::cerr << "usage: serve_set PLAN_DIR MODEL.pt CALLS.pt OUT_DIR [--fallback] [--replace PLAN_DIR2 --threads N]\n";
     return 2;
   }
-  bool with_fallback = false;
+  bool with_fallback = false, slow_fallback = false;
   std::string replacement, new_weights, new_model, bad_weights;
   int threads = 4, refuse_many = 0, runners = 1;
   for (int i = 5; i < argc; ++i) {
@@ -152,6 +190,7 @@ int main(int argc, char** argv) {
     else if (a == "--new-model" && i + 1 < argc) new_model = argv[++i];
     else if (a == "--bad-weights" && i + 1 < argc) bad_weights = argv[++i];
     else if (a == "--runners" && i + 1 < argc) runners = std::stoi(argv[++i]);
+    else if (a == "--slow-fallback") slow_fallback = true;
   }
   const std::string out = argv[4];
   try {
@@ -168,6 +207,8 @@ int main(int argc, char** argv) {
       next.eval();
       return replace_weights_under_load(set, module, next, calls, threads, new_weights, set.weights_path(), bad_weights);
     }
+
+    if (slow_fallback) return retire_under_a_slow_call(set, module, calls, replacement);
 
     if (refuse_many > 0) {
       // Calls no package takes, each with a keyword of its own (caller data in every refusal's

@@ -15,6 +15,14 @@
 
 namespace optrace::detail {
 
+// FNV-1a: a hash that is the same on every platform, build and run, for what is stored or
+// reproduced (replay's per-op seeds, a plan's id); slow, so not for tables.
+inline uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
 // A fast 64-bit hash of bytes, for in-memory tables only (nothing stored depends on its values):
 // wyhash's scheme, 16 bytes per 64x64->128-bit multiply. std::hash (MurmurHash2, 8 bytes a round)
 // took twice as long on the ~100-300-byte argument fields of a Kineto event.

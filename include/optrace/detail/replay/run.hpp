@@ -15,6 +15,7 @@
 #include <optrace/detail/common/compat.hpp>
 #include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/common/progress.hpp>
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/materialize/fill.hpp>
 #include <optrace/detail/replay/compare.hpp>
 #include <optrace/detail/replay/describe.hpp>
@@ -41,13 +42,6 @@
 #include <unistd.h>
 
 namespace optrace::detail {
-
-// FNV-1a: a hash of the op name that is the same on every platform and run.
-inline uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
 
 // The materialization seed of input `index` of op `op` under the replay seed `seed`.
 inline uint64_t input_seed(uint64_t seed, std::string_view op, int64_t index) {
