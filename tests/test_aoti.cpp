@@ -173,6 +173,11 @@ TEST_CASE("aoti: the guard refuses what the package was not compiled for, by tor
   CHECK(refusal(g, {torch::ones({3, 8}, torch::kDouble), m}) ==
         "ShapeError: argument x has dtype torch.float64; the package was compiled for torch.float32");
   CHECK(refusal(g, {c10::IValue(), m}) == "ShapeError: argument x: the package was compiled for a tensor here, got None");
+  // Structure before sizes: a later input's None or dtype is told before an earlier input's size.
+  CHECK(refusal(g, {torch::ones({65, 8}), c10::IValue()}) ==
+        "ShapeError: argument mask: the package was compiled for a tensor here, got None");
+  CHECK(refusal(g, {torch::ones({65, 8}), torch::ones({6, 4}, torch::kHalf)}) ==
+        "ShapeError: argument mask has dtype torch.float16; the package was compiled for torch.float32");
 
   // What it was compiled for, as the observer's DynamicShapes.
   optrace::DynamicShapes ds = g.dynamic_shapes(shape());

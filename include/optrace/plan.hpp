@@ -524,7 +524,8 @@ class Plan {
   int64_t num_calls() const { return total_calls_; }
   /// The file it was loaded from (empty when planned here).
   const std::string& path() const { return path_; }
-  /// What names this plan: 16 hex digits of its content's hash, made when it is planned, stored
+  /// What names this plan: 16 hex digits of the hash of its plan.json (packages, ranges, sources,
+  /// versions), made when it is planned (the same files planned alike give the same id), stored
   /// in plan.json and in each package compile_plan compiles for it (metadata "optrace.plan"), so
   /// that a package of another plan is refused at load and the serving stats say which plan each
   /// row came from. Empty for a plan.json written before ids (optrace 0.1.0 before issue 57).

@@ -453,8 +453,9 @@ class PackageSet {
   }
 
   // The refusal of the package that came closest: a size outside a range (the call has the
-  // package's structure) before another input (a dtype, a None), before the call's arity or
-  // structure; the first such package (most calls) on a tie. Every package is ranked without
+  // package's structure: the guard checks every input's kind, dtype, device and rank before any
+  // size) before another input (a dtype, a None), before the call's arity or structure; the first
+  // such package (most calls) on a tie. Every package is ranked without
   // building its message (Refusal::want_message); the closest one's is built once.
   static Closest refusal_of_closest(const State& state, const std::vector<c10::IValue>& args, const Kwargs& kwargs) {
     Closest best;

@@ -133,17 +133,21 @@ struct Guard {
 
   /// `check` without throwing: false when the package was not compiled for these inputs, with
   /// the reason in `why` when given (null: no message is built, for routing).
+  ///
+  /// Every input's kind, baked-in value, dtype, device and rank is checked before any size, so a
+  /// refusal with a dim (`why->dim >= 0`) means the call has the package's structure: whichever
+  /// input comes first, a None where a tensor was compiled is told before another input's size.
+  /// PackageSet ranks the packages that refuse a call by it (structure before sizes).
   bool accepts(const std::vector<FlatInput>& flat, Refusal* why) const {
     if (flat.size() != inputs.size())
       return refuse(why, false, [&] { return concat("the call has ", flat.size(), " inputs; the package was compiled for ", inputs.size()); });
-    Bindings bound;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const GuardInput& in = inputs[i];
       const c10::IValue& v = flat[i].value;
       if (in.kind == "tensor") {
         if (!v.isTensor())
           return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind()); });
-        if (!accepts_tensor(i, v.toTensor(), bound, why)) return false;
+        if (!tensor_fits(in, v.toTensor(), why)) return false;
       } else if (in.kind == "NoneType") {
         if (!v.isNone())
           return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind()); });
@@ -159,6 +163,9 @@ struct Guard {
           });
       }
     }
+    Bindings bound;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].kind == "tensor" && !sizes_fit(i, flat[i].value.toTensor(), bound, why)) return false;
     return true;
   }
 
@@ -233,8 +240,8 @@ struct Guard {
   };
   using Bindings = std::vector<Binding>;
 
-  bool accepts_tensor(size_t index, const at::Tensor& t, Bindings& bound, Refusal* why) const {
-    const GuardInput& in = inputs[index];
+  // A tensor input's dtype, device type and rank.
+  static bool tensor_fits(const GuardInput& in, const at::Tensor& t, Refusal* why) {
     if (in.scalar_type ? t.scalar_type() != *in.scalar_type : python_dtype_name(t.scalar_type()) != in.dtype)
       return refuse_input(why, in, [&] {
         return concat("argument ", in.path, " has dtype ", python_dtype_name(t.scalar_type()), "; the package was compiled for ", in.dtype);
@@ -247,6 +254,13 @@ struct Guard {
         return concat("argument ", in.path, " has ", t.dim(), " dims ", t.sizes(), "; the package was compiled for ", in.dims.size(),
                       " (", describe_sizes(in), ")");
       });
+    return true;
+  }
+
+  // A tensor input's sizes (its rank fits): static dims equal, each symbol's dims consistent, each
+  // dim in its range.
+  bool sizes_fit(size_t index, const at::Tensor& t, Bindings& bound, Refusal* why) const {
+    const GuardInput& in = inputs[index];
     for (size_t d = 0; d < in.dims.size(); ++d) {
       const GuardDim& g = in.dims[d];
       int64_t n = t.size(static_cast<int64_t>(d));
