@@ -74,16 +74,17 @@ struct ServeStats {
   /// another plan than the one served now is named with its plan (`p0 (replaced, plan 3f…) 80`).
   std::string to_string() const {
     std::ostringstream out;
-    auto of_plan = [&](const std::string& id) { return id.empty() || id == plan ? std::string() : ", plan " + id; };
+    // "plan 3f…" for a row of another plan than the one served now, else "".
+    auto other_plan = [&](const std::string& id) { return id.empty() || id == plan ? std::string() : "plan " + id; };
     out << calls << " calls:";
     for (const PackageCalls& p : packages) {
-      const std::string other = of_plan(p.plan);
-      out << " " << p.name << (p.current ? "" : " (replaced" + other + ")") << " " << p.calls << ",";
+      const std::string other = other_plan(p.plan);
+      out << " " << p.name << (p.current ? "" : " (replaced" + (other.empty() ? "" : ", " + other) + ")") << " " << p.calls << ",";
     }
     out << " fallback " << fallbacks << ", refused " << refused << "\n";
     for (const Refusals& r : refusals) {
-      const std::string other = of_plan(r.plan);
-      out << "  " << r.calls << " calls refused by " << r.package << (other.empty() ? "" : " (" + other.substr(2) + ")") << ": ";
+      const std::string other = other_plan(r.plan);
+      out << "  " << r.calls << " calls refused by " << r.package << (other.empty() ? "" : " (" + other + ")") << ": ";
       if (r.dim >= 0) {
         out << r.argument << " dim " << r.dim << " at " << r.seen_min;
         if (r.seen_max != r.seen_min) out << ".." << r.seen_max;
