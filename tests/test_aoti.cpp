@@ -170,6 +170,19 @@ TEST_CASE("aoti: the guard refuses what the package was not compiled for, by tor
         "for [s0, 8]");
   CHECK(refusal(g, {torch::ones({3}), m}) ==
         "ShapeError: argument x has 1 dims [3]; the package was compiled for 2 ([s0, 8])");
+  // A refusal at a size counts every dim the package does not take, by the rule a plan's drift
+  // counts with: PackageSet names the package with the fewest, as drift does.
+  auto misses = [&](const at::Tensor& a, const at::Tensor& b) {
+    optrace::detail::aoti::Refusal r;
+    r.want_message = false;
+    CHECK_FALSE(g.accepts(shape().flatten({a, b}, {}), &r));
+    return r.misses;
+  };
+  CHECK(misses(torch::ones({65, 9}), torch::ones({130, 5})) == 4);  // both dims 0 outside, both static dims other
+  CHECK(misses(torch::ones({3, 9}), m) == 1);
+  CHECK(misses(x, torch::ones({7, 4})) == 1);   // not 2*s0
+  CHECK(misses(x, torch::ones({8, 4})) == 1);   // s0 = 4 against 3
+  CHECK(misses(torch::ones({65, 8}), torch::ones({8, 4})) == 1);  // x binds nothing outside its range: mask is not blamed
   CHECK(refusal(g, {torch::ones({3, 8}, torch::kDouble), m}) ==
         "ShapeError: argument x has dtype torch.float64; the package was compiled for torch.float32");
   CHECK(refusal(g, {c10::IValue(), m}) == "ShapeError: argument x: the package was compiled for a tensor here, got None");

@@ -153,6 +153,87 @@ TEST_CASE("drift names the argument and dim that left the plan, with the sizes s
   }
 }
 
+TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by the guard's own size rule", "[plan]") {
+  const std::string dir = temp_dir("compiled");
+  optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}, {3, 9}}, {{2, 6}, {2, 11}})}).save(dir);
+  const std::string path = dir + "/plan.json";
+  std::ifstream in(path);
+  const std::string planned((std::istreambuf_iterator<char>(in)), {});
+  // What torch compiled p0 for, as compile_plan records it: the batch unbounded (wider than the
+  // planned [2, 4]), the sequence up to 12 (narrower than 16), the mask's sequence 2*s2 (torch
+  // derives such dims; the planned spec never has one).
+  auto dim = [](const std::string& expr, const std::string& symbol, int coeff, int lo, const std::string& hi) {
+    return "{\"expr\":\"" + expr + "\",\"symbol\":\"" + symbol + "\",\"coeff\":" + std::to_string(coeff) +
+           ",\"offset\":0,\"min\":" + std::to_string(lo) + ",\"max\":" + hi + "}";
+  };
+  const std::string guard = "{\"version\":1,\"arg_names\":[\"input_ids\",\"attention_mask\"],\"inputs\":["
+                            "{\"path\":\"input_ids\",\"kind\":\"tensor\",\"dtype\":\"torch.int64\",\"device\":\"cpu\",\"sizes\":[" +
+                            dim("s0", "s0", 1, 2, "null") + "," + dim("s1", "s1", 1, 5, "12") + "]}," +
+                            "{\"path\":\"attention_mask\",\"kind\":\"tensor\",\"dtype\":\"torch.int64\",\"device\":\"cpu\",\"sizes\":[" +
+                            dim("s0", "s0", 1, 2, "null") + "," + dim("2*s2", "s2", 2, 4, "32") + "]}],\"symbols\":{}}";
+  auto with_guard = [&](const std::string& text) {
+    std::string escaped;
+    for (char c : text) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+    const size_t at = planned.find("\"dynamic_shapes\"");  // p0's, the first package
+    REQUIRE(at != std::string::npos);
+    write_text(path, planned.substr(0, at) + "\"guard\": \"" + escaped + "\", " + planned.substr(at));
+  };
+  with_guard(guard);
+  const optrace::Plan plan = optrace::Plan::load(dir);
+  CHECK(plan.packages()[0].compiled_guard == guard);
+  CHECK(plan.packages()[1].compiled_guard.empty());
+  CHECK(optrace::Plan::load(dir).to_json() == plan.to_json());  // the record round-trips
+
+  // The batch of 9 is past the planned range, within the compiled one: covered.
+  CHECK(plan.drift({traffic({{9, 12}}, {})}).all_covered());
+  // A sequence of 14: within the planned [5, 16], past the compiled 12.
+  optrace::DriftReport longer = plan.drift({traffic({{2, 14}}, {})});
+  REQUIRE(longer.rows.size() == 1);
+  CHECK(longer.rows[0].argument == "input_ids");
+  CHECK(longer.rows[0].dim == 1);
+  CHECK(longer.rows[0].planned_max == 12);
+  CHECK(longer.rows[0].source == "compiled");
+  CHECK(longer.to_string().find("input_ids dim 1: 1 calls at 14, compiled [5, 12] (p0)") != std::string::npos);
+  CHECK(longer.to_json().find("\"source\": \"compiled\"") != std::string::npos);
+  // A mask of 11: not 2*s2 for any integer s2, though within [4, 32]: not covered (the guard
+  // refuses it too); the planned package p1 says "planned".
+  optrace::DriftReport odd = plan.drift({traffic({{2, 11}}, {{2, 40}})});
+  REQUIRE(odd.rows.size() == 2);
+  CHECK(odd.rows[0].argument == "attention_mask");
+  CHECK(odd.rows[0].dim == 1);
+  CHECK(odd.rows[1].source == "planned");
+  CHECK(odd.to_string().find("input_ids dim 1: 1 calls at 40, planned [6, 11] (p1)") != std::string::npos);
+  // assign routes by the same rule: 12 to p0, 11 and 14 to no package.
+  const std::vector<optrace::Observations> parts = plan.assign(traffic({{2, 12}, {2, 11}, {2, 14}}, {}));
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].history().size() == 1);
+  CHECK(parts[2].history().size() == 2);
+  // An unbounded max is printed as such (and written as null).
+  with_guard(std::regex_replace(guard, std::regex("\"min\":2,\"max\":null"), "\"min\":3,\"max\":null"));
+  const optrace::DriftReport small = optrace::Plan::load(dir).drift({traffic({{2, 12}}, {})});
+  CHECK(small.to_string().find("input_ids dim 0: 1 calls at 2, compiled [3, inf] (p0)") != std::string::npos);
+  CHECK(std::regex_search(small.to_json(), std::regex("\"planned\": \\[\\s*3,\\s*null\\s*\\]")));
+
+  // A record that is not a guard, or names a tensor the calls do not have, is refused at load.
+  auto refused = [&](const std::string& text, const std::string& message) {
+    with_guard(text);
+    try {
+      optrace::Plan::load(dir);
+      FAIL("loaded: " << text);
+    } catch (const optrace::JsonError& e) {
+      CAPTURE(e.what());
+      CHECK(std::string(e.what()).find(message) != std::string::npos);
+      CHECK(e.file() == path);
+    }
+  };
+  refused(std::regex_replace(guard, std::regex("\"path\":\"attention_mask\""), "\"path\":\"mask\""),
+          "JsonError at /packages/0/guard: the compiled package takes a tensor 'mask' the package's calls do not have");
+  refused(std::regex_replace(guard, std::regex("\"version\":1"), "\"version\":7"),
+          "JsonError at /packages/0/guard/version: guard metadata version 7; this optrace reads version 1");
+  refused("{", "JsonError at /packages/0/guard");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("max_packages splits the widest structure by its widest dim", "[plan]") {
   optrace::Observations obs = traffic({{2, 5}, {2, 6}, {2, 8}, {3, 200}, {2, 300}, {4, 400}}, {{2, 6}});
   optrace::Plan two = optrace::Plan::from_observations({obs});

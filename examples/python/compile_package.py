@@ -103,7 +103,7 @@ def compile_package(model, doc, package_path, dynamic_shapes=None, inductor_conf
     program = torch.export.export(model, args, kwargs=kwargs, dynamic_shapes=dynamic_shapes)
     configs = dict(inductor_configs or {})
     metadata = dict(configs.get("aot_inductor.metadata", {}))
-    metadata[GUARD_KEY] = json.dumps(guard_metadata(program, doc.get("arg_names", [])), separators=(",", ":"))
+    metadata[GUARD_KEY] = guard_text(program, doc.get("arg_names", []))
     if weights_file:
         configs.update(SHARED_WEIGHTS_CONFIGS)
         metadata[WEIGHTS_KEY] = json.dumps(weights_metadata(program, weights_file), separators=(",", ":"))
@@ -124,7 +124,9 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared
     module the packages replace, with the same weights, as DIR/reference.pt (REFERENCE_FILE:
     torch.jit.script of `model`), for `optrace verify --reference` and PackageSet::fallback; a
     model TorchScript cannot script gets a line saying so, and no file. Returns the packages'
-    paths, in the plan's order. `progress` gets one line per package (None: silent)."""
+    paths, in the plan's order. `progress` gets one line per package (None: silent). Records in
+    plan.json, as each package is done, what it takes as compiled (its guard metadata, as
+    "guard"): `optrace drift` and `verify PLAN` judge calls by it."""
     import time
 
     efo.require_torch()
@@ -150,6 +152,11 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared
                                                                     package["calls"], package["structure"],
                                                                     time.time() - started))
         paths.append(path)
+        # What the package takes, as compiled: drift and assign judge calls by it, and
+        # PackageSet::load refuses a package compiled again apart. Recorded as each package is
+        # done, so a compile that fails later keeps what is true of those before.
+        package["guard"] = guard_text(program, doc.get("arg_names", []))
+        write_replacing(plan_path, lambda tmp: write_json(tmp, plan))
     if shared_weights:
         save_weights(model, os.path.join(folder, WEIGHTS_FILE), extra=constants)
     if reference:
@@ -182,6 +189,17 @@ def inside(folder, name, plan_path):
     if not name or os.path.isabs(name) or any(p in ("", ".", "..") for p in parts):
         raise ValueError("%s: %r is not a file name inside the plan's folder" % (plan_path, name))
     return os.path.join(folder, name)
+
+
+def guard_text(program, arg_names=()):
+    """guard_metadata as the text stored under GUARD_KEY (and in plan.json's "guard")."""
+    return json.dumps(guard_metadata(program, arg_names), separators=(",", ":"))
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def guard_metadata(program, arg_names=()):

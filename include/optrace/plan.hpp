@@ -8,6 +8,7 @@
 // compile_plan compiles it; serve.hpp's PackageSet serves it. Needs no AOTInductor: `optrace
 // plan` and `optrace drift` run on every libtorch. docs/serve.md describes the format.
 
+#include <optrace/detail/aoti/guard.hpp>
 #include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/string_map.hpp>
@@ -26,7 +27,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -67,6 +67,11 @@ struct PlannedPackage {
   int64_t calls = 0;         ///< observed calls it covers
   Observations observations;  ///< those calls; its example (infer_arguments) is the most frequent export-safe one
   DynamicShapes dynamic_shapes;  ///< the named spec of their ranges: what compile_plan exports with
+  /// What the compiled package takes, as compile_plan recorded it in plan.json (`guard`): the
+  /// text of the package's guard metadata ("optrace.guard", docs/aoti.md), with the ranges torch
+  /// compiled (which may be narrower or wider than the planned ones, or static). Empty until
+  /// compile_plan compiles the package: drift and assign then use the planned ranges.
+  std::string compiled_guard;
 };
 
 /// One way observed calls leave a plan: an argument's dim outside every planned range (or, with
@@ -77,8 +82,11 @@ struct DriftRow {
   int64_t dim = -1;
   int64_t calls = 0;     ///< calls refused here
   int64_t seen_min = 0, seen_max = 0;
-  int64_t planned_min = 0, planned_max = 0;
+  int64_t planned_min = 0, planned_max = 0;  ///< the package's range (kUnboundedDim: no max)
   std::string package;   ///< the closest package (same structure, fewest dims outside)
+  /// Whose range: "compiled" (the package as compile_plan compiled it) or "planned" (the plan's
+  /// observed range: the package is not compiled yet); empty for a structure no package has.
+  std::string source;
 };
 
 /// What `Plan::drift` found: the share of observed calls no package of the plan covers.
@@ -111,7 +119,10 @@ struct DriftReport {
         if (r.structure != s.structure || r.dim < 0) continue;
         out << "    " << r.argument << " dim " << r.dim << ": " << r.calls << " calls at " << r.seen_min;
         if (r.seen_max != r.seen_min) out << ".." << r.seen_max;
-        out << ", planned [" << r.planned_min << ", " << r.planned_max << "] (" << r.package << ")\n";
+        out << ", " << r.source << " [" << r.planned_min << ", ";
+        if (r.planned_max == kUnboundedDim) out << "inf";
+        else out << r.planned_max;
+        out << "] (" << r.package << ")\n";
       }
     }
     return out.str();
@@ -128,8 +139,10 @@ struct DriftReport {
     for (const DriftRow& r : rows) {
       w.begin_object().key("structure").value(r.structure).key("argument").value(r.argument).key("dim").value(r.dim);
       w.key("calls").value(r.calls).key("seen").begin_array().value(r.seen_min).value(r.seen_max).end_array();
-      w.key("planned").begin_array().value(r.planned_min).value(r.planned_max).end_array();
-      w.key("package").value(r.package).end_object();
+      w.key("planned").begin_array().value(r.planned_min);
+      if (r.planned_max == kUnboundedDim) w.null();
+      else w.value(r.planned_max);
+      w.end_array().key("source").value(r.source).key("package").value(r.package).end_object();
     }
     w.end_array().end_object();
     return w.take();
@@ -347,33 +360,129 @@ inline const ShapeNode* shape_of_leaf(const DynamicShapes& ds, const Leaf& leaf)
   return n;
 }
 
-/// One dim of a call outside a package's plan.
+/// A planned dim as the guard has a compiled one: static at its example, or its symbol (`coeff *
+/// s + offset`) within the observed range.
+inline aoti::GuardDim guard_dim(const DimSpec& spec) {
+  aoti::GuardDim g;
+  g.is_static = !spec.dynamic;
+  g.size = spec.example;
+  if (spec.dynamic) {
+    g.expr = spec.expr();
+    g.symbol = spec.symbol;
+    g.solvable = !spec.symbol.empty();
+    g.coeff = spec.coeff;
+    g.offset = spec.offset;
+    g.min = spec.min;
+    if (spec.max != kUnboundedDim) g.max = spec.max;
+  }
+  return g;
+}
+
+/// A leaf below argument `top` as torch names it in a flattened call's key path (the guard's
+/// `path`): `pair[1]`, `cfg['k']`, `batch.ids`. Empty for a dict key Python would not print
+/// plainly in single quotes.
+inline std::string torch_path(const std::string& top, const std::vector<PathStep>& path, const Value& root) {
+  std::string s = top;
+  const Value* node = root.find(top);
+  for (const PathStep& step : path) {
+    if (!node) return "";
+    if (node->kind == Value::Kind::Dict) {
+      for (char c : step.key)
+        if (c == '\'' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return "";
+      s += "['" + step.key + "']";
+    } else if (node->kind == Value::Kind::Struct) {
+      s += "." + step.key;
+    } else {
+      s += "[" + std::to_string(step.index) + "]";
+    }
+    node = node->is_keyed() ? node->find(step.key) : (step.index < node->items.size() ? &node->items[step.index] : nullptr);
+  }
+  return s;
+}
+
+/// What a package takes, for drift and assign: its tensor leaves, each with its dims, in the
+/// order the rule binds symbols (the compiled guard's inputs, or the plan's leaves).
+struct Acceptance {
+  struct TensorLeaf {
+    std::string key;              ///< the argument
+    std::vector<PathStep> path;   ///< below it
+    std::string name;             ///< for rows: `input_ids`, `cfg["k"]`
+    std::vector<aoti::GuardDim> dims;
+  };
+  std::vector<TensorLeaf> leaves;
+  std::string source;  ///< "compiled" or "planned"
+};
+
+/// The planned acceptance: every tensor leaf of the package's calls, its dims from `ds`.
+inline Acceptance planned_acceptance(const Analysis& a, const DynamicShapes& ds) {
+  Acceptance out;
+  out.source = "planned";
+  for (const Leaf& leaf : a.leaves()) {
+    const ShapeNode* shape = shape_of_leaf(ds, leaf);
+    if (!shape || shape->kind != Value::Kind::Tensor) continue;
+    Acceptance::TensorLeaf t{a.keys()[leaf.argument], leaf.path, display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl())), {}};
+    for (const DimSpec& d : shape->dims) t.dims.push_back(guard_dim(d));
+    out.leaves.push_back(std::move(t));
+  }
+  return out;
+}
+
+/// The compiled acceptance: the guard's tensor inputs, in its order, each found among the
+/// package's calls by torch's path. Throws JsonError (below `where`) for a guard that is not
+/// one, or that names a tensor the package's calls do not have.
+inline Acceptance compiled_acceptance(const Analysis& a, const std::string& guard_text, const std::string& where) {
+  Acceptance out;
+  out.source = "compiled";
+  std::string missing;  // a tensor the guard names that the package's calls do not have
+  try {
+    auto doc = json::Document::parse(guard_text);
+    const json::Node root = doc->root();
+    aoti::check_guard_version(root);
+    for (json::Node in : root["inputs"].array()) {
+      if (in["kind"].as_string() != "tensor") continue;
+      const std::string path(in["path"].as_string());
+      const Leaf* found = nullptr;
+      for (const Leaf& leaf : a.leaves())
+        if (leaf.node && leaf.node->is_tensor() && torch_path(a.keys()[leaf.argument], leaf.path, a.tmpl()) == path) found = &leaf;
+      if (!found) {
+        missing = path;
+        break;
+      }
+      out.leaves.push_back({a.keys()[found->argument], found->path, display_key(leaf_name(a.keys()[found->argument], found->path, a.tmpl())),
+                            aoti::read_guard_dims(in["sizes"], path, nullptr)});
+    }
+  } catch (const JsonError& e) {
+    throw e.under(where);  // the text is a JSON document of its own
+  }
+  if (!missing.empty())
+    optrace::detail::raise_json(where, "the compiled package takes a tensor '" + missing + "' the package's calls do not have");
+  return out;
+}
+
+/// One dim of a call a package does not take.
 struct Miss {
   std::string argument;
   int64_t dim, value, min, max;
 };
 
-/// The dims of `call` (of the package's structure) outside its planned ranges, by the guard's
-/// rules: static dims equal, one value per symbol, each within its range (a lower bound of 2 or
-/// less not enforced, as torch and the guard do).
-inline std::vector<Miss> misses(const Analysis& a, const DynamicShapes& ds, const Value& call) {
+/// The dims of `call` (of the package's structure) the package does not take, by the guard's
+/// one size rule (aoti::size_verdict): empty when it takes the call.
+inline std::vector<Miss> misses(const Acceptance& acceptance, const Value& call) {
   std::vector<Miss> out;
-  std::map<std::string, int64_t> bound;
-  for (const Leaf& leaf : a.leaves()) {
-    const Value* v = tensor_at(call, a.keys()[leaf.argument], leaf.path);
-    const ShapeNode* shape = shape_of_leaf(ds, leaf);
-    if (!v || !shape || shape->dims.size() != v->spec.sizes.size()) continue;  // the structure says None / the rank
-    const std::string name = leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl());
-    for (size_t d = 0; d < shape->dims.size(); ++d) {
-      const DimSpec& spec = shape->dims[d];
-      int64_t n = v->spec.sizes[d];
-      bool in = spec.dynamic ? (spec.min <= 2 || n >= spec.min) && n <= spec.max : n == spec.example;
-      if (in && spec.dynamic && !spec.symbol.empty() && (n - spec.offset) % spec.coeff == 0) {
-        auto [it, fresh] = bound.emplace(spec.symbol, (n - spec.offset) / spec.coeff);
-        in = fresh || it->second == (n - spec.offset) / spec.coeff;
-      }
-      if (!in) out.push_back({display_key(name), static_cast<int64_t>(d), n, spec.dynamic ? spec.min : spec.example,
-                              spec.dynamic ? spec.max : spec.example});
+  aoti::Bindings bound;
+  for (size_t i = 0; i < acceptance.leaves.size(); ++i) {
+    const Acceptance::TensorLeaf& leaf = acceptance.leaves[i];
+    const Value* v = tensor_at(call, leaf.key, leaf.path);
+    if (!v || v->spec.sizes.size() != leaf.dims.size()) {  // the structure says None, or the rank: not this package's
+      out.push_back({leaf.name, -1, 0, 0, 0});
+      continue;
+    }
+    for (size_t d = 0; d < leaf.dims.size(); ++d) {
+      const aoti::GuardDim& g = leaf.dims[d];
+      const int64_t n = v->spec.sizes[d];
+      if (aoti::size_verdict(g, n, bound, i, d) == aoti::SizeVerdict::fits) continue;
+      out.push_back({leaf.name, static_cast<int64_t>(d), n, g.is_static ? g.size : g.min.value_or(0),
+                     g.is_static ? g.size : g.max.value_or(kUnboundedDim)});
     }
   }
   return out;
@@ -501,12 +610,14 @@ class Plan {
         pkg.observations_file = detail::plan::safe_relative(p["observations"]);
         pkg.structure = std::string(p["structure"].as_string());
         pkg.calls = p["calls"].as_int();
+        json::Node guard(p);
+        if (p.find("guard", guard) && !guard.is_null()) pkg.compiled_guard = std::string(guard.as_string());
         const std::string observations = detail::beneath_shown(dir, pkg.observations_file);
         pkg.observations = detail::about_file(observations, [&] {
           const detail::Fd fd = detail::open_file_beneath(dir, pkg.observations_file);
           return Observations::from_json(detail::read_all(fd.get(), 0, observations));
         });
-        plan.add(std::move(pkg));
+        plan.add(std::move(pkg), p.path() + "/guard");
       }
     });
     return plan;
@@ -553,6 +664,7 @@ class Plan {
       for (const SymbolRange& s : p.dynamic_shapes.symbols()) w.key(s.name).begin_array().value(s.min).value(s.max).end_array();
       w.end_object().key("dynamic_shapes");
       p.dynamic_shapes.write_json(w);
+      if (!p.compiled_guard.empty()) w.key("guard").value(p.compiled_guard);
       w.end_object();
     }
     w.end_array().end_object();
@@ -570,13 +682,13 @@ class Plan {
   }
 
   /// The share of the calls in `files` that no package covers, by call structure, argument and
-  /// dim, with the sizes seen and the planned ranges. A call is covered when a package has its
-  /// structure and every dim is within that package's ranges (by the guard's rules).
+  /// dim, with the sizes seen and the package's ranges. A call is covered when a package has its
+  /// structure and takes every dim by the guard's own size rule (aoti::size_verdict), over the
+  /// ranges the package was compiled with where compile_plan recorded them (`compiled_guard`),
+  /// else over the planned ones; each row says which (DriftRow::source).
   DriftReport drift(const std::vector<Observations>& files) const {
     DriftReport report;
     report.plan = path_;
-    std::vector<std::unique_ptr<detail::Analysis>> analyses;
-    for (const PlannedPackage& p : packages_) analyses.push_back(std::make_unique<detail::Analysis>(p.observations.calls_));
     std::map<std::tuple<std::string, std::string, int64_t>, size_t> row_of;
     auto structure_row = [&](const std::string& s, bool planned) -> DriftReport::Structure& {
       for (DriftReport::Structure& r : report.structures)
@@ -595,7 +707,7 @@ class Plan {
         std::vector<detail::plan::Miss> closest_misses;
         for (size_t i = 0; i < packages_.size(); ++i) {
           if (packages_[i].structure != structure) continue;
-          std::vector<detail::plan::Miss> m = detail::plan::misses(*analyses[i], packages_[i].dynamic_shapes, call);
+          std::vector<detail::plan::Miss> m = detail::plan::misses(accepts_[i], call);
           if (!closest || m.size() < closest_misses.size()) closest = i, closest_misses = std::move(m);
           if (closest_misses.empty()) break;
         }
@@ -618,6 +730,7 @@ class Plan {
             r.planned_min = m.min;
             r.planned_max = m.max;
             r.package = closest ? packages_[*closest].name : "";
+            r.source = closest ? accepts_[*closest].source : "";
             report.rows.push_back(r);
           }
           DriftRow& r = report.rows[it->second];
@@ -636,8 +749,6 @@ class Plan {
   /// a call), and a last one for the signatures no package covers. `optrace verify PLAN` verifies
   /// each package on its own.
   std::vector<Observations> assign(const Observations& observations) const {
-    std::vector<std::unique_ptr<detail::Analysis>> analyses;
-    for (const PlannedPackage& p : packages_) analyses.push_back(std::make_unique<detail::Analysis>(p.observations.calls_));
     const detail::CallSet& c = observations.calls_;
     std::vector<Observations> out(packages_.size() + 1);
     for (Observations& o : out) {
@@ -649,8 +760,7 @@ class Plan {
       const std::string structure = detail::plan::structure_of(c.signatures[s], order_);
       size_t to = packages_.size();
       for (size_t i = 0; i < packages_.size() && to == packages_.size(); ++i)
-        if (packages_[i].structure == structure &&
-            detail::plan::misses(*analyses[i], packages_[i].dynamic_shapes, c.signatures[s]).empty())
+        if (packages_[i].structure == structure && detail::plan::misses(accepts_[i], c.signatures[s]).empty())
           to = i;
       detail::CallSet& into = out[to].calls_;
       into.signatures.push_back(c.signatures[s]);
@@ -684,8 +794,12 @@ class Plan {
   }
 
  private:
-  void add(PlannedPackage p) {
+  // `where`: the package's "guard" in plan.json, for an error.
+  void add(PlannedPackage p, const std::string& where = "") {
     p.dynamic_shapes = p.observations.infer_dynamic_shapes(DynamicShapesOptions().dim_style(DimStyle::named));
+    const detail::Analysis analysis(p.observations.calls_);
+    accepts_.push_back(p.compiled_guard.empty() ? detail::plan::planned_acceptance(analysis, p.dynamic_shapes)
+                                                : detail::plan::compiled_acceptance(analysis, p.compiled_guard, where));
     packages_.push_back(std::move(p));
   }
 
@@ -701,6 +815,7 @@ class Plan {
   }
 
   std::vector<PlannedPackage> packages_;
+  std::vector<detail::plan::Acceptance> accepts_;  ///< per package: what drift and assign check
   std::vector<std::string> sources_, order_, warnings_;
   int64_t total_calls_ = 0;
   std::string path_, id_;

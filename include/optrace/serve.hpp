@@ -57,7 +57,7 @@ struct ServeStats {
     int64_t seen_min = 0, seen_max = 0;            ///< the sizes of that dim in those calls
     std::optional<int64_t> planned_min, planned_max;  ///< the closest package's range there
     bool shape = false;    ///< a ShapeError (a size, a dtype, a device, a None); else an ArgumentError (the structure)
-    std::string package;   ///< the closest package: same structure, the refusal latest in its checks
+    std::string package;   ///< the closest package: same structure, then fewest dims outside (drift's choice)
     std::string plan;      ///< the id of the plan that package came from
     std::string message;   ///< its guard's message for the first such call (rows are keyed by the fields above,
                            ///< never by the caller's data; past kMaxRefusalRows kinds, one "(other)" row counts the rest)
@@ -162,6 +162,7 @@ class PackageSet {
         detail::raise_about_file<ArgumentError>(state->plan.path(), "the packages disagree on the arguments: ", e.name, " (",
                                                 e.file, ") takes ", e.package.signature(), ", ", first.name, " (", first.file,
                                                 ") takes ", first.package.signature());
+    for (size_t i = 0; i < state->entries.size(); ++i) check_recorded_guard(state->plan, state->plan.packages()[i], state->entries[i]);
     PackageSet set;
     set.shared_->state = state;
     set.register_counters(*state);
@@ -430,6 +431,19 @@ class PackageSet {
                                             plan.id(), "): compile this plan's packages (compile_plan)");
   }
 
+  // A package whose guard is not the one compile_plan recorded in plan.json (compiled again apart,
+  // with other ranges) is refused: drift and `optrace verify PLAN` judge calls by plan.json's
+  // record, and would disagree with the set. A plan without the record (not compiled by
+  // compile_plan, or before issue 57) is not checked.
+  static void check_recorded_guard(const Plan& plan, const PlannedPackage& planned, const Entry& e) {
+    if (planned.compiled_guard.empty()) return;
+    const auto& metadata = e.package.metadata();
+    const auto guard = metadata.find(std::string(detail::aoti::kGuardKey));
+    if (guard == metadata.end() || guard->second != planned.compiled_guard)
+      detail::raise_about_file<ArgumentError>(plan.path(), e.name, " (", e.file, ") takes other inputs than plan.json records of it "
+                                              "(its 'guard'): it was compiled again apart; compile this plan's packages (compile_plan)");
+  }
+
   // Whether two packages take the same arguments, by name and order: what the packages of a set
   // must share, at load and at replace.
   static bool same_arguments(const Package& a, const Package& b) { return a.argument_names() == b.argument_names(); }
@@ -455,19 +469,23 @@ class PackageSet {
 
   // The refusal of the package that came closest: a size outside a range (the call has the
   // package's structure: the guard checks every input's kind, dtype, device and rank before any
-  // size) before another input (a dtype, a None), before the call's arity or structure; the first
-  // such package (most calls) on a tie. Every package is ranked without
-  // building its message (Refusal::want_message); the closest one's is built once.
+  // size) before another input (a dtype, a None), before the call's arity or structure; among
+  // those refusing a size, the fewest dims outside; the first such package (most calls) on a tie.
+  // Plan::drift names the same package (of the call's structure, fewest dims by the same rule,
+  // first on a tie). Every package is ranked without building its message
+  // (Refusal::want_message); the closest one's is built once.
   static Closest refusal_of_closest(const State& state, const std::vector<c10::IValue>& args, const Kwargs& kwargs) {
     Closest best;
     int best_rank = -1;
+    int64_t best_misses = 0;
     std::vector<detail::aoti::FlatInput> flat;
     for (const Entry& e : state.entries) {
       Refusal r;
       r.want_message = false;
       if (e.package.accepts(args, kwargs, flat, &r)) continue;  // cannot happen: every package refused it
       const int rank = r.dim >= 0 ? 2 : r.shape ? 1 : 0;
-      if (rank > best_rank) best_rank = rank, best.entry = &e;
+      if (rank > best_rank || (rank == 2 && best_rank == 2 && r.misses < best_misses))
+        best_rank = rank, best_misses = r.misses, best.entry = &e;
     }
     if (best.entry) best.entry->package.accepts(args, kwargs, flat, &best.refusal);
     return best;

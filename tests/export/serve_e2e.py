@@ -100,11 +100,15 @@ def main(observe_tool, serve_tool, cli, work):
             return SKIP
         raise
     compile1_s = time.time() - started
+    # compile_plan recorded what each package takes as compiled (its guard): drift judges by it.
+    plan = efo.read(os.path.join(plan1, "plan.json"))
+    if not all(isinstance(p.get("guard"), str) and json.loads(p["guard"])["inputs"] for p in plan["packages"]):
+        fail("compile_plan did not record each package's guard in plan.json")
 
     # 2. The same kind of traffic served by the set, without a fallback: no call refused, every
     #    output the TorchScript module's.
     same_kind = (traffic([(3, 8), (1, 16), (4, 5), (2, 9)], True) + traffic([(3, 7), (2, 10)], False))
-    _, same_calls = observe(observe_tool, scripted, same_kind, work, "same_kind")
+    same_obs, same_calls = observe(observe_tool, scripted, same_kind, work, "same_kind")
     served = os.path.join(work, "served")
     os.makedirs(served, exist_ok=True)
     out = run([serve_tool, plan1, scripted, same_calls, served], what="serve_set (same kind of traffic)")
@@ -115,6 +119,8 @@ def main(observe_tool, serve_tool, cli, work):
         fail("the calls with and without a mask did not go to two packages: %s" % json.dumps(stats))
     if efo.read(os.path.join(served, "served.json"))["calls"]["total"] != len(same_kind):
         fail("InputObserver<PackageSet> did not record every call")
+    # Drift, by the compiled ranges, covers every call the set served.
+    run([cli, "drift", plan1, same_obs], expect=0, what="optrace drift of the traffic the set served")
 
     # 3. Longer sequences: every call falls back; the stats and `optrace drift` name input_ids dim 1.
     longer = traffic([(2, 24), (3, 40), (1, 33)], True) + traffic([(2, 20)], False)
@@ -134,7 +140,8 @@ def main(observe_tool, serve_tool, cli, work):
     check_documented(text.replace(plan1 + "/", "plan/"), "serve_e2e compares this block with what optrace drift")
     drift = efo.read(drift_json)
     rows = [r for r in drift["refusals"] if r["argument"] == "input_ids" and r["dim"] == 1]
-    if drift["covered"] != 0 or not rows or rows[0]["seen"] != [24, 40] or rows[0]["planned"] != [5, 16]:
+    if drift["covered"] != 0 or not rows or rows[0]["seen"] != [24, 40] or rows[0]["planned"] != [5, 16] \
+            or rows[0]["source"] != "compiled":
         fail("optrace drift: %s" % text)
 
     # compile_plan wrote the module the packages replace; a model TorchScript cannot script gets a
@@ -270,6 +277,9 @@ def check_documented(printed, marker):
 def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
     import shutil
 
+    import compile_package as cp
+    import export_from_observations as efo
+
     def refused(folder, pattern):
         out_dir = os.path.join(folder, "out")
         os.makedirs(out_dir, exist_ok=True)
@@ -291,6 +301,20 @@ def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
     shutil.copy(os.path.join(plan2, "p0.pt2"), os.path.join(foreign, "p0.pt2"))
     refused(foreign, r"plan\.json: ArgumentError: p0 \(p0\.pt2\) was compiled for another plan than this one "
                      r"\([0-9a-f]{16}\): compile this plan's packages \(compile_plan\)$")
+
+    # A package compiled again apart, for other ranges than plan.json records of it (drift and
+    # verify PLAN would judge calls by the record).
+    rerecorded = os.path.join(work, "plan_rerecorded")
+    shutil.rmtree(rerecorded, ignore_errors=True)
+    shutil.copytree(plan, rerecorded)
+    doc = efo.read(os.path.join(rerecorded, "plan.json"))
+    guard = json.loads(doc["packages"][0]["guard"])
+    dim = next(d for i in guard["inputs"] if i["kind"] == "tensor" for d in i["sizes"] if isinstance(d, dict) and d.get("max"))
+    dim["max"] += 1
+    doc["packages"][0]["guard"] = json.dumps(guard, separators=(",", ":"))
+    cp.write_json(os.path.join(rerecorded, "plan.json"), doc)
+    refused(rerecorded, r"plan\.json: ArgumentError: p0 \(p0\.pt2\) takes other inputs than plan\.json records of it "
+                        r"\(its 'guard'\): it was compiled again apart; compile this plan's packages \(compile_plan\)$")
 
     # A package of another model (one positional argument, compiled without optrace's metadata)
     # in p1's place.
@@ -314,6 +338,10 @@ def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
     shutil.rmtree(only_other, ignore_errors=True)
     shutil.copytree(other, only_other)
     shutil.copy(os.path.join(other, "p1.pt2"), os.path.join(only_other, "p0.pt2"))
+    doc = efo.read(os.path.join(only_other, "plan.json"))  # packages compiled apart: no record of them
+    for p in doc["packages"]:
+        p.pop("guard", None)
+    cp.write_json(os.path.join(only_other, "plan.json"), doc)
     out_dir = os.path.join(only_other, "out")
     os.makedirs(out_dir, exist_ok=True)
     done = subprocess.run([serve_tool, plan, scripted, calls, out_dir, "--fallback", "--replace", only_other,
@@ -323,7 +351,7 @@ def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
                r"callers bind these; serve the other as a set of its own\n$")
     if done.returncode != 1 or not re.search(pattern, done.stderr):
         fail("replace by a set of other arguments: exit %d, %r" % (done.returncode, done.stderr))
-    return ("a missing package, one of another plan and one of other arguments refused in one line, a set of other "
+    return ("a missing package, one of another plan, one compiled apart and one of other arguments refused in one line, a set of other "
             "arguments refused by replace")
 
 

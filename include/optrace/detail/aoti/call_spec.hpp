@@ -93,6 +93,9 @@ struct Refusal {
   int64_t dim = -1;         ///< the dim outside its compiled range, else -1
   int64_t value = 0;        ///< that dim's size
   std::optional<int64_t> min, max;  ///< its compiled range (torch's lower bounds of 2 or less are not enforced)
+  /// At a dim: how many dims of the call the package does not take, all counted by the size
+  /// rule (aoti::size_verdict), as a plan's drift counts them; PackageSet ranks by it.
+  int64_t misses = 0;
   std::string message;      ///< the exception's text (when `want_message`)
   /// False: record why (the fields above) without building the message, which names caller
   /// data and costs a few allocations: what ranking every package of a set needs.

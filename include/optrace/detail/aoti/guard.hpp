@@ -18,6 +18,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -50,6 +51,80 @@ struct GuardInput {
   c10::IValue value;  ///< non-tensor: the exported value
 };
 
+/// The guard metadata's version, checked: throws JsonError for another.
+inline void check_guard_version(const json::Node& root) {
+  const int64_t version = root["version"].as_int();
+  if (version != kGuardVersion)
+    optrace::detail::raise_json("/version", "guard metadata version " + std::to_string(version) + "; this optrace reads version " +
+                                    std::to_string(kGuardVersion));
+}
+
+/// A tensor input's "sizes" in the guard metadata: an int, or {"expr", "symbol", "coeff",
+/// "offset", "min", "max"}. Adds what cannot be checked to `unchecked`. Needs no IValue, so a
+/// plan's drift reads them in the front end, which links no torch_cpu.
+inline std::vector<GuardDim> read_guard_dims(const json::Node& sizes, const std::string& path, std::vector<std::string>* unchecked) {
+  std::vector<GuardDim> dims;
+  for (json::Node d : sizes.array()) {
+    GuardDim dim;
+    if (d.is_int()) {
+      dim.size = d.as_int();
+    } else {
+      dim.is_static = false;
+      dim.expr = std::string(d["expr"].as_string());
+      json::Node n = d;
+      if (d.find("symbol", n)) dim.symbol = std::string(n.as_string());
+      if (d.find("coeff", n) && !n.is_null()) {
+        dim.solvable = true;
+        dim.coeff = n.as_int();
+        dim.offset = d["offset"].as_int();
+        if (dim.coeff == 0) optrace::detail::raise_json(n.path(), "a dim of coefficient 0 is static");
+      }
+      if (d.find("min", n) && !n.is_null()) dim.min = n.as_int();
+      if (d.find("max", n) && !n.is_null()) dim.max = n.as_int();
+      if (!dim.solvable && unchecked)
+        unchecked->push_back(path + ": a dim of expression " + dim.expr + (dim.min ? ", checked by its range only" : ", not checked"));
+    }
+    dims.push_back(std::move(dim));
+  }
+  return dims;
+}
+
+/// A symbol a call has bound so far: its value, and the input and dim that bound it (named only
+/// in a message). A call binds a few: a linear search beats a map.
+struct Binding {
+  const std::string* symbol;
+  int64_t value;
+  size_t input, dim;
+};
+using Bindings = std::vector<Binding>;
+
+/// How one dim of a call meets the dim a package was compiled for.
+enum class SizeVerdict : uint8_t { fits, static_size, not_multiple, outside, disagrees };
+
+/// The one size rule, of the guard (which stops at the first dim that does not fit) and of a
+/// plan's drift (which counts every one), checked in this order: a static dim is equal; a dim
+/// `coeff*s + offset` is so for an integer s; the dim is within its range (a lower bound of 2 or
+/// less not enforced: torch's rule, sizes 0 and 1 run); then s agrees with the value the first
+/// dim of s within its range bound (`*other`; a dim outside its range binds nothing, so a row
+/// never blames a dim in range for one that is not). A dim whose expression optrace does not
+/// solve is checked by its range only.
+inline SizeVerdict size_verdict(const GuardDim& g, int64_t n, Bindings& bound, size_t input, size_t dim,
+                                const Binding** other = nullptr) {
+  if (g.is_static) return n == g.size ? SizeVerdict::fits : SizeVerdict::static_size;
+  const bool solved = g.solvable && !g.symbol.empty();
+  if (solved && (n - g.offset) % g.coeff != 0) return SizeVerdict::not_multiple;
+  if ((g.min && *g.min > 2 && n < *g.min) || (g.max && n > *g.max)) return SizeVerdict::outside;
+  if (!solved) return SizeVerdict::fits;
+  const int64_t s = (n - g.offset) / g.coeff;
+  auto it = std::find_if(bound.begin(), bound.end(), [&](const Binding& b) { return *b.symbol == g.symbol; });
+  if (it == bound.end()) {
+    bound.push_back({&g.symbol, s, input, dim});
+    return SizeVerdict::fits;
+  }
+  if (other) *other = &*it;
+  return it->value == s ? SizeVerdict::fits : SizeVerdict::disagrees;
+}
+
 struct Guard {
   std::vector<GuardInput> inputs;
   std::map<std::string, std::pair<int64_t, std::optional<int64_t>>> symbols;
@@ -59,10 +134,7 @@ struct Guard {
   static Guard parse(std::string_view text) {
     auto doc = json::Document::parse(text);
     json::Node root = doc->root();
-    int64_t version = root["version"].as_int();
-    if (version != kGuardVersion)
-      optrace::detail::raise_json("/version", "guard metadata version " + std::to_string(version) + "; this optrace reads version " +
-                                      std::to_string(kGuardVersion));
+    check_guard_version(root);
     Guard g;
     json::Node names = root;
     if (root.find("arg_names", names))
@@ -75,29 +147,7 @@ struct Guard {
         input.dtype = std::string(in["dtype"].as_string());
         input.scalar_type = scalar_type_from_python(input.dtype);
         input.device = std::string(in["device"].as_string());
-        for (json::Node d : in["sizes"].array()) {
-          GuardDim dim;
-          if (d.is_int()) {
-            dim.size = d.as_int();
-          } else {
-            dim.is_static = false;
-            dim.expr = std::string(d["expr"].as_string());
-            json::Node n = d;
-            if (d.find("symbol", n)) dim.symbol = std::string(n.as_string());
-            if (d.find("coeff", n) && !n.is_null()) {
-              dim.solvable = true;
-              dim.coeff = n.as_int();
-              dim.offset = d["offset"].as_int();
-              if (dim.coeff == 0) optrace::detail::raise_json(n.path(), "a dim of coefficient 0 is static");
-            }
-            if (d.find("min", n) && !n.is_null()) dim.min = n.as_int();
-            if (d.find("max", n) && !n.is_null()) dim.max = n.as_int();
-            if (!dim.solvable)
-              g.unchecked.push_back(input.path + ": a dim of expression " + dim.expr +
-                                    (dim.min ? ", checked by its range only" : ", not checked"));
-          }
-          input.dims.push_back(dim);
-        }
+        input.dims = read_guard_dims(in["sizes"], input.path, &g.unchecked);
       } else if (input.kind == "int") {
         input.value = in["value"].as_int();
       } else if (input.kind == "float") {
@@ -165,8 +215,25 @@ struct Guard {
     }
     Bindings bound;
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].kind == "tensor" && !sizes_fit(i, flat[i].value.toTensor(), bound, why)) return false;
+      if (inputs[i].kind == "tensor" && !sizes_fit(i, flat[i].value.toTensor(), bound, why)) {
+        if (why) why->misses = size_misses(flat);
+        return false;
+      }
     return true;
+  }
+
+  /// How many dims of `flat` (of this guard's structure: `accepts` got to the sizes) the package
+  /// does not take, each judged by size_verdict: what a plan's drift counts for a package.
+  int64_t size_misses(const std::vector<FlatInput>& flat) const {
+    Bindings bound;
+    int64_t n = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].kind != "tensor") continue;
+      const at::Tensor& t = flat[i].value.toTensor();
+      for (size_t d = 0; d < inputs[i].dims.size(); ++d)
+        n += size_verdict(inputs[i].dims[d], t.size(static_cast<int64_t>(d)), bound, i, d) != SizeVerdict::fits;
+    }
+    return n;
   }
 
   /// A keyword argument exported as None (a call structure without it: torch 2.6 keeps it as a
@@ -231,15 +298,6 @@ struct Guard {
     return out.str();
   }
 
-  // The symbols a call has bound so far: the symbol, its value, and the input and dim that
-  // bound it (named only in a message). A few entries: a linear search beats a map.
-  struct Binding {
-    const std::string* symbol;
-    int64_t value;
-    size_t input, dim;
-  };
-  using Bindings = std::vector<Binding>;
-
   // A tensor input's dtype, device type and rank.
   static bool tensor_fits(const GuardInput& in, const at::Tensor& t, Refusal* why) {
     if (in.scalar_type ? t.scalar_type() != *in.scalar_type : python_dtype_name(t.scalar_type()) != in.dtype)
@@ -257,45 +315,38 @@ struct Guard {
     return true;
   }
 
-  // A tensor input's sizes (its rank fits): static dims equal, each symbol's dims consistent, each
-  // dim in its range.
+  // A tensor input's sizes (its rank fits), by the one size rule (size_verdict).
   bool sizes_fit(size_t index, const at::Tensor& t, Bindings& bound, Refusal* why) const {
     const GuardInput& in = inputs[index];
     for (size_t d = 0; d < in.dims.size(); ++d) {
       const GuardDim& g = in.dims[d];
-      int64_t n = t.size(static_cast<int64_t>(d));
-      if (g.is_static) {
-        if (n != g.size)
+      const int64_t n = t.size(static_cast<int64_t>(d));
+      const Binding* other = nullptr;
+      switch (size_verdict(g, n, bound, index, d, &other)) {
+        case SizeVerdict::fits:
+          continue;
+        case SizeVerdict::static_size:
           return refuse_dim(why, in, d, n, [&] {
             return concat("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.size,
                           " there (a static dim): sizes ", t.sizes(), ", compiled for ", describe_sizes(in));
           });
-        continue;
-      }
-      if (g.solvable && !g.symbol.empty()) {
-        if ((n - g.offset) % g.coeff != 0)
+        case SizeVerdict::not_multiple:
           return refuse_dim(why, in, d, n, [&] {
             return concat("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.expr, " there, which ", n,
                           " is not for any integer ", g.symbol);
           });
-        int64_t s = (n - g.offset) / g.coeff;
-        auto it = std::find_if(bound.begin(), bound.end(), [&](const Binding& b) { return *b.symbol == g.symbol; });
-        if (it == bound.end()) {
-          bound.push_back({&g.symbol, s, index, d});
-        } else if (it->value != s) {
+        case SizeVerdict::outside:
           return refuse_dim(why, in, d, n, [&] {
-            return concat("argument ", in.path, " dim ", d, " is ", n, ", which makes ", g.symbol, " = ", s, "; but ",
-                          inputs[it->input].path, " dim ", it->dim, " made it ", it->value, " (both are ", g.symbol,
-                          " in the package: they must agree)");
+            return concat("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
+                          " the package was compiled for (export with a wider range)");
           });
-        }
+        case SizeVerdict::disagrees:
+          return refuse_dim(why, in, d, n, [&] {
+            return concat("argument ", in.path, " dim ", d, " is ", n, ", which makes ", g.symbol, " = ", (n - g.offset) / g.coeff,
+                          "; but ", inputs[other->input].path, " dim ", other->dim, " made it ", other->value, " (both are ",
+                          g.symbol, " in the package: they must agree)");
+          });
       }
-      // torch's rule: a lower bound of 2 or less is not enforced (sizes 0 and 1 run).
-      if ((g.min && *g.min > 2 && n < *g.min) || (g.max && n > *g.max))
-        return refuse_dim(why, in, d, n, [&] {
-          return concat("argument ", in.path, " dim ", d, " is ", n, ", outside the range ", range(g), " of ", g.expr,
-                        " the package was compiled for (export with a wider range)");
-        });
     }
     return true;
   }
