@@ -234,6 +234,25 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("drift does not cover a call with an argument no package has, as every package refuses it", "[plan]") {
+  const optrace::Plan plan = optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}}, {})});
+  auto model = [](std::vector<c10::IValue> args, const torch::jit::Kwargs&) { return args[0]; };
+  optrace::InputObserver<decltype(model)> observer(model, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask"}));
+  const at::Tensor ids = torch::zeros({2, 8}, torch::kLong);
+  observer.call({ids, torch::ones({2, 8}, torch::kLong)}, {{"z", torch::ones({3})}});
+  observer.call({ids, torch::ones({2, 8}, torch::kLong)}, {{"z", c10::IValue()}});  // even None: "no argument 'z'"
+  observer.call({ids, torch::ones({2, 8}, torch::kLong)});                           // the plan's structure: covered
+  const optrace::Observations today = optrace::Observations::from_json(observer.to_json());
+  const optrace::DriftReport d = plan.drift({today});
+  CHECK(d.calls == 3);
+  CHECK(d.covered == 1);
+  REQUIRE(d.structures.size() == 3);
+  CHECK(d.structures[0].structure == "input_ids: int64[*, *], attention_mask: int64[*, *], z: float32[*]");
+  CHECK_FALSE(d.structures[0].planned);
+  CHECK(d.structures[1].structure == "input_ids: int64[*, *], attention_mask: int64[*, *], z: None");
+  CHECK(plan.assign(today).back().history().size() == 2);
+}
+
 TEST_CASE("max_packages splits the widest structure by its widest dim", "[plan]") {
   optrace::Observations obs = traffic({{2, 5}, {2, 6}, {2, 8}, {3, 200}, {2, 300}, {4, 400}}, {{2, 6}});
   optrace::Plan two = optrace::Plan::from_observations({obs});

@@ -211,6 +211,14 @@ inline std::string structure_of(const Value& call, const std::vector<std::string
     out += display_key(order[k]) + ": ";
     structure_into(out, call.find(order[k]));
   }
+  // An argument the plan's calls never had (even None) is a structure no package has: every
+  // package refuses it ("the package has no argument 'z'").
+  if (call.is_keyed())
+    for (size_t k = 0; k < call.keys.size(); ++k)
+      if (std::find(order.begin(), order.end(), call.keys[k]) == order.end()) {
+        out += (out.empty() ? "" : ", ") + display_key(call.keys[k]) + ": ";
+        structure_into(out, &call.items[k]);
+      }
   return out;
 }
 
