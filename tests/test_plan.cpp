@@ -253,6 +253,34 @@ TEST_CASE("drift does not cover a call with an argument no package has, as every
   CHECK(plan.assign(today).back().history().size() == 2);
 }
 
+TEST_CASE("call counts that would overflow are refused in one line, never printed or written", "[plan]") {
+  // One signature counted 2^62 times: valid alone; two such files add up past 2^63-1.
+  const std::string text = std::regex_replace(traffic({{2, 5}}, {}).to_json(), std::regex("\"(count|total)\": 1\\b"),
+                                              "\"$1\": 4611686018427387904");
+  const optrace::Observations big = optrace::Observations::from_json(text);
+  CHECK(big.history().at(0).second == 4611686018427387904);
+  CHECK_THROWS_WITH(optrace::Plan::from_observations({big, big}, optrace::PlanOptions(), {"a.json", "b.json"}),
+                    "optrace: ArgumentError: 'b.json': with the files before it, its call counts add up past 2^63-1 "
+                    "(9223372036854775807): plan fewer files");
+  const optrace::Plan plan = optrace::Plan::from_observations({big});
+  CHECK(plan.num_calls() == 4611686018427387904);
+  CHECK_THROWS_WITH(plan.drift({big, big}), OPTRACE_CONTAINS("the observation files' call counts add up past 2^63-1"));
+  // Within one file: two rows of 2^62 each overflow the history's sum.
+  const std::string two = traffic({{2, 5}, {2, 6}}, {}).to_json();
+  CHECK_THROWS_WITH(optrace::Observations::from_json(std::regex_replace(two, std::regex("\"count\": 1\\b"),
+                                                                        "\"count\": 4611686018427387904")),
+                    "optrace: JsonError at /history/1/count: the history's call counts add up past 2^63-1 (9223372036854775807)");
+  // A plan.json whose packages' calls do not add up within its own.
+  const std::string dir = temp_dir("counts");
+  plan.save(dir);
+  std::ifstream in(dir + "/plan.json");
+  const std::string saved((std::istreambuf_iterator<char>(in)), {});
+  write_text(dir + "/plan.json", std::regex_replace(saved, std::regex("(\"calls\": )4611686018427387904,\n(\\s*\"signatures\")"),
+                                                    "$1-1,\n$2"));
+  CHECK_THROWS_WITH(optrace::Plan::load(dir), OPTRACE_CONTAINS("JsonError at /packages/0/calls: the packages' calls add up past"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("max_packages splits the widest structure by its widest dim", "[plan]") {
   optrace::Observations obs = traffic({{2, 5}, {2, 6}, {2, 8}, {3, 200}, {2, 300}, {4, 400}}, {{2, 6}});
   optrace::Plan two = optrace::Plan::from_observations({obs});

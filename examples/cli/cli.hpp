@@ -208,6 +208,15 @@ inline int64_t int_of(const std::string& option, const std::string& text, int64_
                    (max < INT64_MAX ? " and <= " + std::to_string(max) : std::string()) + ", got '" + text + "'");
 }
 
+// --name N: the integer in [min, max], or UsageError naming the option. The name is read before
+// the value is taken (as two arguments of one call, their order would be the compiler's: GCC
+// named the value "option 0").
+inline int64_t int_option(const Args& args, size_t& i, int64_t min, int64_t max = INT64_MAX) {
+  const std::string& option = args[i];
+  const std::string text = value_of(args, i);
+  return int_of(option, text, min, max);
+}
+
 inline double double_of(const std::string& option, const std::string& text) {
   try {
     size_t used = 0;
@@ -256,8 +265,8 @@ inline void parse_summary(const Args& args, Invocation& inv) {
     const std::string& a = args[i];
     if (a == "--strides") inv.import.record_strides(true);
     else if (a == "--json") inv.json = true;
-    else if (a == "--top") inv.top = int_of(a, value_of(args, i), 1);
-    else if (a == "--jobs") inv.jobs = int_of(a, value_of(args, i), 1, 1024);
+    else if (a == "--top") inv.top = int_option(args, i, 1);
+    else if (a == "--jobs") inv.jobs = int_option(args, i, 1, 1024);
     else if (a == "--group-by-shape") inv.group_by_shape = true;
     else if (a == "--by") {
       const std::string by = value_of(args, i);
@@ -294,9 +303,9 @@ inline void parse_replay(const Args& args, Invocation& inv) {
     } else if (a == "--csv") {
       inv.csv_path = value_of(args, i);
     } else if (a == "--warmup") {
-      options.warmup(static_cast<int>(int_of(a, value_of(args, i), 0, INT_MAX)));
+      options.warmup(static_cast<int>(int_option(args, i, 0, INT_MAX)));
     } else if (a == "--repeats") {
-      options.repeats(static_cast<int>(int_of(a, value_of(args, i), 1, INT_MAX)));
+      options.repeats(static_cast<int>(int_option(args, i, 1, INT_MAX)));
     } else if (a == "--flush-cache") {
       options.flush_cache(true);
     } else if (a == "--atol") {
@@ -304,13 +313,13 @@ inline void parse_replay(const Args& args, Invocation& inv) {
     } else if (a == "--rtol") {
       options.rtol(double_of(a, value_of(args, i)));
     } else if (a == "--seed") {
-      options.seed(static_cast<uint64_t>(int_of(a, value_of(args, i), 0)));
+      options.seed(static_cast<uint64_t>(int_option(args, i, 0)));
     } else if (a == "--ops") {
       options.ops(split_commas(value_of(args, i)));
     } else if (a == "--exclude") {
       options.exclude_ops(split_commas(value_of(args, i)));
     } else if (a == "--max-inputs") {
-      options.max_inputs_per_op(int_of(a, value_of(args, i), 0));
+      options.max_inputs_per_op(int_option(args, i, 0));
     } else if (a == "--dtype") {
       const std::string d = value_of(args, i);
       const auto t = optrace::detail::dtype_from_python(d.rfind("torch.", 0) == 0 ? d : "torch." + d);
@@ -319,7 +328,7 @@ inline void parse_replay(const Args& args, Invocation& inv) {
     } else if (a == "--memory-budget") {
       options.memory_budget_bytes(size_of(a, value_of(args, i)));
     } else if (a == "--top") {
-      inv.top = int_of(a, value_of(args, i), 1);
+      inv.top = int_option(args, i, 1);
     } else if (a == "--all") {
       inv.all_rows = true;
     } else if (a == "--failures-only") {
@@ -360,8 +369,8 @@ inline void parse_verify(const Args& args, Invocation& inv) {
     else if (a == "--device") inv.device = value_of(args, i);
     else if (a == "--json") inv.json_path = value_of(args, i);
     else if (a == "--force") inv.force = true;
-    else if (a == "--seed") inv.seed = static_cast<uint64_t>(int_of(a, value_of(args, i), 0));
-    else if (a == "--runs") inv.runs = int_of(a, value_of(args, i), 0, 1000000);
+    else if (a == "--seed") inv.seed = static_cast<uint64_t>(int_option(args, i, 0));
+    else if (a == "--runs") inv.runs = int_option(args, i, 0, 1000000);
     else if (a == "--atol") inv.atol = double_of(a, value_of(args, i));
     else if (a == "--rtol") inv.rtol = double_of(a, value_of(args, i));
     else if (a == "--int-range") {
@@ -383,7 +392,7 @@ inline void parse_verify(const Args& args, Invocation& inv) {
 inline void parse_plan(const Args& args, Invocation& inv) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
-    else if (args[i] == "--max-packages") inv.max_packages = int_of(args[i], value_of(args, i), 1, 1024);
+    else if (args[i] == "--max-packages") inv.max_packages = int_option(args, i, 1, 1024);
     else if (args[i] == "--force") inv.force = true;
     else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for plan");
     else inv.inputs.push_back(args[i]);
@@ -407,7 +416,7 @@ inline void parse_merge(const Args& args, Invocation& inv) {
     if (args[i] == "-o" || args[i] == "--output") inv.output = value_of(args, i);
     else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (args[i] == "--force") inv.force = true;
-    else if (args[i] == "--jobs") inv.jobs = int_of(args[i], value_of(args, i), 1, 1024);
+    else if (args[i] == "--jobs") inv.jobs = int_option(args, i, 1, 1024);
     else if (args[i].rfind("-", 0) == 0) throw UsageError("unknown option '" + args[i] + "' for merge");
     else inv.inputs.push_back(args[i]);
   }
@@ -423,7 +432,7 @@ inline void parse_convert(const Args& args, Invocation& inv) {
     else if (args[i] == "--quiet") inv.quiet = true;
     else if (args[i] == "--keep-non-compute") inv.keep_non_compute = true;
     else if (args[i] == "--force") inv.force = true;
-    else if (args[i] == "--jobs") inv.jobs = int_of(args[i], value_of(args, i), 1, 1024);
+    else if (args[i] == "--jobs") inv.jobs = int_option(args, i, 1, 1024);
     else if (args[i] == "--strides") inv.import.record_strides(true);
     else if (args[i].rfind("-", 0) != 0) inv.inputs.push_back(args[i]);
     else throw UsageError("convert: unexpected argument '" + args[i] + "'");

@@ -10,6 +10,7 @@
 
 #include <optrace/detail/aoti/guard.hpp>
 #include <optrace/detail/common/beneath.hpp>
+#include <optrace/detail/common/counts.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/observer/analysis.hpp>
@@ -528,7 +529,11 @@ class Plan {
     for (const detail::CallSet* c : sets) detail::merge_int_ranges(int_ranges, c->int_ranges);
     for (size_t f = 0; f < sets.size(); ++f) {
       const detail::CallSet& c = *sets[f];
-      plan.total_calls_ += c.total_calls;
+      // Each file's counts are checked against its own total (the reader): once the totals add
+      // up, every sum below (a group's, a package's) is smaller and cannot overflow.
+      if (!detail::add_calls(plan.total_calls_, c.total_calls))
+        detail::raise<ArgumentError>(sources.size() > f ? "'" + sources[f] + "'" : "file " + std::to_string(f),
+                                     ": with the files before it, its ", detail::kCallsOverflow, ": plan fewer files");
       if (c.dropped_signatures > 0)
         plan.warnings_.push_back(detail::concat(sources.size() > f ? sources[f] : "file " + std::to_string(f), ": ",
                                                 c.total_calls - sum(c.counts), " calls were past the observer's max_signatures: only their "
@@ -606,6 +611,8 @@ class Plan {
       for (json::Node s : root["sources"].array()) plan.sources_.emplace_back(s.as_string());
       for (json::Node a : root["arg_names"].array()) plan.order_.emplace_back(a.as_string());
       plan.total_calls_ = root["calls"].as_int();
+      if (plan.total_calls_ < 0) optrace::detail::raise_json("/calls", "a count of calls is >= 0");
+      int64_t packaged = 0;
       for (json::Node w : root["warnings"].array()) plan.warnings_.emplace_back(w.as_string());
       auto packages = root["packages"].array();
       if (packages.size() == 0) optrace::detail::raise_json("/packages", "a plan without packages");
@@ -618,6 +625,9 @@ class Plan {
         pkg.observations_file = detail::plan::safe_relative(p["observations"]);
         pkg.structure = std::string(p["structure"].as_string());
         pkg.calls = p["calls"].as_int();
+        if (pkg.calls < 0 || !detail::add_calls(packaged, pkg.calls) || packaged > plan.total_calls_)
+          optrace::detail::raise_json(p["calls"].path(), "the packages' calls add up past the plan's " +
+                                                             std::to_string(plan.total_calls_) + " (or one is negative)");
         json::Node guard(p);
         if (p.find("guard", guard) && !guard.is_null()) pkg.compiled_guard = std::string(guard.as_string());
         const std::string observations = detail::beneath_shown(dir, pkg.observations_file);
@@ -697,6 +707,10 @@ class Plan {
   DriftReport drift(const std::vector<Observations>& files) const {
     DriftReport report;
     report.plan = path_;
+    int64_t total = 0;  // checked once: the report's sums are below it
+    for (const Observations& o : files)
+      OPTRACE_CHECK(detail::add_calls(total, o.calls_.total_calls), ArgumentError, "the observation files' ", detail::kCallsOverflow,
+                    ": drift fewer files at a time");
     std::map<std::tuple<std::string, std::string, int64_t>, size_t> row_of;
     auto structure_row = [&](const std::string& s, bool planned) -> DriftReport::Structure& {
       for (DriftReport::Structure& r : report.structures)

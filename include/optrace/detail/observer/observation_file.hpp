@@ -8,6 +8,7 @@
 //   specs, the argument names. Reading rebuilds the analysis input (a CallSet), so a loaded file
 //   answers infer_dynamic_shapes() and infer_arguments() as the observer did.
 
+#include <optrace/detail/common/counts.hpp>
 #include <optrace/detail/observer/analysis.hpp>
 #include <optrace/detail/observer/call_set.hpp>
 #include <optrace/dynamic_shapes.hpp>
@@ -470,9 +471,11 @@ inline CallSet read_observations(std::string_view text) {
   }
   json::Node calls = root["calls"];
   out.total_calls = calls["total"].as_int();
+  int64_t listed = 0;
   for (json::Node row : root["history"].array()) {
     json::Node count = row["count"];
     if (count.as_int() < 1) count.fail("expected a count >= 1");
+    if (!add_calls(listed, count.as_int())) count.fail_plain(concat("the history's ", kCallsOverflow));
     out.counts.push_back(count.as_int());
     out.signatures.push_back(read_call(row["call"]));
     std::vector<std::string> stand_ins;
@@ -500,9 +503,6 @@ inline CallSet read_observations(std::string_view text) {
     distinct.fail(concat("expected ", out.signatures.size(), " (the signatures in history)"));
   if (stored.as_int() != static_cast<int64_t>(out.stored.size()))
     stored.fail(concat("expected ", out.stored.size(), " (the calls in stored)"));
-  int64_t listed = 0;
-  for (int64_t n : out.counts)
-    if (__builtin_add_overflow(listed, n, &listed)) listed = INT64_MAX;
   if (out.total_calls < listed)
     total.fail_plain(concat("total ", out.total_calls, " is less than the ", listed, " calls the history counts"));
   return out;
