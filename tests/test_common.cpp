@@ -57,6 +57,16 @@ TEST_CASE("errors: every form of raise throws the family's error, the cause kept
   }
 }
 
+TEST_CASE("errors: running out of memory reading a file names the file", "[common]") {
+  CHECK_THROWS_WITH(optrace::detail::about_file("f.json", []() -> int { throw std::bad_alloc(); }),
+                    "optrace: f.json: IoError: not enough memory to read it");
+  // The innermost file is named: a plan's observation file, not the plan.
+  CHECK_THROWS_WITH(optrace::detail::about_file("plan.json", [] {
+                      return optrace::detail::about_file("p0.json", []() -> int { throw std::bad_alloc(); });
+                    }),
+                    "optrace: p0.json: IoError: not enough memory to read it");
+}
+
 TEST_CASE("errors: the bare message and a JSON path re-rooted without parsing text", "[common]") {
   optrace::ArgumentError a("scalar changed between calls: 0.5 and 0.25");
   CHECK(a.message() == "scalar changed between calls: 0.5 and 0.25");

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <string_view>
@@ -47,7 +48,9 @@ class Fd {
   int fd_ = -1;
 };
 
-/// Runs `f()`; an optrace::Error it throws leaves naming `path` as its file (Error::name_file).
+/// Runs `f()`; an optrace::Error it throws leaves naming `path` as its file (Error::name_file),
+/// and running out of memory reading it becomes an IoError naming it (not a bare
+/// `std::bad_alloc` with no file: a huge token in a trace, a file read many times).
 template <class F>
 auto about_file(const std::string& path, F&& f) -> decltype(f()) {
   try {
@@ -55,6 +58,8 @@ auto about_file(const std::string& path, F&& f) -> decltype(f()) {
   } catch (Error& e) {
     e.name_file(path);
     throw;
+  } catch (const std::bad_alloc&) {
+    raise_about_file<IoError>(path, "not enough memory to read it");
   }
 }
 
