@@ -183,6 +183,14 @@ TEST_CASE("aoti: the guard refuses what the package was not compiled for, by tor
   CHECK(misses(x, torch::ones({7, 4})) == 1);   // not 2*s0
   CHECK(misses(x, torch::ones({8, 4})) == 1);   // s0 = 4 against 3
   CHECK(misses(torch::ones({65, 8}), torch::ones({8, 4})) == 1);  // x binds nothing outside its range: mask is not blamed
+  // Hostile metadata: an offset at the edge of int64 is judged without overflow (UBSan in CI).
+  const Guard edge = Guard::parse(
+      R"({"version": 1, "inputs": [{"path": "x", "kind": "tensor", "dtype": "torch.float32", "device": "cpu", "sizes": )"
+      R"([{"expr": "-s0 - 9223372036854775808", "symbol": "s0", "coeff": -1, "offset": -9223372036854775808}, 8]},)"
+      R"( {"path": "mask", "kind": "NoneType", "value": null}], "symbols": {}})");
+  CHECK(refusal(edge, {torch::ones({3, 8}), c10::IValue()}) ==
+        "ShapeError: argument x dim 0 is 3; the package was compiled for -s0 - 9223372036854775808 there, which 3 is not for any "
+        "integer s0");
   CHECK(refusal(g, {torch::ones({3, 8}, torch::kDouble), m}) ==
         "ShapeError: argument x has dtype torch.float64; the package was compiled for torch.float32");
   CHECK(refusal(g, {c10::IValue(), m}) == "ShapeError: argument x: the package was compiled for a tensor here, got None");

@@ -112,10 +112,14 @@ inline SizeVerdict size_verdict(const GuardDim& g, int64_t n, Bindings& bound, s
                                 const Binding** other = nullptr) {
   if (g.is_static) return n == g.size ? SizeVerdict::fits : SizeVerdict::static_size;
   const bool solved = g.solvable && !g.symbol.empty();
-  if (solved && (n - g.offset) % g.coeff != 0) return SizeVerdict::not_multiple;
+  // The metadata may be hostile: n - offset and its quotient are computed without overflow (a
+  // size no integer symbol gives is not a multiple).
+  int64_t shifted = 0;
+  if (solved && (__builtin_sub_overflow(n, g.offset, &shifted) || (g.coeff == -1 && shifted == INT64_MIN) || shifted % g.coeff != 0))
+    return SizeVerdict::not_multiple;
   if ((g.min && *g.min > 2 && n < *g.min) || (g.max && n > *g.max)) return SizeVerdict::outside;
   if (!solved) return SizeVerdict::fits;
-  const int64_t s = (n - g.offset) / g.coeff;
+  const int64_t s = shifted / g.coeff;
   auto it = std::find_if(bound.begin(), bound.end(), [&](const Binding& b) { return *b.symbol == g.symbol; });
   if (it == bound.end()) {
     bound.push_back({&g.symbol, s, input, dim});
