@@ -227,7 +227,7 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
     }
   };
   refused(std::regex_replace(guard, std::regex("\"path\":\"attention_mask\""), "\"path\":\"mask\""),
-          "JsonError at /packages/0/guard: the compiled package takes a tensor 'mask' the package's calls do not have");
+          "JsonError at /packages/0/guard/inputs/1/path: the compiled package takes a tensor the package's calls do not have");
   refused(std::regex_replace(guard, std::regex("\"version\":1"), "\"version\":7"),
           "JsonError at /packages/0/guard/version: guard metadata version 7; this optrace reads version 1");
   refused("{", "JsonError at /packages/0/guard");

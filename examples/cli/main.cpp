@@ -355,6 +355,15 @@ int summary(const Invocation& inv) {
   return 0;
 }
 
+// What a command given a plan reads: its arguments, and every file of the plan (Plan::files: an
+// output onto plan.json, an observation file, a package or the weights would destroy the plan,
+// whatever the output's spelling, a hard link included).
+std::vector<std::string> inputs_with_plan(const std::vector<std::string>& inputs, const optrace::Plan& plan) {
+  std::vector<std::string> out = inputs;
+  for (const std::string& f : plan.files()) out.push_back(f);
+  return out;
+}
+
 #ifndef OPTRACE_CLI_FRONT_END
 // The signal that asked a replay to stop (0: none). The handler only sets it, and puts the
 // default action back, so that a second Ctrl-C ends the program at once.
@@ -471,8 +480,7 @@ optrace::aoti::LoadOptions load_options(const Invocation& inv) {
 // optrace verify PLAN: each package of a plan on the observed signatures it covers (the first
 // package that covers a signature takes it, as PackageSet routes a call), then the signatures no
 // package covers.
-int verify_plan(const Invocation& inv, const optrace::aoti::VerifyOptions& options) {
-  const optrace::Plan plan = optrace::Plan::load(inv.inputs[0]);
+int verify_plan(const Invocation& inv, const optrace::Plan& plan, const optrace::aoti::VerifyOptions& options) {
   const std::vector<optrace::Observations> parts = plan.assign(optrace::load_observations(inv.inputs[1]));
   std::optional<torch::jit::Module> module;
   if (!inv.reference.empty()) module = load_reference(inv.reference);
@@ -515,8 +523,10 @@ int verify(const Invocation& inv) {
 #ifdef OPTRACE_CLI_AOTI
   std::vector<std::string> outputs;
   if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
-  files::check_outputs(inv.inputs, outputs, inv.force);
   const bool is_plan = is_plan_file(inv.inputs[0]);
+  std::optional<optrace::Plan> plan;
+  if (is_plan) plan = optrace::Plan::load(inv.inputs[0]);
+  files::check_outputs(plan ? inputs_with_plan(inv.inputs, *plan) : inv.inputs, outputs, inv.force);
   optrace::aoti::VerifyOptions options;
   // Integers: in --int-range when given, else within the values the observation file recorded
   // for each input (else [0, 8)).
@@ -527,7 +537,7 @@ int verify(const Invocation& inv) {
   if (!inv.device.empty()) options.device(c10::Device(inv.device));
   if (inv.atol >= 0) options.atol(inv.atol);
   if (inv.rtol >= 0) options.rtol(inv.rtol);
-  if (is_plan) return verify_plan(inv, options);
+  if (plan) return verify_plan(inv, *plan, options);
   optrace::aoti::Package pkg(inv.inputs[0], load_options(inv));
   const optrace::Observations observations = optrace::load_observations(inv.inputs[1]);
   for (const std::string& note : pkg.unchecked()) std::cerr << "optrace: note: " << note << "\n";
@@ -664,8 +674,8 @@ int plan(const Invocation& inv) {
 int drift(const Invocation& inv) {
   std::vector<std::string> outputs;
   if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
-  files::check_outputs(inv.inputs, outputs, inv.force);
   const optrace::Plan p = optrace::Plan::load(inv.inputs[0]);
+  files::check_outputs(inputs_with_plan(inv.inputs, p), outputs, inv.force);
   std::vector<optrace::Observations> observations;
   for (size_t i = 1; i < inv.inputs.size(); ++i) observations.push_back(optrace::load_observations(inv.inputs[i]));
   const optrace::DriftReport report = p.drift(observations);

@@ -40,6 +40,10 @@ namespace optrace {
 
 inline constexpr std::string_view kPlanFormat = "optrace.plan";
 inline constexpr int64_t kPlanVersion = 1;
+/// What compile_plan writes beside plan.json: the packages' one copy of the weights
+/// (PackageSet::load reads it), and the module they replace (`optrace verify --reference`).
+inline constexpr std::string_view kPlanWeightsFile = "weights.pt";
+inline constexpr std::string_view kPlanReferenceFile = "reference.pt";
 
 /// How `Plan::from_observations` groups the calls.
 struct PlanOptions {
@@ -438,33 +442,35 @@ inline Acceptance planned_acceptance(const Analysis& a, const DynamicShapes& ds)
 
 /// The compiled acceptance: the guard's tensor inputs, in its order, each found among the
 /// package's calls by torch's path. Throws JsonError (below `where`) for a guard that is not
-/// one, or that names a tensor the package's calls do not have.
+/// one, or that names a tensor the package's calls do not have (at its `path`, not echoed: the
+/// file may be hostile).
 inline Acceptance compiled_acceptance(const Analysis& a, const std::string& guard_text, const std::string& where) {
   Acceptance out;
   out.source = "compiled";
-  std::string missing;  // a tensor the guard names that the package's calls do not have
+  std::unordered_map<std::string, const Leaf*> by_path;  // the package's tensors, by torch's path
+  for (const Leaf& leaf : a.leaves())
+    if (leaf.node && leaf.node->is_tensor()) by_path.emplace(torch_path(a.keys()[leaf.argument], leaf.path, a.tmpl()), &leaf);
+  std::string missing;  // the JSON pointer of a tensor the guard names that the calls do not have
   try {
     auto doc = json::Document::parse(guard_text);
     const json::Node root = doc->root();
     aoti::check_guard_version(root);
     for (json::Node in : root["inputs"].array()) {
       if (in["kind"].as_string() != "tensor") continue;
-      const std::string path(in["path"].as_string());
-      const Leaf* found = nullptr;
-      for (const Leaf& leaf : a.leaves())
-        if (leaf.node && leaf.node->is_tensor() && torch_path(a.keys()[leaf.argument], leaf.path, a.tmpl()) == path) found = &leaf;
-      if (!found) {
-        missing = path;
+      const json::Node path = in["path"];
+      const auto found = by_path.find(std::string(path.as_string()));
+      if (found == by_path.end()) {
+        missing = path.path();
         break;
       }
-      out.leaves.push_back({a.keys()[found->argument], found->path, display_key(leaf_name(a.keys()[found->argument], found->path, a.tmpl())),
-                            aoti::read_guard_dims(in["sizes"], path, nullptr)});
+      const Leaf& leaf = *found->second;
+      out.leaves.push_back({a.keys()[leaf.argument], leaf.path, display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl())),
+                            aoti::read_guard_dims(in["sizes"], "", nullptr)});
     }
   } catch (const JsonError& e) {
     throw e.under(where);  // the text is a JSON document of its own
   }
-  if (!missing.empty())
-    optrace::detail::raise_json(where, "the compiled package takes a tensor '" + missing + "' the package's calls do not have");
+  if (!missing.empty()) optrace::detail::raise_json(where + missing, "the compiled package takes a tensor the package's calls do not have");
   return out;
 }
 
@@ -653,6 +659,22 @@ class Plan {
   int64_t num_calls() const { return total_calls_; }
   /// The file it was loaded from (empty when planned here).
   const std::string& path() const { return path_; }
+  /// Every file of a loaded plan a command may read, as messages show them: plan.json, then each
+  /// package's observation file and package, then the weights and the module compile_plan writes
+  /// beside them (kPlanWeightsFile, kPlanReferenceFile), whether they exist yet or not. An output
+  /// must land on none of them (the CLI checks it). Empty for a plan made here and not loaded.
+  std::vector<std::string> files() const {
+    if (path_.empty()) return {};
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    std::vector<std::string> out{path_};
+    for (const PlannedPackage& p : packages_) {
+      out.push_back(detail::beneath_shown(dir, p.observations_file));
+      out.push_back(detail::beneath_shown(dir, p.file));
+    }
+    out.push_back(detail::beneath_shown(dir, std::string(kPlanWeightsFile)));
+    out.push_back(detail::beneath_shown(dir, std::string(kPlanReferenceFile)));
+    return out;
+  }
   /// What names this plan: 16 hex digits of the hash of its plan.json (packages, ranges, sources,
   /// versions), made when it is planned (the same files planned alike give the same id), stored
   /// in plan.json and in each package compile_plan compiles for it (metadata "optrace.plan"), so

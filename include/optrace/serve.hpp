@@ -371,7 +371,7 @@ class PackageSet {
   PackageSet() : shared_(std::make_shared<Shared>()) {}
 
   /// The file compile_plan writes the plan's weights to, beside plan.json.
-  static constexpr const char* kWeightsFile = "weights.pt";
+  static constexpr std::string_view kWeightsFile = kPlanWeightsFile;
 
   // The plan's weights beside plan.json (opened as every file a plan names is), or none.
   static std::shared_ptr<const detail::aoti::Weights> plan_weights(const std::string& dir) {
