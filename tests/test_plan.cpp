@@ -38,6 +38,20 @@ std::string temp_dir(const std::string& name) {
 
 void write_text(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
+// DIR/plan.json's text.
+std::string plan_json_of(const std::string& dir) {
+  std::ifstream in(dir + "/plan.json");
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// `"guard": "<guard>", `: a package's guard record, as compile_plan writes it into plan.json
+// (the guard's JSON as a string), to insert before one of the package's keys.
+std::string guard_member(const std::string& guard) {
+  std::string escaped;
+  for (char c : guard) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
+  return "\"guard\": \"" + escaped + "\", ";
+}
+
 optrace::SymbolRange symbol_of(const optrace::PlannedPackage& p, const std::string& argument, size_t dim) {
   const std::string& name = p.dynamic_shapes[argument].dims.at(dim).symbol;
   for (const optrace::SymbolRange& s : p.dynamic_shapes.symbols())
@@ -157,8 +171,7 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
   const std::string dir = temp_dir("compiled");
   optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}, {3, 9}}, {{2, 6}, {2, 11}})}).save(dir);
   const std::string path = dir + "/plan.json";
-  std::ifstream in(path);
-  const std::string planned((std::istreambuf_iterator<char>(in)), {});
+  const std::string planned = plan_json_of(dir);
   // What torch compiled p0 for, as compile_plan records it: the batch unbounded (wider than the
   // planned [2, 4]), the sequence up to 12 (narrower than 16), the mask's sequence 2*s2 (torch
   // derives such dims; the planned spec never has one).
@@ -172,11 +185,9 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
                             "{\"path\":\"attention_mask\",\"kind\":\"tensor\",\"dtype\":\"torch.int64\",\"device\":\"cpu\",\"sizes\":[" +
                             dim("s0", "s0", 1, 2, "null") + "," + dim("2*s2", "s2", 2, 4, "32") + "]}],\"symbols\":{}}";
   auto with_guard = [&](const std::string& text) {
-    std::string escaped;
-    for (char c : text) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
     const size_t at = planned.find("\"dynamic_shapes\"");  // p0's, the first package
     REQUIRE(at != std::string::npos);
-    write_text(path, planned.substr(0, at) + "\"guard\": \"" + escaped + "\", " + planned.substr(at));
+    write_text(path, planned.substr(0, at) + guard_member(text) + planned.substr(at));
   };
   with_guard(guard);
   const optrace::Plan plan = optrace::Plan::load(dir);
@@ -273,8 +284,7 @@ TEST_CASE("call counts that would overflow are refused in one line, never printe
   // A plan.json whose packages' calls do not add up within its own.
   const std::string dir = temp_dir("counts");
   plan.save(dir);
-  std::ifstream in(dir + "/plan.json");
-  const std::string saved((std::istreambuf_iterator<char>(in)), {});
+  const std::string saved = plan_json_of(dir);
   write_text(dir + "/plan.json", std::regex_replace(saved, std::regex("(\"calls\": )4611686018427387904,\n(\\s*\"signatures\")"),
                                                     "$1-1,\n$2"));
   CHECK_THROWS_WITH(optrace::Plan::load(dir), OPTRACE_CONTAINS("JsonError at /packages/0/calls: the packages' calls add up past"));
@@ -329,8 +339,7 @@ TEST_CASE("a plan's id is its content's: the same calls give the same id, other 
   const std::string dir = temp_dir("id");
   a.save(dir);
   const std::string path = dir + "/plan.json";
-  std::ifstream in(path);
-  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  const std::string good = plan_json_of(dir);
   write_text(path, std::regex_replace(good, std::regex("\"id\": \"[0-9a-f]+\",?"), ""));
   CHECK(optrace::Plan::load(dir).id().empty());
   write_text(path, std::regex_replace(good, std::regex("\"id\": \"[0-9a-f]+\""), "\"id\": \"bert-base_v2.1\""));
@@ -342,8 +351,7 @@ TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
   const std::string dir = temp_dir("bad");
   optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}}, {{2, 6}})}).save(dir);
   const std::string path = dir + "/plan.json";
-  std::ifstream in(path);
-  const std::string good((std::istreambuf_iterator<char>(in)), {});
+  const std::string good = plan_json_of(dir);
   auto refused = [&](const std::string& from, const std::string& to, const std::string& message) {
     write_text(path, std::regex_replace(good, std::regex(from), to));
     try {
@@ -487,8 +495,7 @@ TEST_CASE("property: for fuzzed plans and calls, drift covers a call exactly whe
     const int max_packages = pick(2) ? 0 : structures + 1 + pick(2);
     optrace::Plan::from_observations({traffic_seen}, optrace::PlanOptions().max_packages(max_packages)).save(dir);
     // Each package compiled with perturbed ranges (or, for some, not yet compiled).
-    std::ifstream in(dir + "/plan.json");
-    std::string text((std::istreambuf_iterator<char>(in)), {});
+    std::string text = plan_json_of(dir);
     const optrace::Plan planned = optrace::Plan::load(dir);
     std::vector<Guard> guards;
     std::vector<bool> compiled;
@@ -500,9 +507,7 @@ TEST_CASE("property: for fuzzed plans and calls, drift covers a call exactly whe
       at = text.find("\"ranges\":", at);
       REQUIRE(at != std::string::npos);
       if (compiled.back()) {
-        std::string escaped;
-        for (char c : guard) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
-        const std::string key = "\"guard\": \"" + escaped + "\", ";
+        const std::string key = guard_member(guard);
         text.insert(at, key);
         at += key.size();
       }
