@@ -854,6 +854,16 @@ TEST_CASE("key_averages: bad Kineto input is a JsonError at the event", "[key_av
                     "optrace: JsonError at /0/args/External id: expected an id (an integer of at least 0), got string \"7\"");
   CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cuda_runtime", "name": "c", "ts": 1, "dur": 1, "args": {"correlation": -2}}])"),
                     "optrace: JsonError at /0/args/correlation: expected an id (an integer of at least 0), got integer -2");
+  // A key it reads, given twice in one object (Python's json would take the last).
+  const std::string twice = ": a key given twice in one object (JSON readers differ on which value they take)";
+  CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "dur": 2}])"), "optrace: JsonError at /0/dur" + twice);
+  CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "pid": 1, "pid": 2, "name": "a", "ts": 1, "dur": 1}])"), "optrace: JsonError at /0/pid" + twice);
+  CHECK_THROWS_WITH(parse(R"([{"ph": "i", "name": "[memory]", "ts": 1, "args": {"Bytes": 8, "Device Type": 0, "Bytes": -8}}])"),
+                    "optrace: JsonError at /0/args/Bytes" + twice);
+  CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": {"Input Dims": [[2]], "Input Dims": [[3]]}}])"),
+                    "optrace: JsonError at /0/args/Input Dims" + twice);
+  CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": {}, "args": {"Input Dims": [[3]]}}])"),
+                    "optrace: JsonError at /0/args" + twice);
   // Events torch does not count are not read further: a flow's or a Python function's odd fields
   // are no error.
   CHECK(parse(R"([{"ph": "X", "cat": "python_function", "name": "k", "ts": "x"}, {"ph": "s", "ts": "y"}])").rows().empty());

@@ -577,6 +577,20 @@ TEST_CASE("kineto: malformed input", "[kineto]") {
         "optrace: JsonError at /traceEvents/0/args/Input type/0: expected a string, got integer 7");
   check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": ["float"], "count": 0)")}),
         "optrace: JsonError at /traceEvents/0/args/count: expected a count of at least 1, got integer 0");
+  // A key the reader reads, given twice in one event or args: Python's json would take the last.
+  const std::string twice = ": a key given twice in one object (JSON readers differ on which value they take)";
+  check(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "ts": 5, "dur": 1, "args": {}}]})",
+        "optrace: JsonError at /traceEvents/0/ts" + twice);
+  check(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::neg", "name": "aten::relu", "ts": 1, "dur": 1}]})",
+        "optrace: JsonError at /traceEvents/0/name" + twice);
+  check(R"({"traceEvents": [{"ph": "X", "tid": 1, "tid": 2, "cat": "cpu_op", "name": "aten::neg", "ts": 1, "dur": 1}]})",
+        "optrace: JsonError at /traceEvents/0/tid" + twice);
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": ["float"], "Input Dims": [[4]])")}),
+        "optrace: JsonError at /traceEvents/0/args/Input Dims" + twice);
+  check(trace_of({op("aten::neg", 0, 1, R"("Input Dims": [[3]], "Input type": ["float"], "count": 2, "count": 3)")}),
+        "optrace: JsonError at /traceEvents/0/args/count" + twice);
+  check(R"({"traceEvents": [{"args": {"Input Dims": [[3]], "Input type": ["float"]}, "ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "dur": 1, "args": {}}]})",
+        "optrace: JsonError at /traceEvents/0/args" + twice);
   // An op's fields are read when the op is used: the fields of a call hidden inside a kept op
   // (its inner calls) are not, so their faults are not errors; the same call outermost is one.
   const std::string bad_inner = R"("Input Dims": [["a"]], "Input type": ["float"])";

@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <unistd.h>
 
 #include <sys/wait.h>
 
@@ -863,6 +864,17 @@ TEST_CASE("profiler: ops on several threads, each on its own tid", "[profiler]")
   }
   REQUIRE(mm_per_tid.size() == 2);
   for (const auto& [tid, n] : mm_per_tid) CHECK(n == 10);
+}
+
+// The folder check before a run (can_write_in) once opened a fixed name with truncation: a link
+// planted under it emptied the file it pointed to.
+TEST_CASE("profiler: the trace handler's folder check writes through nothing planted in the folder", "[profiler]") {
+  const std::string dir = temp_dir("profiler_planted");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/../profiler_planted_victim") << "keep me";
+  REQUIRE(::link((dir + "/../profiler_planted_victim").c_str(), (dir + "/.optrace-write-check").c_str()) == 0);
+  optrace::tensorboard_trace_handler(dir);
+  CHECK(optrace::detail::read_file(dir + "/../profiler_planted_victim") == "keep me");
 }
 
 TEST_CASE("profiler: RecordScope ranges and the trace handler's files", "[profiler]") {

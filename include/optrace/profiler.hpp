@@ -167,14 +167,7 @@ namespace detail::profiler {
 inline bool can_write_in(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  const std::string probe = dir + "/.optrace-write-check";
-  bool writable = false;
-  {
-    std::ofstream out(probe);
-    writable = out.good();
-  }
-  std::filesystem::remove(probe, ec);
-  return writable;
+  return detail::can_create_beside(FileTarget::path(dir + "/.optrace-write-check")) == 0;
 }
 
 // A trace file's default worker name, as torch's tensorboard_trace_handler makes it: "<host

@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -187,7 +188,10 @@ class Document {
       doc->parse_buffer();
       return doc;
     }
-    if (doc->try_parse_buffer()) return doc;
+    if (doc->try_parse_buffer()) {
+      doc->refuse_duplicate_keys();
+      return doc;
+    }
     // The fast rewrite touched a string (or the text is malformed): redo it tracking strings.
     detail::rewrite_python_floats(text, doc->buffer_, /*exact=*/true);
     doc->parse_buffer();
@@ -289,6 +293,52 @@ class Document {
   void parse_padded(const char* text, size_t size) {
     auto error = parser_->parse(text, size, false).get(root_);
     if (error) optrace::detail::raise_json("", "malformed JSON: " + detail::simdjson_message(error));
+    refuse_duplicate_keys();
+  }
+
+  // A key given twice in one object means two things: simdjson's lookup (and so every optrace
+  // reader) takes the first value, Python's json the last. Such a document is refused at the
+  // second one's path, whatever reader asked: one rule for every DOM reader. Objects of up to 8
+  // keys are compared pairwise, larger ones through a set, so the walk is linear.
+  void refuse_duplicate_keys() const {
+    simdjson::dom::element second;
+    if (first_duplicate(root_, second))
+      optrace::detail::raise_json(path_of(second), detail::kDuplicateKey);
+  }
+  static bool first_duplicate(const simdjson::dom::element& at, simdjson::dom::element& second) {
+    using simdjson::dom::element_type;
+    simdjson::dom::array array;
+    if (at.type() == element_type::ARRAY && !at.get_array().get(array)) {
+      for (simdjson::dom::element e : array)
+        if (first_duplicate(e, second)) return true;
+      return false;
+    }
+    simdjson::dom::object object;
+    if (at.type() != element_type::OBJECT || at.get_object().get(object)) return false;
+    constexpr size_t kPairwise = 8;
+    std::string_view keys[kPairwise];
+    size_t n = 0;
+    std::unique_ptr<std::unordered_set<std::string_view>> seen;
+    for (auto field : object) {
+      bool repeated = false;
+      if (seen) {
+        repeated = !seen->insert(field.key).second;
+      } else {
+        for (size_t i = 0; i < n && !repeated; ++i) repeated = keys[i] == field.key;
+        if (n < kPairwise) {
+          keys[n++] = field.key;
+        } else if (!repeated) {
+          seen = std::make_unique<std::unordered_set<std::string_view>>(keys, keys + n);
+          seen->insert(field.key);
+        }
+      }
+      if (repeated) {
+        second = field.value;
+        return true;
+      }
+      if (first_duplicate(field.value, second)) return true;
+    }
+    return false;
   }
 
   static bool same(const simdjson::dom::element& a, const simdjson::dom::element& b) {

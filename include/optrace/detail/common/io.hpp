@@ -164,6 +164,23 @@ inline std::string temporary_name(const std::string& name) {
   return name + ".tmp." + std::to_string(::getpid()) + "." + suffix;
 }
 
+/// Whether a file can be made beside `name` (its folder exists and takes new files): 0, or the
+/// errno why not. The probe is a temporary_name, created as write_file_atomic_with creates its
+/// temporary file and removed: nothing planted under a fixed name is truncated or followed.
+inline int can_create_beside(const FileTarget& target) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::string probe = temporary_name(target.name);
+    const int fd = ::openat(target.folder, probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlinkat(target.folder, probe.c_str(), 0);
+      return 0;
+    }
+    if (errno != EEXIST) return errno;
+  }
+  return EEXIST;
+}
+
 /// Writes to `target` what `produce` hands, piece by piece, to the sink it is given
 /// (`produce(sink)`, `sink(std::string_view)`), so that readers see the old file or the whole new
 /// one, never a part: write a temporary file beside it, flush it to disk, then rename it over the

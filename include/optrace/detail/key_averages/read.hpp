@@ -137,7 +137,7 @@ class Reader {
     std::string_view ph, cat, name, pid, tid, ts, dur;
     std::string shapes;
     std::optional<int64_t> bytes, device_type, external_id, correlation;
-    bool has_ph = false, has_cat = false, has_name = false;
+    bool has_ph = false, has_cat = false, has_name = false, has_args = false, has_dims = false;
     Kind kind() const {
       if (!has_ph) return Kind::Unknown;
       if (ph == "X")
@@ -157,8 +157,8 @@ class Reader {
           if (m.is("ph")) m.string(ev.ph, "ph"), ev.has_ph = true;
           else if (m.is("cat")) m.string(ev.cat, "cat"), ev.has_cat = true;
           else if (m.is("name")) m.string(ev.name, "name"), ev.has_name = true;
-          else if (m.is("tid")) ev.tid = m.token();
-          else if (m.is("pid")) ev.pid = m.token();
+          else if (m.is("tid")) m.token(ev.tid, "tid");
+          else if (m.is("pid")) m.token(ev.pid, "pid");
           else if (m.is("ts")) m.number(ev.ts, "ts");
           else if (m.is("dur")) m.number(ev.dur, "dur");
           else if (m.is("args") && (ev.kind() == Kind::Unknown || ev.kind() == Kind::Timed || ev.kind() == Kind::Memory))
@@ -176,21 +176,27 @@ class Reader {
   template <class PathFn>
   void read_args(od::value& v, Event& ev, const PathFn& event_path) {
     od::object args;
+    if (ev.has_args) kineto::duplicate_key(event_path() + "/args");
+    ev.has_args = true;
     if (v.get_object().get(args)) kineto::expected(v, event_path() + "/args", "expected an object");
     for (auto member : args) {
       if (auto e = member.error()) kineto::malformed(event_path() + "/args", e);
       od::field& f = member.value_unsafe();
       const char* k = f.key().raw();
       if (ondemand::key_is(k, "Input Dims")) {
+        if (ev.has_dims) kineto::duplicate_key(event_path() + "/args/Input Dims");
+        ev.has_dims = true;
         ev.shapes = read_input_dims(f.value(), [&] { return event_path() + "/args/Input Dims"; });
       } else if (ondemand::key_is(k, "Bytes") || ondemand::key_is(k, "Device Type") || ondemand::key_is(k, "External id") ||
                  ondemand::key_is(k, "correlation")) {
         const char* key = k[0] == 'B' ? "Bytes" : k[0] == 'D' ? "Device Type" : k[0] == 'E' ? "External id" : "correlation";
         const bool id = k[0] == 'E' || k[0] == 'c';
         int64_t n;
+        std::optional<int64_t>& into = k[0] == 'B' ? ev.bytes : k[0] == 'D' ? ev.device_type : k[0] == 'E' ? ev.external_id : ev.correlation;
+        if (into) kineto::duplicate_key(event_path() + "/args/" + key);
         if (f.value().get_int64().get(n) || (id && n < 0))
           kineto::expected(f.value(), event_path() + "/args/" + key, id ? "expected an id (an integer of at least 0)" : "expected an integer");
-        (k[0] == 'B' ? ev.bytes : k[0] == 'D' ? ev.device_type : k[0] == 'E' ? ev.external_id : ev.correlation) = n;
+        into = n;
       }
     }
   }

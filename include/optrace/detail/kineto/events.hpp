@@ -33,6 +33,10 @@ namespace od = simdjson::ondemand;
   optrace::detail::raise_json(path, "malformed JSON: " + json::detail::simdjson_message(e));
 }
 
+// A key a streaming reader reads, given twice in one object: refused at its path, as the DOM
+// reader refuses every such key (json::detail::kDuplicateKey).
+[[noreturn]] inline void duplicate_key(const std::string& path) { optrace::detail::raise_json(path, json::detail::kDuplicateKey); }
+
 template <class V>
 [[noreturn]] void expected(V& v, const std::string& path, const char* what) {
   optrace::detail::raise_json(path, std::string(what) + ", got " + ondemand::describe(v));
@@ -69,20 +73,33 @@ class EventMember {
   const EventPath& event_path() const { return path_; }
   // The value's token as written (ondemand::raw_token), unchecked.
   std::string_view token() { return ondemand::raw_token(value()); }
+  // The token into `into`, which must be unread (a default view: what every read below sets is
+  // a view into the document); else the key is given twice (duplicate_key).
+  void token(std::string_view& into, const char* key) {
+    once(into, key);
+    into = token();
+  }
   // The value, a string, into `into` (unescaped only where it holds an escape). Throws JsonError
-  // at "<event>/<key>": "expected a string, got ...".
+  // at "<event>/<key>": "expected a string, got ...", or for a key given twice.
   void string(std::string_view& into, const char* key) {
+    once(into, key);
     if (!ondemand::read_string(value(), into)) expected(value(), path_() + "/" + key, "expected a string");
   }
   // A number's token into `into`, read exactly later (parse_time_ns: a time); a string, a list or
-  // a literal throws JsonError at "<event>/<key>": "expected a number, got ...".
+  // a literal throws JsonError at "<event>/<key>": "expected a number, got ...", as does a key
+  // given twice.
   void number(std::string_view& into, const char* key) {
+    once(into, key);
     into = token();
     if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
       expected(value(), path_() + "/" + key, "expected a number");
   }
 
  private:
+  void once(std::string_view into, const char* key) const {
+    if (into.data() != nullptr) duplicate_key(path_() + "/" + key);
+  }
+
   od::field& field_;
   const char* key_;
   const EventPath& path_;

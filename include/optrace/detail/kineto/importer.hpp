@@ -168,6 +168,7 @@ class Importer {
     const std::vector<const OpInfo*>* overloads = nullptr;  // op_overloads(name), once asked
     bool asked = false;
     bool op_category = false;  // is_op_category(cat)
+    bool has_args = false;
   };
 
   static bool is_op_category(std::string_view cat) {
@@ -194,6 +195,7 @@ class Importer {
   // `path()`: the JSON pointer of the args object, built only for an error message.
   template <class Obj, class PathFn>
   void read_args(Obj& args, Event& ev, const PathFn& path) {
+    uint32_t seen = 0;  // a bit per key read: one given twice is refused
     for (auto member : args) {
       if (auto e = member.error()) malformed(path(), e);
       od::field& f = member.value_unsafe();  // not copied out (a hot loop)
@@ -202,33 +204,39 @@ class Importer {
       const char* k = f.key().raw();
       std::string_view key;
       std::string_view* list_into = nullptr;
+      uint32_t bit = 0;  // the key's, in `seen`
       switch (k[0]) {
         case 'I':
-          if (ondemand::key_is(k, key = "Input Dims")) list_into = &ev.raw.dims;
-          else if (ondemand::key_is(k, key = "Input type")) list_into = &ev.raw.types;
-          else if (ondemand::key_is(k, key = "Input Strides")) list_into = &ev.raw.strides;
+          if (ondemand::key_is(k, key = "Input Dims")) list_into = &ev.raw.dims, bit = 1;
+          else if (ondemand::key_is(k, key = "Input type")) list_into = &ev.raw.types, bit = 2;
+          else if (ondemand::key_is(k, key = "Input Strides")) list_into = &ev.raw.strides, bit = 4;
           else continue;
           break;
         case 'C':
           if (!ondemand::key_is(k, key = "Concrete Inputs")) continue;
-          list_into = &ev.raw.concrete;
+          list_into = &ev.raw.concrete, bit = 8;
           break;
         case 'T':
           if (!ondemand::key_is(k, key = "TensorList dtypes")) continue;
-          list_into = &ev.raw.list_dtypes;
+          list_into = &ev.raw.list_dtypes, bit = 16;
           break;
         case 'O':
           if (!ondemand::key_is(k, key = "Overload name")) continue;
+          bit = 32;
           break;
         case 'c':
           if (!ondemand::key_is(k, key = "count")) continue;
+          bit = 64;
           break;
         case 'D':
           if (!ondemand::key_is(k, key = "Dropped calls")) continue;
+          bit = 128;
           break;
         default: continue;
       }
       auto field_path = [&path, key] { return path() + "/" + std::string(key); };
+      if (seen & bit) duplicate_key(field_path());
+      seen |= bit;
       if (list_into != nullptr) {
         // The fields are lists: take their text directly (raw_of words the error otherwise).
         // An On-Demand value is read once: a list whose text cannot be taken (malformed inside)
@@ -277,10 +285,21 @@ class Importer {
         od::field& f = member.value_unsafe();  // not copied out (a hot loop)
         // Keys by their first letter, then compared in place: every field of every event.
         const char* k = f.key().raw();
+        // A key read twice (`into` set already: every read sets a view into the document) is
+        // refused, as the DOM reader refuses it.
+        auto once = [&](std::string_view into, const char* key) {
+          if (into.data() != nullptr) duplicate_key(event_path() + "/" + key);
+        };
         auto string_field = [&](std::string_view& into, const char* key) {
+          once(into, key);
           if (!ondemand::read_string(f.value(), into)) expected(f.value(), event_path() + "/" + key, "expected a string");
         };
+        auto token_field = [&](std::string_view& into, const char* key) {
+          once(into, key);
+          into = ondemand::raw_token(f.value());
+        };
         auto number_field = [&](std::string_view& into, const char* key) {
+          once(into, key);
           into = ondemand::raw_token(f.value());
           if (into.empty() || !(into[0] == '-' || (into[0] >= '0' && into[0] <= '9')))
             expected(f.value(), event_path() + "/" + key, "expected a number");
@@ -294,7 +313,7 @@ class Importer {
               string_field(ev.ph, "ph");
               other = !(ev.ph.size() == 1 && ev.ph[0] == 'X');
             } else if (ondemand::key_is(k, "pid")) {
-              ev.pid = ondemand::raw_token(f.value());
+              token_field(ev.pid, "pid");
             }
             break;
           case 'c':
@@ -309,13 +328,15 @@ class Importer {
             break;
           case 't':
             if (ondemand::key_is(k, "ts")) number_field(ev.ts, "ts");
-            else if (ondemand::key_is(k, "tid")) ev.tid = ondemand::raw_token(f.value());
+            else if (ondemand::key_is(k, "tid")) token_field(ev.tid, "tid");
             break;
           case 'd':
             if (ondemand::key_is(k, "dur")) number_field(ev.dur, "dur");
             break;
           case 'a':
             if (ondemand::key_is(k, "args")) {
+              if (ev.has_args) duplicate_key(event_path() + "/args");
+              ev.has_args = true;
               bool known = !ev.ph.empty() && !ev.cat.empty() && !ev.name.empty();
               if (known && (!is_op_event(ev) || !is_op_name(ev))) continue;  // skipped unread
               auto args_path = [&event_path] { return event_path() + "/args"; };

@@ -83,13 +83,19 @@ class Reader {
     kineto::walk_events(
         parser_, data, size, capacity, [this](od::array& events, const std::string& base) { read_events(events, base); },
         [this](std::string_view key, od::value& v) {
-          if (key == "distributedInfo") read_distributed_info(v);
+          if (key != "distributedInfo") return;
+          if (distributed_info_read_) kineto::duplicate_key("/distributedInfo");  // in any piece of the trace
+          distributed_info_read_ = true;
+          read_distributed_info(v);
         },
         &events_end);
     return events_end;
   }
 
   RankEvents take() { return std::move(out_); }
+
+ private:
+  bool distributed_info_read_ = false;
 
  private:
   struct Event {
@@ -99,6 +105,11 @@ class Reader {
   void read_distributed_info(od::value& v) {
     od::object info;
     if (v.get_object().get(info)) kineto::expected(v, "/distributedInfo", "expected an object");
+    bool rank = false, world_size = false, backend = false;  // read: a key given twice is refused
+    auto once = [](bool& read, const char* path) {
+      if (read) kineto::duplicate_key(path);
+      read = true;
+    };
     for (auto member : info) {
       if (auto e = member.error()) kineto::malformed("/distributedInfo", e);
       od::field& f = member.value_unsafe();
@@ -106,12 +117,15 @@ class Reader {
       if (auto e = f.unescaped_key().get(key)) kineto::malformed("/distributedInfo", e);
       int64_t n = 0;
       if (key == "rank") {
+        once(rank, "/distributedInfo/rank");
         if (f.value().get_int64().get(n) || n < 0) kineto::expected(f.value(), "/distributedInfo/rank", "expected a rank (an integer of at least 0)");
         out_.rank = n;
       } else if (key == "world_size") {
+        once(world_size, "/distributedInfo/world_size");
         if (f.value().get_int64().get(n) || n < 1) kineto::expected(f.value(), "/distributedInfo/world_size", "expected an integer of at least 1");
         out_.world_size = n;
       } else if (key == "backend") {
+        once(backend, "/distributedInfo/backend");
         std::string_view s;
         if (!ondemand::read_string(f.value(), s)) kineto::expected(f.value(), "/distributedInfo/backend", "expected a string");
         out_.backend = std::string(s);
