@@ -3,7 +3,9 @@
 #include <optrace/detail/common/block_vector.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/kineto_names.hpp>
+#include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/string_map.hpp>
+#include <optrace/detail/common/text_table.hpp>
 #include <optrace/error.hpp>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <cstdint>
 #include <iterator>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -263,4 +266,41 @@ TEST_CASE("atomic writes: a link planted under the temporary file's old name is 
   size_t files = 0;
   for (const auto& e : fs::directory_iterator(dir + "/out")) files += e.path().filename().string().rfind("plan.json.tmp.", 0) == 0;
   CHECK(files == 1);  // the planted link only
+}
+
+TEST_CASE("can_create_beside: the probe neither truncates nor follows what is planted beside it", "[common]") {
+  namespace fs = std::filesystem;
+  const std::string dir = optrace_test::temp_path("probe_plant");
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/out");
+  std::ofstream(dir + "/victim") << "keep me";
+  // The fixed names the profiler's and the CLI's probes had: a hard link and a symbolic link.
+  REQUIRE(::link((dir + "/victim").c_str(), (dir + "/out/.optrace-write-check").c_str()) == 0);
+  REQUIRE(::symlink((dir + "/victim").c_str(), (dir + "/out/t.json.optrace-probe." + std::to_string(::getpid())).c_str()) == 0);
+  using optrace::detail::FileTarget;
+  CHECK(optrace::detail::can_create_beside(FileTarget::path(dir + "/out/.optrace-write-check")) == 0);
+  CHECK(optrace::detail::can_create_beside(FileTarget::path(dir + "/out/t.json")) == 0);
+  CHECK(optrace::detail::read_file(dir + "/victim") == "keep me");
+  CHECK(optrace::detail::can_create_beside(FileTarget::path(dir + "/missing/t.json")) == ENOENT);
+  CHECK(std::distance(fs::directory_iterator(dir + "/out"), fs::directory_iterator()) == 2);  // the planted links only
+}
+
+TEST_CASE("printable: control bytes, C1 controls and bytes that are not UTF-8 are escaped; UTF-8 passes", "[common]") {
+  using optrace::detail::printable;
+  CHECK(printable("rank0.pt.trace.json") == "rank0.pt.trace.json");
+  CHECK(printable("gloo\nrank 9: forged") == "gloo\\nrank 9: forged");
+  CHECK(printable("a\tb\rc\x1b[2Jd\x7f") == "a\\tb\\rc\\x1b[2Jd\\x7f");
+  CHECK(printable("r\xff.json") == "r\\xff.json");
+  CHECK(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
+  CHECK(printable("\xc2\x9b") == "\\xc2\\x9b");                  // U+009B, a terminal's CSI
+  CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");                  // an overlong '/'
+  CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");          // a surrogate
+  CHECK(printable("\xe2\x82") == "\\xe2\\x82");                  // cut short
+  CHECK(printable(std::string_view("a\0b", 3)) == "a\\x00b");
+  // A table escapes its cells: a name cannot forge a row.
+  optrace::detail::TextTable t({"name", "n"});
+  t.row({"x\nforged  1", "2"});
+  std::ostringstream out;
+  t.print(out);
+  CHECK(out.str() == "name          n\nx\\nforged  1  2\n");
 }

@@ -34,6 +34,14 @@ TEST_CASE("json writer: nesting and escapes", "[json]") {
   CHECK(pretty.str() == "{\n \"a\": [\n  1,\n  2\n ]\n}");
 }
 
+TEST_CASE("json writer: bytes that are not UTF-8 become U+FFFD, so the output parses", "[json]") {
+  CHECK(optrace::json::Writer().value("a\xff" "b").str() == "\"a\xEF\xBF\xBD" "b\"");
+  CHECK(optrace::json::Writer().value("\xe2\x82\xac \xe2\x82").str() == "\"\xe2\x82\xac \xEF\xBF\xBD\xEF\xBF\xBD\"");
+  CHECK(optrace::json::Writer().value("caf\xc3\xa9").str() == "\"caf\xc3\xa9\"");
+  const std::string written = optrace::json::Writer().value("r\xff\xc0\xaf.json").str();
+  CHECK(optrace::json::Document::parse(written)->root().as_string() == "r\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD.json");
+}
+
 TEST_CASE("json reader: float tokens inside strings stay strings", "[json]") {
   // Patterns that look like bare tokens force the exact (string-tracking) rewrite.
   auto doc = optrace::json::Document::parse(R"(["x, NaN, y", "[Infinity]", "a\", -Infinity", NaN, "k: -Infinity}"])");
@@ -67,6 +75,27 @@ TEST_CASE("json reader: typed accessors and paths", "[json]") {
   int keys = 0;
   for (auto [k, v] : root.object()) keys += static_cast<int>(k.size()) + (v.is_array() ? 10 : 0);
   CHECK(keys == 12);
+}
+
+// Python's json keeps a repeated key's last value, simdjson's lookup the first: every DOM reader
+// refuses the document, at the second one, small object or large, parsed or loaded.
+TEST_CASE("json reader: a key given twice in one object is refused at its path", "[json]") {
+  using optrace::json::Document;
+  const std::string why = ": a key given twice in one object (JSON readers differ on which value they take)";
+  CHECK_THROWS_WITH(Document::parse(R"({"a": 1, "b": {"x": 5, "x": 6}})"), "optrace: JsonError at /b/x" + why);
+  CHECK_THROWS_WITH(Document::parse(R"([{"k": 1}, {"k": 2, "j": [{"x": 1, "y": NaN, "y": 2}]}])"),
+                    "optrace: JsonError at /1/j/0/y" + why);  // NaN: the rewriting parse checks too
+  std::string wide = "{";
+  for (int i = 0; i < 40; ++i) wide += "\"k" + std::to_string(i) + "\": " + std::to_string(i) + ", ";
+  CHECK_NOTHROW(Document::parse(wide + "\"last\": 0}"));
+  CHECK_THROWS_WITH(Document::parse(wide + "\"k31\": 0}"), "optrace: JsonError at /k31" + why);
+  CHECK_THROWS_WITH(Document::parse(R"({"k0": 0, "k1": 0, "k2": 0, "k3": 0, "k4": 0, "k5": 0, "k6": 0, "k7": 0, "k7": 1})"),
+                    "optrace: JsonError at /k7" + why);
+  // Equal keys only: distinct ones that share a prefix or differ in case are kept.
+  CHECK(Document::parse(R"({"x": 1, "X": 2, "xx": 3})")->root()["X"].as_int() == 2);
+  const std::string path = optrace_test::temp_path("json_duplicate.json");
+  optrace::detail::write_file_atomic(path, R"({"format": 1, "format": 2})");
+  CHECK_THROWS_WITH(Document::load(path), "optrace: " + path + ": JsonError at /format" + why);
 }
 
 TEST_CASE("json::Document: parsers are reused, documents stay independent", "[json]") {

@@ -28,7 +28,7 @@ const std::vector<Layer> kLayers = {
      {"error.hpp", "json/writer.hpp", "detail/common/io.hpp", "detail/common/beneath.hpp", "detail/common/gzip.hpp",
       "detail/common/pieces.hpp", "detail/common/per_thread.hpp", "detail/common/text_table.hpp", "detail/common/progress.hpp",
       "detail/common/string_map.hpp", "detail/common/dtype_names.hpp", "detail/common/block_vector.hpp",
-      "detail/common/kineto_names.hpp", "detail/common/counts.hpp"}},
+      "detail/common/kineto_names.hpp", "detail/common/counts.hpp", "detail/common/printable.hpp"}},
     {"JSON reading (simdjson)", {"detail/common/json_text.hpp", "json/reader.hpp", "detail/common/ondemand.hpp"}},
     {"op trace model (no libtorch)", {"op_trace_types.hpp", "detail/op_trace/", "op_trace.hpp"}},
     {"timed events: key averages (no libtorch)",

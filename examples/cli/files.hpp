@@ -5,11 +5,13 @@
 
 #include <optrace/detail/common/io.hpp>
 #include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <fcntl.h>
@@ -29,37 +31,51 @@ inline std::string directory_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Whether `a` and `b` name the same file: the same inode when both exist, otherwise the same
-// name in the same directory (`x.json` and `./x.json`).
-inline bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  const bool ea = ::stat(a.c_str(), &sa) == 0, eb = ::stat(b.c_str(), &sb) == 0;
-  if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  if (ea != eb) return false;
-  const auto base = [](const std::string& p) { return p.substr(p.find_last_of('/') + 1); };
-  struct stat da {}, db {};
-  return base(a) == base(b) && ::stat(directory_of(a).c_str(), &da) == 0 && ::stat(directory_of(b).c_str(), &db) == 0 &&
-         da.st_dev == db.st_dev && da.st_ino == db.st_ino;
+// Which file `path` names, however it is spelled: its device and inode when it exists, else its
+// directory's and its name (`x.json` and `./x.json`, both missing, are one file); empty when
+// neither can be examined (then it is no other file). Two paths name the same file when their
+// ids are equal: one stat each, so n paths are compared in linear time.
+inline std::string file_id(const std::string& path) {
+  struct stat st {};
+  auto id = [](char kind, const struct stat& s) {
+    return kind + std::to_string(s.st_dev) + ":" + std::to_string(s.st_ino);
+  };
+  if (::stat(path.c_str(), &st) == 0) return id('f', st);
+  if (::stat(directory_of(path).c_str(), &st) != 0) return {};
+  return id('n', st) + "/" + path.substr(path.find_last_of('/') + 1);
+}
+
+// The first earlier path of `paths` that names the file `id` names, else -1 (adding `id` as
+// `paths[index]`'s when it is new).
+inline int64_t earlier_same_file(std::unordered_map<std::string, size_t>& seen, const std::string& id, size_t index) {
+  if (id.empty()) return -1;
+  const auto [it, fresh] = seen.emplace(id, index);
+  return fresh ? -1 : static_cast<int64_t>(it->second);
 }
 
 // Refuses a file given twice (merge would add its counts twice).
 inline void check_distinct_inputs(const std::vector<std::string>& inputs) {
-  for (size_t i = 0; i < inputs.size(); ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (same_file(inputs[i], inputs[j]))
-        fail(inputs[i], "given twice" + (inputs[i] == inputs[j] ? std::string() : " (also as '" + inputs[j] + "')") +
-                            ": its counts would be added twice; give each trace once");
+  std::unordered_map<std::string, size_t> seen;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int64_t j = earlier_same_file(seen, file_id(inputs[i]), i);
+    if (j < 0) continue;
+    const std::string& first = inputs[static_cast<size_t>(j)];
+    fail(inputs[i], "given twice" + (inputs[i] == first ? std::string() : " (also as '" + first + "')") +
+                        ": its counts would be added twice; give each trace once");
+  }
 }
 
 // Checks, before any work, that each output can be written without losing anything: it is not
 // an input nor another output, it exists only if `force`, and its directory takes a new file.
 inline void check_outputs(const std::vector<std::string>& inputs, const std::vector<std::string>& outputs, bool force) {
+  std::unordered_map<std::string, size_t> input_ids, output_ids;
+  for (size_t i = 0; i < inputs.size(); ++i) earlier_same_file(input_ids, file_id(inputs[i]), i);
   for (size_t k = 0; k < outputs.size(); ++k) {
     const std::string& out = outputs[k];
-    for (const std::string& in : inputs)
-      if (same_file(out, in)) fail(out, "refusing to write an output onto the input '" + in + "'");
-    for (size_t j = 0; j < k; ++j)
-      if (same_file(out, outputs[j])) fail(out, "named as two outputs");
+    const std::string id = file_id(out);
+    if (const auto in = id.empty() ? input_ids.end() : input_ids.find(id); in != input_ids.end())
+      fail(out, "refusing to write an output onto the input '" + inputs[in->second] + "'");
+    if (earlier_same_file(output_ids, id, k) >= 0) fail(out, "named as two outputs");
     struct stat st {};
     if (::stat(out.c_str(), &st) == 0) {
       if (S_ISDIR(st.st_mode)) fail(out, "is a directory; name a file to write");
@@ -67,11 +83,8 @@ inline void check_outputs(const std::vector<std::string>& inputs, const std::vec
     }
     // A probe file beside it: the directory exists and takes new files (the write is atomic: a
     // temporary file renamed over the output).
-    const std::string probe = out + ".optrace-probe." + std::to_string(::getpid());
-    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) fail(out, std::string("cannot be written: ") + std::strerror(errno));
-    ::close(fd);
-    ::unlink(probe.c_str());
+    if (const int err = optrace::detail::can_create_beside(optrace::detail::FileTarget::path(out)))
+      fail(out, std::string("cannot be written: ") + std::strerror(err));
   }
 }
 
@@ -123,6 +136,20 @@ inline bool is_observation_file(const std::string& path) {
     got += static_cast<size_t>(n);
   ::close(fd);
   return std::string_view(head, got).find("\"optrace.observations\"") != std::string_view::npos;
+}
+
+// Whether `path` is an observation file by the reader's own rule (read_observations: a top-level
+// "format" of "optrace.observations", wherever it stands, as in a file written with sorted
+// keys). A whole parse: for when the first bytes did not say and reading it as a trace failed.
+inline bool declares_observations(const std::string& path) {
+  try {
+    auto doc = optrace::json::Document::load(path);
+    const optrace::json::Node root = doc->root();
+    optrace::json::Node format = root;
+    return root.is_object() && root.find("format", format) && format.is_string() && format.as_string() == "optrace.observations";
+  } catch (const optrace::Error&) {
+    return false;  // the trace reader's error is the one to show
+  }
 }
 
 }  // namespace cli::files

@@ -45,6 +45,7 @@
 #include <optrace/rank_summary.hpp>
 #ifdef OPTRACE_CLI_FRONT_END
 #include <optrace/detail/common/op_catalog.hpp>
+#include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/text_table.hpp>
 #include <optrace/detail/kineto/exporter.hpp>
 #include <optrace/detail/kineto/load.hpp>
@@ -56,6 +57,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "op_catalog.inc"
 #else
@@ -180,7 +182,7 @@ std::string summary_of_observations(const Invocation& inv, const std::string& pa
     w.end_object();
     return w.take();
   }
-  out << "observations: " << path << " (" << obs.num_calls() << " calls, " << obs.num_obs() << " stored, "
+  out << "observations: " << optrace::detail::printable(path) << " (" << obs.num_calls() << " calls, " << obs.num_obs() << " stored, "
             << history.size() << " distinct signatures)\n";
   if (why_not.empty()) {
     out << "dynamic shapes: " << shapes << "\n";
@@ -219,6 +221,7 @@ std::string summary_by_time(const Invocation& inv, const std::string& path) {
       const optrace::kineto::TraceFormat format = optrace::detail::kineto::detect_format(path);
       if (format == optrace::kineto::TraceFormat::HfOpTrace) refuse("an hf op trace");
       if (format == optrace::kineto::TraceFormat::OperatorInputs) refuse("an operator-inputs log");
+      if (files::declares_observations(path)) refuse("an observation file");
       throw;
     }
   }();
@@ -229,7 +232,7 @@ std::string summary_by_time(const Invocation& inv, const std::string& path) {
   const int rows = inv.top > 0 ? static_cast<int>(std::min<int64_t>(inv.top, INT_MAX)) : -1;
   if (inv.json) return averages.to_json("self_cpu_time_total", rows, 1);
   const std::string table = averages.table("self_cpu_time_total", rows);
-  return "trace: " + path + "\n" + (table.empty() ? "no ops, annotations or runtime calls to time\n" : table);
+  return "trace: " + optrace::detail::printable(path) + "\n" + (table.empty() ? "no ops, annotations or runtime calls to time\n" : table);
 }
 
 // What `summary` prints for the file at `path` (a trace or an observation file); JSON without
@@ -237,8 +240,15 @@ std::string summary_by_time(const Invocation& inv, const std::string& path) {
 std::string summary_of(const Invocation& inv, const std::string& path) {
   if (inv.by_time) return summary_by_time(inv, path);
   if (files::is_observation_file(path)) return summary_of_observations(inv, path);
+  std::optional<optrace::kineto::ImportResult> loaded;
+  try {
+    loaded.emplace(load_file(path, inv.import));
+  } catch (const optrace::Error&) {
+    if (!files::declares_observations(path)) throw;
+  }
+  if (!loaded) return summary_of_observations(inv, path);
+  const optrace::kineto::ImportResult& imported = *loaded;
   std::ostringstream out;
-  const optrace::kineto::ImportResult imported = load_file(path, inv.import);
   const optrace::OpTrace& trace = imported.trace;
   // The most called ops first; ties in the trace's order.
   std::vector<const optrace::OpEntry*> ops;
@@ -284,7 +294,7 @@ std::string summary_of(const Invocation& inv, const std::string& path) {
     w.end_object();
     return w.take();
   }
-  out << "trace: " << path << "\n";
+  out << "trace: " << optrace::detail::printable(path) << "\n";
   optrace::detail::TextTable table({"op", "calls", "share", "unique inputs"}, {"calls", "share", "unique inputs"});
   for (const optrace::OpEntry* e : ops)
     table.row({e->name, std::to_string(e->total_calls()), optrace::detail::percent(static_cast<double>(e->total_calls()), all_calls),
@@ -313,10 +323,14 @@ std::vector<std::string> rank_trace_files(const std::vector<std::string>& inputs
     }
     std::vector<std::string> found;
     std::error_code error;
-    for (const auto& entry : std::filesystem::directory_iterator(input, error)) {
-      const std::string name = entry.path().filename().string();
-      if (entry.is_regular_file() && (detail::ends_with(name, ".json") || detail::ends_with(name, ".json.gz")))
-        found.push_back(entry.path().string());
+    // Without exceptions: an entry that cannot be examined (a link loop, a dangling link) is named.
+    for (std::filesystem::directory_iterator it(input, error), end; !error && it != end; it.increment(error)) {
+      const std::string name = it->path().filename().string();
+      if (!detail::ends_with(name, ".json") && !detail::ends_with(name, ".json.gz")) continue;
+      std::error_code unread;
+      const bool regular = it->is_regular_file(unread);
+      if (unread) files::fail(it->path().string(), "cannot read it: " + unread.message());
+      if (regular) found.push_back(it->path().string());
     }
     if (error) files::fail(input, "cannot list the folder: " + error.message());
     if (found.empty()) files::fail(input, "holds no trace (*.json or *.json.gz) to summarize by rank");
@@ -654,6 +668,20 @@ int convert(const Invocation& inv) {
 
 // optrace plan: the packages that cover the observed calls (optrace/plan.hpp).
 int plan(const Invocation& inv) {
+  // Checked before any work (planning many signatures takes seconds): in an existing folder,
+  // plan.json and every package file a plan there has, which this plan would replace. The exact
+  // list is checked again once the plan is made.
+  if (files::is_directory(inv.output)) {
+    std::vector<std::string> existing{inv.output + "/plan.json"};
+    std::error_code unread;
+    for (std::filesystem::directory_iterator it(inv.output, unread), end; !unread && it != end; it.increment(unread)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() > 19 && name[0] == 'p' && detail::ends_with(name, ".observations.json") &&
+          std::all_of(name.begin() + 1, name.end() - 18, [](char c) { return c >= '0' && c <= '9'; }))
+        existing.push_back(inv.output + "/" + name);
+    }
+    files::check_outputs(inv.inputs, existing, inv.force);
+  }
   std::vector<optrace::Observations> observations;
   for (const std::string& path : inv.inputs) observations.push_back(optrace::load_observations(path));
   const optrace::Plan p = optrace::Plan::from_observations(
@@ -778,6 +806,8 @@ int main(int argc, char** argv) {
 #endif
   } catch (const optrace::Error& e) {
     std::cerr << "optrace: " << cli::one_line(e.what_without_prefix()) << "\n";
+  } catch (const std::filesystem::filesystem_error& e) {  // in the usual form: the file, then why
+    std::cerr << "optrace: " << cli::one_line(e.path1().string() + ": IoError: " + e.code().message()) << "\n";
   } catch (const std::exception& e) {
     std::cerr << "optrace: " << cli::one_line(e.what()) << "\n";
   }

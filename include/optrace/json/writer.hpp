@@ -1,6 +1,8 @@
 // optrace/json/writer.hpp: a small streaming JSON writer that writes numbers as Python does
 #pragma once
 
+#include <optrace/detail/common/printable.hpp>
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -69,10 +71,13 @@ class Writer {
     if (s.find_first_of(".e") == std::string_view::npos) out += ".0";
   }
 
+  /// `s` as a JSON string. Each byte that is not UTF-8 (a file name may hold any) is written as
+  /// U+FFFD, so the output stays valid JSON for every reader.
   static void append_string(std::string& out, std::string_view s) {
     static const char* hex = "0123456789abcdef";
     out += '"';
-    for (unsigned char c : s) {
+    for (size_t i = 0; i < s.size(); ++i) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
       switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -86,8 +91,13 @@ class Writer {
             out += "\\u00";
             out += hex[c >> 4];
             out += hex[c & 15];
-          } else {
+          } else if (c < 0x80) {
             out += static_cast<char>(c);
+          } else if (const size_t n = optrace::detail::utf8_sequence(s.substr(i))) {
+            out.append(s.substr(i, n));
+            i += n - 1;
+          } else {
+            out += "\xEF\xBF\xBD";  // U+FFFD
           }
       }
     }

@@ -1,6 +1,8 @@
 // optrace/detail/common/text_table.hpp: aligned plain-text tables, as reports print them
 #pragma once
 
+#include <optrace/detail/common/printable.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <ostream>
@@ -18,8 +20,12 @@ class TextTable {
       : right_(std::move(right)) {
     rows_.push_back(std::move(head));
   }
+  /// Cells are printed escaped (detail::printable): a name read from a file or a file name
+  /// cannot forge a line or move the terminal's cursor.
   TextTable& row(std::vector<std::string> cells) {
     cells.resize(rows_[0].size());
+    for (std::string& c : cells)
+      if (printable_prefix(c) != c.size()) c = printable(c);
     rows_.push_back(std::move(cells));
     return *this;
   }
