@@ -3,12 +3,15 @@
 // are the CLI tests' and were recomputed from the traces' events in Python), read whole, streamed
 // and gzip'd, and their one-line refusals.
 #include <optrace/detail/common/gzip.hpp>
+#include <optrace/json/reader.hpp>
 #include <optrace/rank_summary.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <ostream>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -156,6 +159,68 @@ TEST_CASE("rank summary: a trace reads the same whole and streamed with distribu
   CHECK(steps_ns(RankTrace::from_kineto_file(streamed + ".gz")) == kRank0Steps);
 }
 
+// The time in collectives per step is found by two binary searches over the merged intervals;
+// on random steps (overlapping each other) and collectives (overlapping too) it is the naive
+// O(steps x collectives) sum of each merged interval clipped to the step.
+TEST_CASE("rank summary: the time in collectives per step equals the naive sum, on random traces", "[rank_summary]") {
+  std::mt19937_64 random(61);
+  for (int round = 0; round < 20; ++round) {
+    std::uniform_int_distribution<int64_t> at(0, 2000), length(0, 300);
+    struct Range { int64_t start, end; };
+    std::vector<Range> steps(1 + random() % 10), collectives(random() % 20);
+    std::string events;
+    auto add = [&events](const std::string& cat, const std::string& name, const Range& r) {
+      events += (events.empty() ? "" : ", ") + std::string("{\"ph\": \"X\", \"cat\": \"") + cat + "\", \"name\": \"" + name +
+                "\", \"ts\": " + std::to_string(r.start) + ", \"dur\": " + std::to_string(r.end - r.start) + "}";
+    };
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const int64_t start = at(random);
+      steps[k] = {start, start + length(random)};
+      add("user_annotation", "ProfilerStep#" + std::to_string(k), steps[k]);
+    }
+    for (Range& c : collectives) {
+      const int64_t start = at(random);
+      c = {start, start + length(random) / 3};
+      add("cpu_op", "gloo:all_reduce", c);
+    }
+    const std::string file = optrace_test::temp_path("rank_summary_random.json");
+    optrace::detail::write_file_atomic(file, R"({"distributedInfo": {"rank": 0}, "traceEvents": [)" + events + "]}");
+    const RankTrace r = RankTrace::from_kineto_file(file);
+    REQUIRE(r.steps.size() == steps.size());
+    for (size_t k = 0; k < steps.size(); ++k) {
+      // Naive: each microsecond of the step that some collective covers.
+      int64_t covered = 0;
+      for (int64_t t = steps[k].start; t < steps[k].end; ++t)
+        covered += std::any_of(collectives.begin(), collectives.end(), [t](const Range& c) { return c.start <= t && t < c.end; });
+      INFO("round " << round << ", step " << k);
+      CHECK(r.steps[k].collective_us == static_cast<double>(covered));
+    }
+  }
+}
+
+// A file name and a backend are whatever the job wrote: a newline in them does not forge a line
+// of the table or a note, and --json of a name that is not UTF-8 still parses.
+TEST_CASE("rank summary: names from files are printed escaped and written as valid JSON", "[rank_summary]") {
+  std::string text = optrace::detail::read_file_maybe_gzip(kRank0);
+  const std::string backend = "\"backend\": \"gloo\"";
+  const size_t at = text.find(backend);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, backend.size(), "\"backend\": \"gloo\\nrank 9: forged\"");
+  const std::string forged = optrace_test::temp_path("rank_summary_forged\nrank 8: \xff.json");
+  optrace::detail::write_file_atomic(forged, text);
+  const RankSummary summary = RankSummary::from_ranks(
+      {RankTrace::from_kineto_file(forged), RankTrace::from_kineto_file(kCliRank + "/rank2_other_steps.pt.trace.json")});
+  const std::string table = summary.table();
+  CHECK_THAT(table, OPTRACE_CONTAINS("rank_summary_forged\\nrank 8: \\xff.json (gloo\\nrank 9: forged, world size 2)\n"));
+  std::string lines = table;
+  for (const std::string& n : summary.notes()) lines += n + "\n";
+  CHECK(lines.find("\nrank 9") == std::string::npos);
+  CHECK(lines.find("\nrank 8") == std::string::npos);
+  CHECK(summary.notes()[0].find('\n') == std::string::npos);
+  const auto doc = optrace::json::Document::parse(summary.to_json());  // simdjson refuses text that is not UTF-8
+  CHECK(std::string((*doc->root()["ranks"].array().begin())["file"].as_string()).find("rank 8: \xEF\xBF\xBD.json") != std::string::npos);
+}
+
 TEST_CASE("rank summary: refusals are one-line errors that name the file", "[rank_summary]") {
   SECTION("a trace without distributedInfo") {
     const std::string scripted = optrace_test::data_path("kineto/torch26_scripted.pt.trace.json.gz");
@@ -180,6 +245,18 @@ TEST_CASE("rank summary: refusals are one-line errors that name the file", "[ran
     many.push_back(RankTrace::from_kineto_file(kRank0));
     const std::string among_many = error_of([&] { RankSummary::from_ranks(std::move(many)); });
     CHECK(among_many == message(kRank0, again));
+  }
+  SECTION("a key it reads given twice in one object") {
+    const std::string twice = ": a key given twice in one object (JSON readers differ on which value they take)";
+    const std::string rank_twice = optrace_test::temp_path("rank_summary_rank_twice.json");
+    optrace::detail::write_file_atomic(rank_twice, R"({"distributedInfo": {"rank": 0, "world_size": 2, "rank": 1}, "traceEvents": []})");
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(rank_twice), "optrace: " + rank_twice + ": JsonError at /distributedInfo/rank" + twice);
+    const std::string info_twice = optrace_test::temp_path("rank_summary_info_twice.json");
+    optrace::detail::write_file_atomic(info_twice, R"({"distributedInfo": {"rank": 0}, "traceEvents": [], "distributedInfo": {"rank": 1}})");
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(info_twice), "optrace: " + info_twice + ": JsonError at /distributedInfo" + twice);
+    const std::string ts_twice = optrace_test::temp_path("rank_summary_ts_twice.json");
+    optrace::detail::write_file_atomic(ts_twice, R"({"distributedInfo": {"rank": 0}, "traceEvents": [{"ph": "X", "ts": 1, "ts": 2}]})");
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(ts_twice), "optrace: " + ts_twice + ": JsonError at /traceEvents/0/ts" + twice);
   }
   SECTION("a step given twice") {
     const std::string twice = kCliRank + "/step_twice.pt.trace.json";

@@ -1,6 +1,11 @@
 // Tests for optrace/value.hpp: recording arguments as values and back.
 #include <optrace/value.hpp>
 
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include <torch/torch.h>
 
 #include "optrace_catch.hpp"
@@ -58,4 +63,23 @@ TEST_CASE("value: equality ignores data and compares specs", "[value]") {
   CHECK(a == b);
   CHECK(a != optrace::to_value(torch::zeros({3, 2}).t()));
   CHECK(a != optrace::to_value(torch::zeros({2, 3}, torch::kDouble)));
+}
+
+// Plan merges equal signatures by hash_value, confirmed by ==: equal values must hash alike.
+TEST_CASE("value: hash_value agrees with ==, NaN and -0.0 included", "[value]") {
+  using optrace::hash_value;
+  using optrace::to_value;
+  auto call = [](double d, const torch::Tensor& t) { return to_value(std::make_tuple(d, t, std::string("k"))); };
+  const double nan = std::nan("");
+  CHECK(call(nan, torch::ones({2, 3})) == call(-nan, torch::zeros({2, 3})));
+  CHECK(hash_value(call(nan, torch::ones({2, 3}))) == hash_value(call(-nan, torch::zeros({2, 3}))));
+  CHECK(call(-0.0, torch::ones({2})) == call(0.0, torch::ones({2})));
+  CHECK(hash_value(call(-0.0, torch::ones({2}))) == hash_value(call(0.0, torch::ones({2}))));
+  // A stride or a device differ: not equal, and the hash (of dtype and sizes) may agree.
+  CHECK(call(1.0, torch::zeros({2, 3})) != call(1.0, torch::zeros({3, 2}).t()));
+  CHECK(hash_value(call(1.0, torch::zeros({2, 3}))) == hash_value(call(1.0, torch::zeros({3, 2}).t())));
+  // What differs in the hashed parts mostly hashes apart.
+  CHECK(hash_value(call(1.0, torch::zeros({2, 3}))) != hash_value(call(1.0, torch::zeros({2, 4}))));
+  CHECK(hash_value(call(1.0, torch::zeros({2}))) != hash_value(call(2.0, torch::zeros({2}))));
+  CHECK(hash_value(to_value(std::vector<int64_t>{1, 2})) != hash_value(to_value(std::vector<int64_t>{2, 1})));
 }

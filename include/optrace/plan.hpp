@@ -12,6 +12,7 @@
 #include <optrace/detail/common/beneath.hpp>
 #include <optrace/detail/common/counts.hpp>
 #include <optrace/detail/common/io.hpp>
+#include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/string_map.hpp>
 #include <optrace/detail/observer/analysis.hpp>
 #include <optrace/detail/observer/call_set.hpp>
@@ -112,22 +113,24 @@ struct DriftReport {
   std::string to_string() const {
     std::ostringstream out;
     int64_t missed = calls - covered;
-    out << (plan.empty() ? "the plan" : plan) << ": ";
+    // Names come from files (keys, paths): printed escaped (detail::printable).
+    using detail::printable;
+    out << (plan.empty() ? "the plan" : printable(plan)) << ": ";
     if (missed == 0) out << "all " << calls << " observed calls are covered\n";
     else out << missed << " of " << calls << " observed calls (" << percent(missed, calls) << ") are not covered\n";
     for (const Structure& s : structures) {
-      out << "  (" << s.structure << "): ";
+      out << "  (" << printable(s.structure) << "): ";
       if (!s.planned) out << s.calls << " calls, a call structure no package has\n";
       else if (s.covered == s.calls) out << "all " << s.calls << " calls covered\n";
       else out << s.calls - s.covered << " of " << s.calls << " calls not covered\n";
       for (const DriftRow& r : rows) {
         if (r.structure != s.structure || r.dim < 0) continue;
-        out << "    " << r.argument << " dim " << r.dim << ": " << r.calls << " calls at " << r.seen_min;
+        out << "    " << printable(r.argument) << " dim " << r.dim << ": " << r.calls << " calls at " << r.seen_min;
         if (r.seen_max != r.seen_min) out << ".." << r.seen_max;
         out << ", " << r.source << " [" << r.planned_min << ", ";
         if (r.planned_max == kUnboundedDim) out << "inf";
         else out << r.planned_max;
-        out << "] (" << r.package << ")\n";
+        out << "] (" << printable(r.package) << ")\n";
       }
     }
     return out.str();
@@ -251,6 +254,7 @@ struct Group {
   std::vector<int64_t> counts;
   std::vector<std::vector<std::string>> stand_ins;
   std::map<std::string, std::pair<int64_t, int64_t>> int_ranges;  ///< every file's, merged (the observed values of integer inputs)
+  std::unordered_multimap<size_t, size_t> by_hash;  ///< hash_value of each signature -> its index: merging is linear
 
   int64_t calls() const {
     int64_t n = 0;
@@ -549,11 +553,15 @@ class Plan {
         auto [it, fresh] = group_of.emplace(structure, groups.size());
         if (fresh) groups.push_back(detail::plan::Group{structure, {}, {}, {}, int_ranges});
         detail::plan::Group& g = groups[it->second];
-        auto same = std::find(g.signatures.begin(), g.signatures.end(), c.signatures[s]);
-        if (same != g.signatures.end()) {
-          g.counts[static_cast<size_t>(same - g.signatures.begin())] += c.counts[s];
-          continue;
-        }
+        const size_t hash = hash_value(c.signatures[s]);
+        bool merged = false;
+        for (auto [it_same, end] = g.by_hash.equal_range(hash); it_same != end && !merged; ++it_same)
+          if (g.signatures[it_same->second] == c.signatures[s]) {
+            g.counts[it_same->second] += c.counts[s];
+            merged = true;
+          }
+        if (merged) continue;
+        g.by_hash.emplace(hash, g.signatures.size());
         g.signatures.push_back(c.signatures[s]);
         g.counts.push_back(c.counts[s]);
         g.stand_ins.push_back(s < c.stand_ins.size() ? c.stand_ins[s] : std::vector<std::string>{});
@@ -598,7 +606,8 @@ class Plan {
   /// Throws IoError or JsonError naming the file: not a plan, another version, a package path
   /// outside the plan's folder, a missing observation file.
   static Plan load(const std::string& path) {
-    std::string file = std::filesystem::is_directory(path) ? (std::filesystem::path(path) / "plan.json").string() : path;
+    std::error_code unread;  // a path that cannot be examined (a link loop) is read as a file: the read names it
+    std::string file = std::filesystem::is_directory(path, unread) ? (std::filesystem::path(path) / "plan.json").string() : path;
     Plan plan;
     plan.path_ = file;
     const std::string dir = std::filesystem::path(file).parent_path().string();

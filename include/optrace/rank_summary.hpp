@@ -17,6 +17,7 @@
 //   the late one), so the step time alone does not tell the straggler; the rank that waits least
 //   is the one the others wait for. Ties go to the lowest rank.
 
+#include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/text_table.hpp>
 #include <optrace/detail/rank_summary/read.hpp>
 #include <optrace/error.hpp>
@@ -76,16 +77,31 @@ struct RankTrace {
     for (const Interval& i : c)
       if (!merged.empty() && i.start_ns <= merged.back().end_ns) merged.back().end_ns = std::max(merged.back().end_ns, i.end_ns);
       else merged.push_back(i);
+    // before[k]: the time in merged[0, k), so a step's share is two binary searches, however many
+    // intervals it spans (steps that overlap each other would otherwise walk them again and
+    // again). Unsigned: the sums wrap on a hostile trace's spans, and the difference a step
+    // takes, at most its own length, comes out exact.
+    std::vector<uint64_t> before(merged.size() + 1, 0);
+    for (size_t k = 0; k < merged.size(); ++k)
+      before[k + 1] = before[k] + (static_cast<uint64_t>(merged[k].end_ns) - static_cast<uint64_t>(merged[k].start_ns));
     std::sort(events.steps.begin(), events.steps.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
     std::vector<RankStepTime> out;
     for (const detail::rank_summary::StepRange& s : events.steps) {
       if (!out.empty() && out.back().step == s.step)
         detail::raise_about_file<Error>(path, "ProfilerStep#", s.step, " appears twice (two profiling windows in one trace?): give one window per trace");
-      // The first merged interval that ends after the step starts, then each until one starts after it ends.
-      auto it = std::upper_bound(merged.begin(), merged.end(), s.start_ns, [](int64_t t, const Interval& i) { return t < i.end_ns; });
+      // The merged intervals [first, last) overlap the step: from the first that ends after it
+      // starts to the first that starts at or after its end; the first and last are clipped to it.
+      const size_t first = static_cast<size_t>(
+          std::upper_bound(merged.begin(), merged.end(), s.start_ns, [](int64_t t, const Interval& i) { return t < i.end_ns; }) - merged.begin());
+      const size_t last = static_cast<size_t>(
+          std::lower_bound(merged.begin(), merged.end(), s.end_ns, [](const Interval& i, int64_t t) { return i.start_ns < t; }) - merged.begin());
       int64_t in_collectives = 0;
-      for (; it != merged.end() && it->start_ns < s.end_ns; ++it)
-        in_collectives += std::min(it->end_ns, s.end_ns) - std::max(it->start_ns, s.start_ns);
+      if (first < last) {
+        uint64_t in = before[last] - before[first];
+        if (merged[first].start_ns < s.start_ns) in -= static_cast<uint64_t>(s.start_ns) - static_cast<uint64_t>(merged[first].start_ns);
+        if (merged[last - 1].end_ns > s.end_ns) in -= static_cast<uint64_t>(merged[last - 1].end_ns) - static_cast<uint64_t>(s.end_ns);
+        in_collectives = static_cast<int64_t>(in);
+      }
       const int64_t step_ns = s.end_ns - s.start_ns;
       out.push_back({s.step, static_cast<double>(step_ns) / 1000.0, static_cast<double>(in_collectives) / 1000.0,
                      static_cast<double>(step_ns - in_collectives) / 1000.0});
@@ -113,6 +129,9 @@ class RankSummary {
       if (ranks[k].rank == ranks[k - 1].rank)
         detail::raise_about_file<Error>(ranks[k].file, "rank ", ranks[k].rank, " again: ", ranks[k - 1].file,
                                         " is rank ", ranks[k].rank, " too; give one trace per rank");
+    auto by_step = [](const RankStepTime& a, const RankStepTime& b) { return a.step < b.step; };
+    for (RankTrace& r : ranks)  // as from_kineto_file makes them; a RankTrace made by hand may not be
+      if (!std::is_sorted(r.steps.begin(), r.steps.end(), by_step)) std::stable_sort(r.steps.begin(), r.steps.end(), by_step);
     RankSummary out;
     out.ranks_ = std::move(ranks);
     out.index_steps();
@@ -145,7 +164,7 @@ class RankSummary {
   std::string table() const {
     std::ostringstream out;
     for (const RankTrace& r : ranks_)
-      out << "rank " << r.rank << ": " << r.file << describe_world(r) << "\n";
+      out << "rank " << r.rank << ": " << detail::printable(r.file) << describe_world(r) << "\n";
     detail::TextTable t({"step", "rank", "step ms", "collectives ms", "share", "outside ms", ""},
                         {"step", "rank", "step ms", "collectives ms", "share", "outside ms"});
     for (const auto& [step, rows] : by_step_) {
@@ -190,7 +209,7 @@ class RankSummary {
  private:
   static std::string describe_world(const RankTrace& r) {
     std::string out;
-    if (!r.backend.empty()) out += r.backend;
+    if (!r.backend.empty()) out += detail::printable(r.backend);
     if (r.world_size > 0) out += (out.empty() ? "" : ", ") + std::string("world size ") + std::to_string(r.world_size);
     return out.empty() ? out : " (" + out + ")";
   }
@@ -224,12 +243,16 @@ class RankSummary {
     for (const RankTrace& r : ranks_) {
       std::string lacking;
       size_t count = 0;
-      for (const auto& [step, rows] : by_step_)
-        if (std::none_of(rows.begin(), rows.end(), [&r](const auto& row) { return row.first == r.rank; }))
+      // Both in step order (r.steps are sorted, by_step_ is a map): one walk of each.
+      auto own = r.steps.begin();
+      for (const auto& [step, rows] : by_step_) {
+        while (own != r.steps.end() && own->step < step) ++own;
+        if (own == r.steps.end() || own->step != step)
           if (++count <= 8) lacking += (count > 1 ? ", " : "") + std::to_string(step);
+      }
       if (count > 8) lacking += ", ... (" + std::to_string(count) + " in all)";
       if (count > 0)
-        notes_.push_back("rank " + std::to_string(r.rank) + " (" + r.file + ") lacks steps " + lacking +
+        notes_.push_back("rank " + std::to_string(r.rank) + " (" + detail::printable(r.file) + ") lacks steps " + lacking +
                          " that other ranks have: its window differs; those steps compare the ranks that have them");
     }
     int64_t world = 0;

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -83,6 +85,40 @@ struct Value {
   }
   friend bool operator!=(const Value& a, const Value& b) { return !(a == b); }
 };
+
+/// A hash of what `operator==` compares (equal values hash alike: every NaN alike, -0.0 as 0.0),
+/// of part of it only (a tensor's dtype and sizes): to find equal values among many in linear
+/// time, each candidate confirmed by `==`.
+inline size_t hash_value(const Value& v) {
+  auto mix = [](size_t h, uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h ^ (x * 0xff51afd7ed558ccdull);
+  };
+  size_t h = mix(0, static_cast<uint64_t>(v.kind));
+  switch (v.kind) {
+    case Value::Kind::None: return h;
+    case Value::Kind::Tensor:
+      h = mix(h, static_cast<uint64_t>(v.spec.dtype));
+      for (int64_t s : v.spec.sizes) h = mix(h, static_cast<uint64_t>(s));
+      return h;
+    case Value::Kind::Int: return mix(h, static_cast<uint64_t>(v.int_value));
+    case Value::Kind::Double: {
+      const double d = v.double_value;
+      if (d != d) return mix(h, 1);   // NaN: every NaN is equal to every other
+      if (d == 0) return mix(h, 0);   // -0.0 == 0.0
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      return mix(h, bits);
+    }
+    case Value::Kind::Bool: return mix(h, v.bool_value);
+    case Value::Kind::String: return mix(h, std::hash<std::string>()(v.text));
+    default:
+      h = mix(h, std::hash<std::string>()(v.text));
+      for (const std::string& k : v.keys) h = mix(h, std::hash<std::string>()(k));
+      for (const Value& item : v.items) h = mix(h, hash_value(item));
+      return h;
+  }
+}
 
 /// A representative set of export arguments: positional `args`, or keyword `kwargs` in
 /// argument order (`torch.export.export(model, tuple(args), kwargs=dict(kwargs))`).
