@@ -6,6 +6,7 @@ Cases (inputs made here, in OUT_DIR):
   rank-folder optrace summary --by rank DIR    a folder of N small rank traces (one step each)
   steps       optrace summary --by rank TRACE  N ProfilerStep ranges, each overlapping the next
                                                20,000 us, against N collectives
+  arguments   optrace summary OBS              an observation file of one call of N tensor arguments
 
 Each run is its own process: the best wall time of RUNS runs and the peak resident memory (GNU
 time's maximum RSS). A run past TIMEOUT seconds is reported as "> TIMEOUT s". Prints a Markdown
@@ -27,7 +28,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MASKED = os.path.join(HERE, "..", "tests", "data", "observations", "masked.json")
-SIZES = {"plan": (10_000, 100_000), "rank-folder": (1_000, 10_000), "steps": (15_000, 150_000)}
+SIZES = {"plan": (10_000, 100_000), "rank-folder": (1_000, 10_000), "steps": (15_000, 150_000), "arguments": (3_000, 30_000)}
 
 
 def observations(path, n):
@@ -45,6 +46,20 @@ def observations(path, n):
         history.append(h)
     d["history"] = history
     d["calls"] = {"total": n, "distinct": n, "stored": len(d["stored"]), "dropped_signatures": 0}
+    with open(path, "w") as f:
+        json.dump(d, f)
+
+
+def arguments(path, n):
+    """masked.json with one call (stored) of N tensor arguments x0, x1, ..."""
+    with open(MASKED) as f:
+        d = json.load(f)
+    tensor = d["history"][0]["call"]["dict"]["input_ids"]
+    call = {"dict": {"x%d" % i: copy.deepcopy(tensor) for i in range(n)}}
+    d["arg_names"] = ["x%d" % i for i in range(n)]
+    d["history"] = [{"count": 1, "call": call}]
+    d["stored"] = [call]
+    d["calls"] = {"total": 1, "distinct": 1, "stored": 1, "dropped_signatures": 0}
     with open(path, "w") as f:
         json.dump(d, f)
 
@@ -81,7 +96,7 @@ def run(cmd, timeout):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("optrace")
-    p.add_argument("--cases", default="plan,rank-folder,steps")
+    p.add_argument("--cases", default="plan,rank-folder,steps,arguments")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--timeout", type=int, default=120)
     p.add_argument("--out-dir", default="/tmp/optrace-cli-growth")
@@ -96,6 +111,9 @@ def main():
             if case == "plan":
                 observations(base + ".json", n)
                 cmd = [a.optrace, "plan", base + ".json", "-o", base + "_plan", "--force"]
+            elif case == "arguments":
+                arguments(base + ".json", n)
+                cmd = [a.optrace, "summary", base + ".json"]
             elif case == "rank-folder":
                 rank_folder(base, n)
                 cmd = [a.optrace, "summary", "--by", "rank", base]

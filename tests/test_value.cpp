@@ -2,6 +2,7 @@
 #include <optrace/value.hpp>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -82,4 +83,20 @@ TEST_CASE("value: hash_value agrees with ==, NaN and -0.0 included", "[value]") 
   CHECK(hash_value(call(1.0, torch::zeros({2, 3}))) != hash_value(call(1.0, torch::zeros({2, 4}))));
   CHECK(hash_value(call(1.0, torch::zeros({2}))) != hash_value(call(2.0, torch::zeros({2}))));
   CHECK(hash_value(to_value(std::vector<int64_t>{1, 2})) != hash_value(to_value(std::vector<int64_t>{2, 1})));
+}
+
+// find's hint only changes where the search starts: any hint finds every key, and no absent one.
+TEST_CASE("value: find with a hint finds each key wherever the hint points", "[value]") {
+  std::map<std::string, int64_t> m;
+  for (int k = 0; k < 12; ++k) m["k" + std::to_string(k)] = k;
+  const optrace::Value v = optrace::to_value(m);
+  REQUIRE(v.keys.size() == 12);
+  for (size_t hint : {size_t(0), size_t(3), size_t(11), size_t(12), size_t(1000)})
+    for (size_t k = 0; k < v.keys.size(); ++k) {
+      const optrace::Value* found = v.find(v.keys[k], hint);
+      REQUIRE(found != nullptr);
+      CHECK(found->int_value == m[v.keys[k]]);
+      CHECK(v.find("absent", hint) == nullptr);
+    }
+  CHECK(optrace::Value().find("x", 5) == nullptr);
 }

@@ -34,6 +34,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -214,14 +215,17 @@ inline void structure_into(std::string& out, const Value* v) {
 /// A call's structure over the arguments `order` (a missing argument counts as None).
 inline std::string structure_of(const Value& call, const std::vector<std::string>& order) {
   std::string out;
+  size_t found = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     if (k) out += ", ";
     out += display_key(order[k]) + ": ";
-    structure_into(out, call.find(order[k]));
+    const Value* v = call.find(order[k], k);
+    found += v != nullptr;
+    structure_into(out, v);
   }
   // An argument the plan's calls never had (even None) is a structure no package has: every
   // package refuses it ("the package has no argument 'z'").
-  if (call.is_keyed())
+  if (call.is_keyed() && found < call.keys.size())
     for (size_t k = 0; k < call.keys.size(); ++k)
       if (std::find(order.begin(), order.end(), call.keys[k]) == order.end()) {
         out += (out.empty() ? "" : ", ") + display_key(call.keys[k]) + ": ";
@@ -234,16 +238,16 @@ inline std::string structure_of(const Value& call, const std::vector<std::string
 /// forward's arguments first, then any others as first seen.
 inline std::vector<std::string> argument_order(const std::vector<const CallSet*>& sets) {
   std::vector<std::string> seen_order, out;
-  auto add = [](std::vector<std::string>& to, const std::string& k) {
-    if (std::find(to.begin(), to.end(), k) == to.end()) to.push_back(k);
-  };
+  std::unordered_set<std::string> seen, added;  // linear in the keys (a call may have thousands)
   for (const CallSet* c : sets)
     for (const Value& sig : c->signatures)
-      for (const std::string& k : sig.keys) add(seen_order, k);
+      for (const std::string& k : sig.keys)
+        if (seen.insert(k).second) seen_order.push_back(k);
   for (const CallSet* c : sets)
     for (const std::string& k : c->preferred_order)
-      if (std::find(seen_order.begin(), seen_order.end(), k) != seen_order.end()) add(out, k);
-  for (const std::string& k : seen_order) add(out, k);
+      if (seen.count(k) && added.insert(k).second) out.push_back(k);
+  for (const std::string& k : seen_order)
+    if (added.insert(k).second) out.push_back(k);
   return out;
 }
 
@@ -324,8 +328,8 @@ inline bool split_group(const Group& g, bool keyed, const std::vector<std::strin
     sum += n;
     cut = size;
   }
-  low = Group{g.structure, {}, {}, {}, g.int_ranges};
-  high = Group{g.structure, {}, {}, {}, g.int_ranges};
+  low = Group{g.structure, {}, {}, {}, g.int_ranges, {}};
+  high = Group{g.structure, {}, {}, {}, g.int_ranges, {}};
   for (size_t s = 0; s < g.signatures.size(); ++s) {
     Group& to = size_of(s) <= cut ? low : high;
     to.signatures.push_back(g.signatures[s]);
@@ -398,9 +402,9 @@ inline aoti::GuardDim guard_dim(const DimSpec& spec) {
 /// A leaf below argument `top` as torch names it in a flattened call's key path (the guard's
 /// `path`): `pair[1]`, `cfg['k']`, `batch.ids`. Empty for a dict key Python would not print
 /// plainly in single quotes.
-inline std::string torch_path(const std::string& top, const std::vector<PathStep>& path, const Value& root) {
+inline std::string torch_path(const std::string& top, const std::vector<PathStep>& path, const Value& root, size_t argument = 0) {
   std::string s = top;
-  const Value* node = root.find(top);
+  const Value* node = root.find(top, argument);
   for (const PathStep& step : path) {
     if (!node) return "";
     if (node->kind == Value::Kind::Dict) {
@@ -412,7 +416,7 @@ inline std::string torch_path(const std::string& top, const std::vector<PathStep
     } else {
       s += "[" + std::to_string(step.index) + "]";
     }
-    node = node->is_keyed() ? node->find(step.key) : (step.index < node->items.size() ? &node->items[step.index] : nullptr);
+    node = node->is_keyed() ? node->find(step.key, step.index) : (step.index < node->items.size() ? &node->items[step.index] : nullptr);
   }
   return s;
 }
@@ -422,6 +426,7 @@ inline std::string torch_path(const std::string& top, const std::vector<PathStep
 struct Acceptance {
   struct TensorLeaf {
     std::string key;              ///< the argument
+    size_t argument;              ///< its index among the analysis's keys (Value::find's hint)
     std::vector<PathStep> path;   ///< below it
     std::string name;             ///< for rows: `input_ids`, `cfg["k"]`
     std::vector<aoti::GuardDim> dims;
@@ -437,7 +442,8 @@ inline Acceptance planned_acceptance(const Analysis& a, const DynamicShapes& ds)
   for (const Leaf& leaf : a.leaves()) {
     const ShapeNode* shape = shape_of_leaf(ds, leaf);
     if (!shape || shape->kind != Value::Kind::Tensor) continue;
-    Acceptance::TensorLeaf t{a.keys()[leaf.argument], leaf.path, display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl())), {}};
+    Acceptance::TensorLeaf t{a.keys()[leaf.argument], leaf.argument, leaf.path,
+                             display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl(), leaf.argument)), {}};
     for (const DimSpec& d : shape->dims) t.dims.push_back(guard_dim(d));
     out.leaves.push_back(std::move(t));
   }
@@ -453,7 +459,7 @@ inline Acceptance compiled_acceptance(const Analysis& a, const std::string& guar
   out.source = "compiled";
   std::unordered_map<std::string, const Leaf*> by_path;  // the package's tensors, by torch's path
   for (const Leaf& leaf : a.leaves())
-    if (leaf.node && leaf.node->is_tensor()) by_path.emplace(torch_path(a.keys()[leaf.argument], leaf.path, a.tmpl()), &leaf);
+    if (leaf.node && leaf.node->is_tensor()) by_path.emplace(torch_path(a.keys()[leaf.argument], leaf.path, a.tmpl(), leaf.argument), &leaf);
   std::string missing;  // the JSON pointer of a tensor the guard names that the calls do not have
   try {
     auto doc = json::Document::parse(guard_text);
@@ -468,7 +474,8 @@ inline Acceptance compiled_acceptance(const Analysis& a, const std::string& guar
         break;
       }
       const Leaf& leaf = *found->second;
-      out.leaves.push_back({a.keys()[leaf.argument], leaf.path, display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl())),
+      out.leaves.push_back({a.keys()[leaf.argument], leaf.argument, leaf.path,
+                            display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl(), leaf.argument)),
                             aoti::read_guard_dims(in["sizes"], "", nullptr)});
     }
   } catch (const JsonError& e) {
@@ -491,7 +498,7 @@ inline std::vector<Miss> misses(const Acceptance& acceptance, const Value& call)
   aoti::Bindings bound;
   for (size_t i = 0; i < acceptance.leaves.size(); ++i) {
     const Acceptance::TensorLeaf& leaf = acceptance.leaves[i];
-    const Value* v = tensor_at(call, leaf.key, leaf.path);
+    const Value* v = tensor_at(call, leaf.key, leaf.path, leaf.argument);
     if (!v || v->spec.sizes.size() != leaf.dims.size()) {  // the structure says None, or the rank: not this package's
       out.push_back({leaf.name, -1, 0, 0, 0});
       continue;
@@ -551,7 +558,7 @@ class Plan {
       for (size_t s = 0; s < c.signatures.size(); ++s) {
         std::string structure = detail::plan::structure_of(c.signatures[s], plan.order_);
         auto [it, fresh] = group_of.emplace(structure, groups.size());
-        if (fresh) groups.push_back(detail::plan::Group{structure, {}, {}, {}, int_ranges});
+        if (fresh) groups.push_back(detail::plan::Group{structure, {}, {}, {}, int_ranges, {}});
         detail::plan::Group& g = groups[it->second];
         const size_t hash = hash_value(c.signatures[s]);
         bool merged = false;

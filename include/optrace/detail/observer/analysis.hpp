@@ -29,7 +29,7 @@ struct PathStep {
 inline const Value* follow(const Value& root, const std::vector<PathStep>& path) {
   const Value* v = &root;
   for (const PathStep& step : path) {
-    if (v->is_keyed()) v = v->find(step.key);
+    if (v->is_keyed()) v = v->find(step.key, step.index);
     else if (v->is_container() && step.index < v->items.size()) v = &v->items[step.index];
     else return nullptr;
     if (v == nullptr) return nullptr;
@@ -38,9 +38,9 @@ inline const Value* follow(const Value& root, const std::vector<PathStep>& path)
 }
 
 /// The tensor at `path` below argument `key` of a call (a Dict keyed by argument), or nullptr
-/// where the call has none there.
-inline const Value* tensor_at(const Value& call, const std::string& key, const std::vector<PathStep>& path) {
-  const Value* top = call.find(key);
+/// where the call has none there. `argument`: the key's index among the template's (Value::find's hint).
+inline const Value* tensor_at(const Value& call, const std::string& key, const std::vector<PathStep>& path, size_t argument = 0) {
+  const Value* top = call.find(key, argument);
   const Value* v = top ? follow(*top, path) : nullptr;
   return v && v->is_tensor() ? v : nullptr;
 }
@@ -145,7 +145,7 @@ inline void merge_into(Value& t, const Value& v, const std::string& top, std::ve
       for (size_t k = 0; k < t.items.size(); ++k) {
         path.push_back({k, t.keys[k]});
         kinds.push_back(t.kind);
-        merge_into(t.items[k], *v.find(t.keys[k]), top, path, kinds);
+        merge_into(t.items[k], *v.find(t.keys[k], k), top, path, kinds);
         path.pop_back();
         kinds.pop_back();
       }
@@ -196,10 +196,11 @@ class Analysis {
     for (const Value& sig : calls_.signatures)
       for (const std::string& k : sig.keys)
         if (seen.insert(k).second) in_order.push_back(k);
+    std::set<std::string> added;  // a call may have thousands of arguments: no scan per key
     for (const std::string& k : calls_.preferred_order)
-      if (seen.count(k)) keys_.push_back(k);
+      if (seen.count(k) && added.insert(k).second) keys_.push_back(k);
     for (const std::string& k : in_order)
-      if (std::find(keys_.begin(), keys_.end(), k) == keys_.end()) keys_.push_back(k);
+      if (added.insert(k).second) keys_.push_back(k);
   }
 
   void require_a_complete_call() {
@@ -207,14 +208,15 @@ class Analysis {
     for (size_t s = 0; s < calls_.signatures.size(); ++s) {
       const Value& sig = calls_.signatures[s];
       if (sig.num_tensors() > calls_.signatures[best_any].num_tensors()) best_any = static_cast<int64_t>(s);
-      bool has_all = std::all_of(keys_.begin(), keys_.end(), [&](const std::string& k) { return sig.find(k); });
+      bool has_all = true;
+      for (size_t k = 0; k < keys_.size() && has_all; ++k) has_all = sig.find(keys_[k], k) != nullptr;
       if (has_all && (best < 0 || sig.num_tensors() > calls_.signatures[best].num_tensors())) best = static_cast<int64_t>(s);
     }
     if (best < 0) {
       const Value& sig = calls_.signatures[best_any];
       std::vector<std::string> lacking;
-      for (const std::string& k : keys_)
-        if (!sig.find(k)) lacking.push_back("'" + display_key(k) + "'");
+      for (size_t k = 0; k < keys_.size(); ++k)
+        if (!sig.find(keys_[k], k)) lacking.push_back("'" + display_key(keys_[k]) + "'");
       std::string list;
       for (size_t k = 0; k < lacking.size(); ++k) list += (k ? ", " : "") + lacking[k];
       raise<ArgumentError>("no observed call has all the arguments; the call with the most tensors lacks ", list,
@@ -230,7 +232,7 @@ class Analysis {
     tmpl_.items.resize(keys_.size());
     auto merge_call = [&](const Value& sig) {
       for (size_t k = 0; k < keys_.size(); ++k) {
-        const Value* v = sig.find(keys_[k]);
+        const Value* v = sig.find(keys_[k], k);
         if (!v) continue;
         std::vector<PathStep> path;
         std::vector<Value::Kind> kinds;
@@ -260,7 +262,7 @@ class Analysis {
       leaf.path = path;
       leaf.where = display_path(keys_[argument], path, kinds);
       leaf.node = &node;
-      auto present = [&](const Value& call) { return tensor_at(call, keys_[argument], path); };
+      auto present = [&](const Value& call) { return tensor_at(call, keys_[argument], path, argument); };
       for (size_t s = 0; s < calls_.signatures.size(); ++s) {
         leaf.per_signature.push_back(present(calls_.signatures[s]));
         const auto* filled = s < calls_.stand_ins.size() ? &calls_.stand_ins[s] : nullptr;
@@ -331,7 +333,7 @@ inline size_t count_unsafe_dims(const Analysis& a, const DimFacts& facts, const 
   size_t n = 0;
   for (size_t l = 0; l < a.leaves().size(); ++l) {
     const Leaf& leaf = a.leaves()[l];
-    const Value* v = tensor_at(call, a.keys()[leaf.argument], leaf.path);
+    const Value* v = tensor_at(call, a.keys()[leaf.argument], leaf.path, leaf.argument);
     if (!v) continue;
     for (size_t d = 0; d < facts.dynamic[l].size(); ++d) n += facts.dynamic[l][d] && v->spec.sizes[d] < 2;
   }
@@ -350,10 +352,10 @@ inline size_t choose_stored_call(const Analysis& a, const DimFacts& facts, const
     return static_cast<size_t>(options.call_index());
   }
   auto complete = [&](const Value& call) {
-    for (const std::string& k : a.keys())
-      if (!call.find(k)) return false;
+    for (size_t k = 0; k < a.keys().size(); ++k)
+      if (!call.find(a.keys()[k], k)) return false;
     for (const Leaf& leaf : a.leaves())
-      if (!tensor_at(call, a.keys()[leaf.argument], leaf.path)) return false;
+      if (!tensor_at(call, a.keys()[leaf.argument], leaf.path, leaf.argument)) return false;
     return true;
   };
   std::optional<size_t> best;
@@ -423,7 +425,7 @@ inline Value complete_call(const Analysis& a, const DimFacts& facts, const Value
     Value out = t;
     for (size_t k = 0; k < t.items.size(); ++k) {
       const Value* child = nullptr;
-      if (v && v->kind == t.kind) child = t.is_keyed() ? v->find(t.keys[k]) : (k < v->items.size() ? &v->items[k] : nullptr);
+      if (v && v->kind == t.kind) child = t.is_keyed() ? v->find(t.keys[k], k) : (k < v->items.size() ? &v->items[k] : nullptr);
       out.items[k] = fill(t.items[k], child);
     }
     return out;
@@ -622,7 +624,7 @@ struct ShapeTreeBuilder {
     n.keys = t.keys;
     for (size_t k = 0; k < t.items.size(); ++k) {
       const Value* child = nullptr;
-      if (ex && ex->kind == t.kind) child = t.is_keyed() ? ex->find(t.keys[k]) : &ex->items[k];
+      if (ex && ex->kind == t.kind) child = t.is_keyed() ? ex->find(t.keys[k], k) : &ex->items[k];
       n.items.push_back(build(t.items[k], child));
     }
     return n;

@@ -74,12 +74,13 @@ inline void write_value(json::Writer& w, const Value& v) {
 }
 
 /// `input_ids`, `cache[1]`, `batch.input_ids`, `extra["pos"]`, `#0`.
-inline std::string leaf_name(const std::string& top, const std::vector<PathStep>& path, const Value& root) {
+/// `argument`: the index of `top` among `root`'s keys (Value::find's hint).
+inline std::string leaf_name(const std::string& top, const std::vector<PathStep>& path, const Value& root, size_t argument = 0) {
   std::string s = top;
-  const Value* node = root.find(top);
+  const Value* node = root.find(top, argument);
   for (const PathStep& step : path) {
     append_leaf_step(s, node->kind, step.key, step.index);
-    node = node->is_keyed() ? node->find(step.key) : &node->items[step.index];
+    node = node->is_keyed() ? node->find(step.key, step.index) : &node->items[step.index];
   }
   return s;
 }
@@ -167,6 +168,7 @@ struct InputsWriter {
   json::Writer& w;
   const CallSet& calls;
   const Value& tmpl;
+  size_t argument = 0;  // the index of the argument walked (Value::find's hint)
 
   // `t` (template) with its `shape` and its example `ex`, below argument `top` at `path`.
   void walk(const Value& t, const ShapeNode& shape, const Value* ex, const std::string& top, std::vector<PathStep>& path) {
@@ -176,14 +178,14 @@ struct InputsWriter {
     }
     for (size_t k = 0; k < t.items.size(); ++k) {
       path.push_back({k, t.is_keyed() ? t.keys[k] : std::string()});
-      const Value* child = ex && ex->kind == t.kind ? (t.is_keyed() ? ex->find(t.keys[k]) : &ex->items[k]) : nullptr;
+      const Value* child = ex && ex->kind == t.kind ? (t.is_keyed() ? ex->find(t.keys[k], k) : &ex->items[k]) : nullptr;
       walk(t.items[k], shape.items[k], child, top, path);
       path.pop_back();
     }
   }
 
   void write_leaf(const Value& t, const ShapeNode& shape, const Value* ex, const std::string& top, const std::vector<PathStep>& path) {
-    const std::string name = leaf_name(top, path, tmpl);
+    const std::string name = leaf_name(top, path, tmpl, argument);
     w.begin_object().key("name").value(name).key("argument").value(top);
     w.key("meta");
     if (t.is_tensor()) {
@@ -263,9 +265,10 @@ inline std::string observations_json(const CallSet& calls, int indent = 1) {
 
   w.key("inputs").begin_array();
   if (analysis) {
-    InputsWriter inputs{w, calls, analysis->tmpl()};
+    InputsWriter inputs{w, calls, analysis->tmpl(), 0};
     for (size_t k = 0; k < analysis->keys().size(); ++k) {
       std::vector<PathStep> path;
+      inputs.argument = k;
       inputs.walk(analysis->tmpl().items[k], shapes.arguments()[k], example ? &example->items[k] : nullptr, analysis->keys()[k], path);
     }
   }
