@@ -138,11 +138,19 @@ inline bool is_observation_file(const std::string& path) {
   return std::string_view(head, got).find("\"optrace.observations\"") != std::string_view::npos;
 }
 
+// The largest file declares_observations parses whole: a trace that failed to read (a damaged
+// 2 GB trace) is not read again into memory; an observation file of 100,000 signatures is 30 MB.
+inline constexpr size_t kObservationsParsedWhole = size_t(256) << 20;
+
 // Whether `path` is an observation file by the reader's own rule (read_observations: a top-level
 // "format" of "optrace.observations", wherever it stands, as in a file written with sorted
-// keys). A whole parse: for when the first bytes did not say and reading it as a trace failed.
+// keys). A whole parse of a file up to kObservationsParsedWhole: for when the first bytes did
+// not say and reading it as a trace failed.
 inline bool declares_observations(const std::string& path) {
   try {
+    size_t size = 0;
+    ::close(optrace::detail::open_regular_file(path, &size));
+    if (size > kObservationsParsedWhole) return false;
     auto doc = optrace::json::Document::load(path);
     const optrace::json::Node root = doc->root();
     optrace::json::Node format = root;
