@@ -258,7 +258,7 @@ struct Group {
   std::vector<int64_t> counts;
   std::vector<std::vector<std::string>> stand_ins;
   std::map<std::string, std::pair<int64_t, int64_t>> int_ranges;  ///< every file's, merged (the observed values of integer inputs)
-  std::unordered_multimap<size_t, size_t> by_hash;  ///< hash_value of each signature -> its index: merging is linear
+  HashIndex by_hash;  ///< hash_value of each signature -> its index: merging is linear
 
   int64_t calls() const {
     int64_t n = 0;
@@ -560,15 +560,13 @@ class Plan {
         auto [it, fresh] = group_of.emplace(structure, groups.size());
         if (fresh) groups.push_back(detail::plan::Group{structure, {}, {}, {}, int_ranges, {}});
         detail::plan::Group& g = groups[it->second];
-        const size_t hash = hash_value(c.signatures[s]);
-        bool merged = false;
-        for (auto [it_same, end] = g.by_hash.equal_range(hash); it_same != end && !merged; ++it_same)
-          if (g.signatures[it_same->second] == c.signatures[s]) {
-            g.counts[it_same->second] += c.counts[s];
-            merged = true;
-          }
-        if (merged) continue;
-        g.by_hash.emplace(hash, g.signatures.size());
+        const uint64_t hash = hash_value(c.signatures[s]);
+        uint32_t same = 0;
+        if (g.by_hash.find(hash, [&](uint32_t i) { return g.signatures[i] == c.signatures[s]; }, same)) {
+          g.counts[same] += c.counts[s];
+          continue;
+        }
+        g.by_hash.insert(hash, static_cast<uint32_t>(g.signatures.size()));
         g.signatures.push_back(c.signatures[s]);
         g.counts.push_back(c.counts[s]);
         g.stand_ins.push_back(s < c.stand_ins.size() ? c.stand_ins[s] : std::vector<std::string>{});

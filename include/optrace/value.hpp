@@ -2,6 +2,7 @@
 #pragma once
 
 #include <optrace/detail/common/compat.hpp>
+#include <optrace/detail/common/string_map.hpp>
 #include <optrace/error.hpp>
 #include <optrace/python_names.hpp>
 #include <optrace/tensor_spec.hpp>
@@ -12,7 +13,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <ostream>
 #include <string>
@@ -98,11 +98,9 @@ struct Value {
 /// of part of it only (a tensor's dtype and sizes): to find equal values among many in linear
 /// time, each candidate confirmed by `==`.
 inline size_t hash_value(const Value& v) {
-  auto mix = [](size_t h, uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h ^ (x * 0xff51afd7ed558ccdull);
-  };
-  size_t h = mix(0, static_cast<uint64_t>(v.kind));
+  // The foundation's mixer (string_map.hpp), its operands offset so that a zero mixes too.
+  auto mix = [](uint64_t h, uint64_t x) { return detail::hash_mix(h ^ 0xa0761d6478bd642full, x ^ 0xe7037ed1a0b428dbull); };
+  uint64_t h = mix(0, static_cast<uint64_t>(v.kind));
   switch (v.kind) {
     case Value::Kind::None: return h;
     case Value::Kind::Tensor:
@@ -119,10 +117,10 @@ inline size_t hash_value(const Value& v) {
       return mix(h, bits);
     }
     case Value::Kind::Bool: return mix(h, v.bool_value);
-    case Value::Kind::String: return mix(h, std::hash<std::string>()(v.text));
+    case Value::Kind::String: return detail::hash_mix_bytes(v.text, h);
     default:
-      h = mix(h, std::hash<std::string>()(v.text));
-      for (const std::string& k : v.keys) h = mix(h, std::hash<std::string>()(k));
+      h = detail::hash_mix_bytes(v.text, h);
+      for (const std::string& k : v.keys) h = detail::hash_mix_bytes(k, h);
       for (const Value& item : v.items) h = mix(h, hash_value(item));
       return h;
   }

@@ -32,13 +32,13 @@ inline constexpr std::string_view kNaN = std::string_view("\0NaN", 4);
 inline constexpr std::string_view kInf = std::string_view("\0Infinity", 9);
 inline constexpr std::string_view kNegInf = std::string_view("\0-Infinity", 10);
 
-// simdjson's message for `error`, the same across simdjson versions: 3.12 prefixes the code's
-// name ("TAPE_ERROR: ") and appends " This is a fatal and unrecoverable error." to some.
 /// Why a document with a key given twice in one object is refused (by the DOM reader, for every
 /// key; by the streaming readers, for the keys they read): Python's json keeps the last value,
 /// simdjson's lookup the first, so the document means two things.
 inline constexpr const char* kDuplicateKey = "a key given twice in one object (JSON readers differ on which value they take)";
 
+// simdjson's message for `error`, the same across simdjson versions: 3.12 prefixes the code's
+// name ("TAPE_ERROR: ") and appends " This is a fatal and unrecoverable error." to some.
 inline std::string simdjson_message(simdjson::error_code error) {
   if (error == simdjson::EMPTY) return "no JSON found (empty input)";  // 3.0: "Empty: ...", 3.12: "EMPTY: ..."
   std::string_view m = simdjson::error_message(error);
