@@ -7,6 +7,9 @@ Cases (inputs made here, in OUT_DIR):
   steps       optrace summary --by rank TRACE  N ProfilerStep ranges, each overlapping the next
                                                20,000 us, against N collectives
   arguments   optrace summary OBS              an observation file of one call of N tensor arguments
+  drift       optrace drift PLAN OBS           the plan case's file against its own plan (made first,
+                                               not timed): N signatures judged by each package's check
+  drift-arguments  optrace drift PLAN OBS      the arguments case's file against its own plan
 
 Each run is its own process: the best wall time of RUNS runs and the peak resident memory (GNU
 time's maximum RSS). A run past TIMEOUT seconds is reported as "> TIMEOUT s". Prints a Markdown
@@ -28,7 +31,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MASKED = os.path.join(HERE, "..", "tests", "data", "observations", "masked.json")
-SIZES = {"plan": (10_000, 100_000), "rank-folder": (1_000, 10_000), "steps": (15_000, 150_000), "arguments": (3_000, 30_000)}
+SIZES = {"plan": (10_000, 100_000), "rank-folder": (1_000, 10_000), "steps": (15_000, 150_000), "arguments": (3_000, 30_000),
+         "drift": (10_000, 100_000), "drift-arguments": (3_000, 30_000)}
 
 
 def observations(path, n):
@@ -114,6 +118,10 @@ def main():
             elif case == "arguments":
                 arguments(base + ".json", n)
                 cmd = [a.optrace, "summary", base + ".json"]
+            elif case in ("drift", "drift-arguments"):
+                (observations if case == "drift" else arguments)(base + ".json", n)
+                subprocess.run([a.optrace, "plan", base + ".json", "-o", base + "_plan"], check=True, stdout=subprocess.DEVNULL)
+                cmd = [a.optrace, "drift", base + "_plan", base + ".json"]
             elif case == "rank-folder":
                 rank_folder(base, n)
                 cmd = [a.optrace, "summary", "--by", "rank", base]

@@ -51,6 +51,15 @@ const char* kGuard =
     R"( "sizes": [{"expr": "2*s0", "symbol": "s0", "coeff": 2, "offset": 0, "min": 2, "max": 128}, 4]}],)"
     R"( "symbols": {"s0": [1, 64]}})";
 
+// ((pair, cfg), {}) with pair a tuple of 2 and cfg a dict {"k": tensor, "none": None}.
+const char* kNestedInSpec =
+    R"([1, {"type": "builtins.tuple", "context": "null", "children_spec": [{"type": "builtins.tuple", "context": "null", )"
+    R"("children_spec": [{"type": "builtins.tuple", "context": "null", "children_spec": [{"type": null, "context": null, )"
+    R"("children_spec": []}, {"type": null, "context": null, "children_spec": []}]}, {"type": "builtins.dict", )"
+    R"("context": "[\"k\", \"none\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}, )"
+    R"({"type": "builtins.NoneType", "context": "null", "children_spec": []}]}]}, {"type": "builtins.dict", "context": "[]", )"
+    R"("children_spec": []}]}])";
+
 CallShape shape() { return CallShape::of(parse_tree_spec(kInSpec), {"x", "mask"}); }
 
 std::string refusal(const Guard& g, const std::vector<c10::IValue>& args, const Kwargs& kwargs = {}) {
@@ -113,15 +122,7 @@ TEST_CASE("aoti: a call flattens by the in_spec, positional or by name", "[aoti]
 }
 
 TEST_CASE("aoti: nested specs, None and outputs rebuilt", "[aoti]") {
-  // ((pair, cfg), {}) with pair a tuple of 2 and cfg a dict {"k": tensor, "none": None}.
-  const char* in =
-      R"([1, {"type": "builtins.tuple", "context": "null", "children_spec": [{"type": "builtins.tuple", "context": "null", )"
-      R"("children_spec": [{"type": "builtins.tuple", "context": "null", "children_spec": [{"type": null, "context": null, )"
-      R"("children_spec": []}, {"type": null, "context": null, "children_spec": []}]}, {"type": "builtins.dict", )"
-      R"("context": "[\"k\", \"none\"]", "children_spec": [{"type": null, "context": null, "children_spec": []}, )"
-      R"({"type": "builtins.NoneType", "context": "null", "children_spec": []}]}]}, {"type": "builtins.dict", "context": "[]", )"
-      R"("children_spec": []}]}])";
-  CallShape s = CallShape::of(parse_tree_spec(in), {"pair", "cfg"});
+  CallShape s = CallShape::of(parse_tree_spec(kNestedInSpec), {"pair", "cfg"});
   c10::impl::GenericDict cfg(c10::StringType::get(), c10::AnyType::get());
   cfg.insert("k", torch::ones({3}));
   cfg.insert("none", c10::IValue());
@@ -147,6 +148,77 @@ TEST_CASE("aoti: nested specs, None and outputs rebuilt", "[aoti]") {
   // call's mistake (ArgumentError).
   CHECK_THROWS_AS(CallShape::of(out, {}), optrace::JsonError);
   CHECK_THROWS_WITH(CallShape::of(out, {}), OPTRACE_CONTAINS("in_spec is not ((args...), {kwargs...})"));
+}
+
+TEST_CASE("aoti: a recorded call is flattened and refused as the same call served", "[aoti]") {
+  // A plan's drift flattens an observation file's
+  // signature (optrace::Value) by the walk a served call (c10::IValue) takes, for one answer.
+  const CallShape s = CallShape::of(parse_tree_spec(kNestedInSpec), {"pair", "cfg"});
+  auto dict = [](bool with_none, const c10::IValue& none) {
+    c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+    d.insert("k", torch::ones({3}));
+    if (with_none) d.insert("none", none);
+    return d;
+  };
+  const at::Tensor a = torch::ones({1}), b = torch::ones({2});
+  c10::impl::GenericList list(c10::AnyType::get());
+  list.push_back(a);
+  list.push_back(b);
+  struct Case {
+    const char* what;
+    Kwargs call;
+    const char* refusal;  // null: taken
+  };
+  const std::vector<Case> cases = {
+      {"a tuple and a dict", {{"pair", c10::ivalue::Tuple::create({a, b})}, {"cfg", dict(true, c10::IValue())}}, nullptr},
+      {"a list for the tuple", {{"pair", list}, {"cfg", dict(true, c10::IValue())}}, nullptr},
+      {"one item", {{"pair", c10::ivalue::Tuple::create({a})}, {"cfg", dict(true, c10::IValue())}},
+       "argument pair has 1 items; the package was compiled for 2"},
+      {"None for the tuple", {{"pair", c10::IValue()}, {"cfg", dict(true, c10::IValue())}},
+       "argument pair must be a tuple of 2, got None"},
+      {"an int for the tuple", {{"pair", int64_t{3}}, {"cfg", dict(true, c10::IValue())}}, "argument pair must be a tuple of 2, got Int"},
+      {"a key short", {{"pair", c10::ivalue::Tuple::create({a, b})}, {"cfg", dict(false, c10::IValue())}},
+       "argument cfg has 1 keys; the package was compiled for 2"},
+      {"a tensor for None", {{"pair", c10::ivalue::Tuple::create({a, b})}, {"cfg", dict(true, a)}},
+       "argument cfg['none'] must be None: the package was compiled without it, got Tensor"},
+      {"a dict for the tuple", {{"pair", dict(true, c10::IValue())}, {"cfg", dict(true, c10::IValue())}},
+       "argument pair must be a tuple of 2, got GenericDict"},
+      {"an argument omitted", {{"pair", c10::ivalue::Tuple::create({a, b})}}, "missing argument 'cfg'; the package takes (pair, cfg)"},
+      {"an argument it has not", {{"pair", c10::ivalue::Tuple::create({a, b})}, {"cfg", dict(true, c10::IValue())}, {"z", a}},
+       "the package has no argument 'z'; it takes (pair, cfg)"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    optrace::Value recorded;  // as the observer records a call: its arguments by name
+    recorded.kind = optrace::Value::Kind::Dict;
+    for (const auto& [name, value] : c.call) {
+      recorded.keys.push_back(name);
+      recorded.items.push_back(optrace::to_value(value));
+    }
+    std::vector<optrace::detail::aoti::FlatInput> flat;
+    std::vector<optrace::detail::aoti::FlatValue> flat_value;
+    optrace::detail::aoti::Refusal served, seen;
+    const bool takes = s.try_flatten({}, c.call, flat, &served);
+    CHECK(takes == s.try_flatten(recorded, flat_value, &seen));
+    CHECK(takes == (c.refusal == nullptr));
+    CHECK(served.message == seen.message);
+    if (c.refusal) CHECK(served.message == c.refusal);
+    REQUIRE(flat.size() == flat_value.size());
+    for (size_t i = 0; i < flat.size(); ++i) CHECK(flat[i].path == flat_value[i].path);
+  }
+  // A struct recorded through OPTRACE_FIELDS is a namedtuple to torch: a tuple of its fields.
+  optrace::Value pair;
+  pair.kind = optrace::Value::Kind::Struct;
+  pair.text = "Pair";
+  pair.keys = {"first", "second"};
+  pair.items = {optrace::to_value(c10::IValue(a)), optrace::to_value(c10::IValue(b))};
+  optrace::Value recorded;
+  recorded.kind = optrace::Value::Kind::Dict;
+  recorded.keys = {"pair", "cfg"};
+  recorded.items = {pair, optrace::to_value(c10::IValue(dict(true, c10::IValue())))};
+  std::vector<optrace::detail::aoti::FlatValue> flat;
+  CHECK(s.try_flatten(recorded, flat, nullptr));
+  CHECK(flat.size() == 3);
 }
 
 TEST_CASE("aoti: the guard refuses what the package was not compiled for, by torch's rules", "[aoti]") {

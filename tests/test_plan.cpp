@@ -242,6 +242,17 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
   refused(std::regex_replace(guard, std::regex("\"version\":1"), "\"version\":7"),
           "JsonError at /packages/0/guard/version: guard metadata version 7; this optrace reads version 1");
   refused("{", "JsonError at /packages/0/guard");
+  // So is an in_spec recorded beside the guard that is not torch's (each text named where it is).
+  auto refused_in_spec = [&](const std::string& guard_text, const std::string& in_spec, const std::string& message) {
+    const size_t at = planned.find("\"dynamic_shapes\"");
+    write_text(path, planned.substr(0, at) + guard_member(guard_text) + "\"in_spec\": " + optrace::json::Writer().value(in_spec).str() +
+                         ", " + planned.substr(at));
+    CHECK_THROWS_WITH(optrace::Plan::load(dir), OPTRACE_CONTAINS(message));
+  };
+  refused_in_spec(guard, "[2, {}]", "JsonError at /packages/0/in_spec: a pytree treespec of protocol 1 ([1, {...}]) was expected");
+  refused_in_spec(guard, R"([1, {"type": null, "context": null, "children_spec": []}])",
+                  "JsonError at /packages/0/in_spec: the package's in_spec is not ((args...), {kwargs...})");
+  refused_in_spec("{", "[2, {}]", "JsonError at /packages/0/guard");
   std::filesystem::remove_all(dir);
 }
 
@@ -391,45 +402,66 @@ TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
 
 namespace plan_property {
 
-using optrace::detail::aoti::CallShape;
-using optrace::detail::aoti::Guard;
-using optrace::detail::aoti::TreeSpec;
+using optrace::detail::aoti::CallCheck;
+using optrace::detail::aoti::FlatInput;
+using optrace::detail::aoti::FlatValue;
+using optrace::detail::aoti::Refusal;
 
-// The observed module: it looks at nothing (a mask of another shape than the ids runs).
-struct AnyMaskImpl : torch::nn::Module {
-  torch::Tensor forward(torch::Tensor ids, c10::optional<torch::Tensor>) { return ids; }
+// The observed model: it takes anything, by keyword.
+struct Anything {
+  c10::IValue operator()(std::vector<c10::IValue>, const torch::jit::Kwargs&) const { return c10::IValue(); }
 };
-TORCH_MODULE(AnyMask);
 
-// One call of the property test: ids [b, s], a mask [mb, ms] or none.
-struct Sizes {
+// One call of the property test: ids [b, s] (int64, or int32 when `narrow`), a mask [mb, ms]
+// (mask 1), None (0) or omitted (2), and an int k baked into a package.
+struct Call {
   int64_t b, s, mb, ms;
-  bool masked;
+  int mask;
+  bool narrow;
+  int64_t k;
 };
 
-optrace::Observations observe(const std::vector<Sizes>& calls) {
-  optrace::InputObserver<AnyMask> observer(AnyMask{}, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask"}));
-  for (const Sizes& c : calls) {
-    at::Tensor ids = torch::zeros({1, 1}, torch::kLong).expand({c.b, c.s});
-    if (c.masked) observer(ids, c10::optional<torch::Tensor>(torch::zeros({1, 1}, torch::kLong).expand({c.mb, c.ms})));
-    else observer(ids, c10::optional<torch::Tensor>());
-  }
+torch::jit::Kwargs kwargs_of(const Call& c) {
+  torch::jit::Kwargs kw;
+  kw["input_ids"] = torch::zeros({1, 1}, c.narrow ? torch::kInt : torch::kLong).expand({c.b, c.s});
+  if (c.mask == 1) kw["attention_mask"] = torch::zeros({1, 1}, torch::kLong).expand({c.mb, c.ms});
+  if (c.mask == 0) kw["attention_mask"] = c10::IValue();
+  kw["k"] = c.k;
+  return kw;
+}
+
+optrace::Observations observe(const std::vector<Call>& calls) {
+  optrace::InputObserver<Anything> observer(Anything{}, optrace::ObserverOptions().arg_names({"input_ids", "attention_mask", "k"}));
+  for (const Call& c : calls) observer.call({}, kwargs_of(c));
   return optrace::Observations::from_json(observer.to_json());
 }
 
-Sizes sizes_of(const optrace::Value& call) {
-  const optrace::Value& ids = *call.find("input_ids");
-  const optrace::Value* mask = call.find("attention_mask");
-  Sizes s{ids.spec.sizes[0], ids.spec.sizes[1], 0, 0, mask && mask->is_tensor()};
-  if (s.masked) s.mb = mask->spec.sizes[0], s.ms = mask->spec.sizes[1];
-  return s;
+Call call_of(const optrace::Value& v) {
+  const optrace::Value& ids = *v.find("input_ids");
+  const optrace::Value* mask = v.find("attention_mask");
+  Call c{ids.spec.sizes[0], ids.spec.sizes[1], 0, 0, !mask ? 2 : mask->is_tensor() ? 1 : 0, ids.spec.dtype == c10::kInt,
+         v.find("k")->int_value};
+  if (c.mask == 1) c.mb = mask->spec.sizes[0], c.ms = mask->spec.sizes[1];
+  return c;
 }
 
-// A package's guard: its planned spec as a guard (`perturb` false), or what compile_plan would
-// record as torch perturbs it: a symbol's min raised, its max narrowed, widened or unbounded, a
-// dim made static, a dim derived (2*s).
-std::string guard_of(const optrace::PlannedPackage& p, std::mt19937& rng, bool perturb) {
+// `"name": "<text>", `: a member of plan.json holding a JSON text as a string, as compile_plan
+// writes "guard" and "in_spec", to insert before one of the package's keys.
+std::string member(const std::string& name, const std::string& text) {
+  return "\"" + name + "\": " + optrace::json::Writer().value(text).str() + ", ";
+}
+
+// What compile_plan records of a package (its in_spec and guard), from its calls' structure: ids
+// and mask positional and k by keyword, or all by keyword (a None mask then a leaf the guard
+// has as NoneType, as torch 2.6 keeps it); and, with `perturb`, its ranges as torch perturbs them:
+// a min raised, a max narrowed, widened or unbounded, a dim made static, a dim derived (2*s).
+struct Record {
+  std::string in_spec, guard;
+};
+
+Record record_of(const optrace::PlannedPackage& p, const std::vector<std::string>& order, std::mt19937& rng, bool perturb) {
   auto pick = [&](int n) { return perturb ? static_cast<int>(rng() % static_cast<unsigned>(n)) : 5; };
+  const Call c = call_of(p.observations.history().front().first);
   std::map<std::string, std::pair<int64_t, std::optional<int64_t>>> ranges;
   for (const optrace::SymbolRange& r : p.dynamic_shapes.symbols()) {
     int64_t lo = r.min;
@@ -443,12 +475,9 @@ std::string guard_of(const optrace::PlannedPackage& p, std::mt19937& rng, bool p
     }
     ranges[r.name] = {lo, hi};
   }
-  auto input = [&](const std::string& name) {
-    const optrace::ShapeNode& node = p.dynamic_shapes[name];
-    if (node.kind != optrace::Value::Kind::Tensor)
-      return "{\"path\":\"" + name + "\",\"kind\":\"NoneType\",\"value\":null}";
+  auto tensor = [&](const std::string& name, const char* dtype) {
     std::string sizes;
-    for (const optrace::DimSpec& d : node.dims) {
+    for (const optrace::DimSpec& d : p.dynamic_shapes[name].dims) {
       sizes += sizes.empty() ? "" : ",";
       if (!d.dynamic || (perturb && pick(10) == 0)) {
         sizes += std::to_string(d.example);
@@ -460,54 +489,79 @@ std::string guard_of(const optrace::PlannedPackage& p, std::mt19937& rng, bool p
                "\",\"coeff\":" + std::to_string(coeff) + ",\"offset\":0,\"min\":" + std::to_string(coeff * lo) +
                ",\"max\":" + (hi ? std::to_string(coeff * *hi) : "null") + "}";
     }
-    return "{\"path\":\"" + name + "\",\"kind\":\"tensor\",\"dtype\":\"torch.int64\",\"device\":\"cpu\",\"sizes\":[" + sizes + "]}";
+    return "{\"path\":\"" + name + "\",\"kind\":\"tensor\",\"dtype\":\"" + dtype + "\",\"device\":\"cpu\",\"sizes\":[" + sizes + "]}";
   };
-  return "{\"version\":1,\"arg_names\":[\"input_ids\",\"attention_mask\"],\"inputs\":[" + input("input_ids") + "," +
-         input("attention_mask") + "],\"symbols\":{}}";
+  const std::string leaf = R"({"type": null, "context": null, "children_spec": []})";
+  const std::string none = R"({"type": "builtins.NoneType", "context": null, "children_spec": []})";
+  auto dict = [](const std::string& keys, const std::string& children) {
+    return R"({"type": "builtins.dict", "context": )" + optrace::json::Writer().value(keys).str() + R"(, "children_spec": [)" +
+           children + "]}";
+  };
+  const bool positional = perturb && pick(2) == 0;
+  auto input = [&](const std::string& name) -> std::string {
+    if (name == "input_ids") return tensor(name, c.narrow ? "torch.int32" : "torch.int64");
+    if (name == "k") return R"({"path":"k","kind":"int","value":)" + std::to_string(c.k) + "}";
+    if (c.mask == 1) return tensor(name, "torch.int64");
+    return positional ? "" : R"({"path":"attention_mask","kind":"NoneType","value":null})";
+  };
+  // Positional: (input_ids, attention_mask), {k}; by keyword: every argument in the plan's order
+  // (the order the plan's own tree has them in, which binds symbols in the same order).
+  const std::vector<std::string> names = positional ? std::vector<std::string>{"input_ids", "attention_mask", "k"} : order;
+  std::string inputs, keys, children;
+  for (const std::string& name : names) {
+    const std::string in = input(name);
+    if (!in.empty()) inputs += (inputs.empty() ? "" : ",") + in;
+    if (positional && name != "k") continue;
+    keys += (keys.empty() ? "\"" : ", \"") + name + "\"";
+    children += (children.empty() ? "" : ", ") + leaf;
+  }
+  const std::string args = positional ? leaf + ", " + (c.mask == 1 ? leaf : none) : "";
+  const std::string kwargs = dict("[" + keys + "]", children);
+  return {R"([1, {"type": "builtins.tuple", "context": "null", "children_spec": [{"type": "builtins.tuple", "context": "null", "children_spec": [)" +
+              args + "]}, " + kwargs + "]}]",
+          R"({"version":1,"arg_names":["input_ids","attention_mask","k"],"inputs":[)" + inputs + R"(],"symbols":{}})"};
 }
 
 }  // namespace plan_property
 
-TEST_CASE("property: for fuzzed plans and calls, drift covers a call exactly when the packages' guards take it", "[plan]") {
+TEST_CASE("property: for fuzzed plans and calls, drift and assign judge calls as the packages' own checks do", "[plan]") {
   using namespace plan_property;
   const char* replay = std::getenv("OPTRACE_PROPERTY_SEED");
   const unsigned first = replay ? static_cast<unsigned>(std::stoul(replay)) : 1, cases = replay ? 1 : 200;
   const std::string dir = temp_dir("property");
   const std::vector<int64_t> values = {1, 2, 3, 5, 8, 13, 40};
-  CallShape shape{TreeSpec{TreeSpec::Type::Tuple, "builtins.tuple", {}, {TreeSpec{}, TreeSpec{}}},
-                  TreeSpec{TreeSpec::Type::Dict, "builtins.dict", {}, {}},
-                  {"input_ids", "attention_mask"}};
-  int64_t covered_calls = 0, refused_calls = 0, other_structure = 0;
+  int64_t covered_calls = 0, refused_sizes = 0, refused_structure = 0, planned_refusals = 0;
   for (unsigned seed = first; seed < first + cases; ++seed) {
     CAPTURE(seed);  // OPTRACE_PROPERTY_SEED=seed replays one case
     std::mt19937 rng(seed);
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
     auto size = [&] { return values[static_cast<size_t>(pick(static_cast<int>(values.size())))]; };
-    // Observed traffic: the mask of the ids' shape, or none.
-    std::vector<Sizes> observed;
+    // Observed traffic: the mask of the ids' shape, None or omitted; mostly int64 ids and k 1.
+    std::vector<Call> observed;
     for (int i = 0, n = 3 + pick(10); i < n; ++i) {
       const int64_t b = size(), s = size();
-      observed.push_back({b, s, b, s, pick(3) != 0});
+      observed.push_back({b, s, b, s, pick(4) == 0 ? pick(3) : 1, pick(6) == 0, pick(6) == 0 ? 2 : 1});
     }
     const optrace::Observations traffic_seen = observe(observed);
-    int structures = 0;
-    for (bool m : {false, true}) structures += std::any_of(observed.begin(), observed.end(), [&](const Sizes& c) { return c.masked == m; });
+    const optrace::Plan first_plan = optrace::Plan::from_observations({traffic_seen});
+    const int structures = static_cast<int>(first_plan.packages().size());
     const int max_packages = pick(2) ? 0 : structures + 1 + pick(2);
     optrace::Plan::from_observations({traffic_seen}, optrace::PlanOptions().max_packages(max_packages)).save(dir);
-    // Each package compiled with perturbed ranges (or, for some, not yet compiled).
+    // Each package compiled (its record in plan.json, perturbed), or not yet; the set's checks
+    // are made from the same record, as Package makes its own from the package's metadata.
     std::string text = plan_json_of(dir);
     const optrace::Plan planned = optrace::Plan::load(dir);
-    std::vector<Guard> guards;
+    std::vector<CallCheck> checks;
     std::vector<bool> compiled;
     size_t at = 0;
     for (const optrace::PlannedPackage& p : planned.packages()) {
       compiled.push_back(pick(5) != 0);
-      const std::string guard = guard_of(p, rng, compiled.back());
-      guards.push_back(Guard::parse(guard));
+      const Record record = record_of(p, planned.argument_names(), rng, compiled.back());
+      checks.push_back(CallCheck::of(record.in_spec, &record.guard));
       at = text.find("\"ranges\":", at);
       REQUIRE(at != std::string::npos);
       if (compiled.back()) {
-        const std::string key = guard_member(guard);
+        const std::string key = member("guard", record.guard) + member("in_spec", record.in_spec);
         text.insert(at, key);
         at += key.size();
       }
@@ -515,51 +569,68 @@ TEST_CASE("property: for fuzzed plans and calls, drift covers a call exactly whe
     }
     write_text(dir + "/plan.json", text);
     const optrace::Plan plan = optrace::Plan::load(dir);
-    // Calls: the observed ones, mutated.
-    std::vector<Sizes> calls = observed;
+    CHECK(optrace::Plan::load(dir).to_json() == plan.to_json());  // the records round-trip
+    // Calls: the observed ones, mutated in sizes and in structure.
+    std::vector<Call> calls = observed;
     for (int i = 0, n = 10 + pick(10); i < n; ++i) {
-      Sizes c = observed[static_cast<size_t>(pick(static_cast<int>(observed.size())))];
+      Call c = observed[static_cast<size_t>(pick(static_cast<int>(observed.size())))];
       for (int64_t* d : {&c.b, &c.s, &c.mb, &c.ms})
         if (pick(3) == 0) *d = pick(2) ? size() : std::max<int64_t>(1, *d + (pick(2) ? 1 : -1));
-      if (pick(8) == 0) c.masked = !c.masked;
+      if (pick(8) == 0) c.mask = pick(3);
+      if (pick(10) == 0) c.narrow = !c.narrow;
+      if (pick(10) == 0) c.k = 3 - c.k;
       calls.push_back(c);
     }
     const optrace::Observations traffic = observe(calls);
     const std::vector<optrace::Observations> parts = plan.assign(traffic);
-    REQUIRE(parts.size() == guards.size() + 1);
+    REQUIRE(parts.size() == checks.size() + 1);
     int64_t routed = 0, total = 0;
     for (size_t k = 0; k < parts.size(); ++k) {
-      for (const auto& [call, count] : parts[k].history()) {
-        const Sizes c = sizes_of(call);
-        CAPTURE(k, c.b, c.s, c.mb, c.ms, c.masked);
-        const at::Tensor ids = torch::zeros({1, 1}, torch::kLong).expand({c.b, c.s});
-        const c10::IValue mask = c.masked ? c10::IValue(torch::zeros({1, 1}, torch::kLong).expand({c.mb, c.ms})) : c10::IValue();
-        const std::vector<optrace::detail::aoti::FlatInput> flat = shape.flatten({ids, mask}, {});
-        // The set's routing: the first package whose guard takes the call; else the closest.
-        std::optional<size_t> route;
-        std::optional<size_t> closest;
-        optrace::detail::aoti::Refusal closest_why;
-        for (size_t i = 0; i < guards.size() && !route; ++i) {
-          optrace::detail::aoti::Refusal why;
-          if (guards[i].accepts(flat, &why)) route = i;
-          else if (why.dim >= 0 && (!closest || why.misses < closest_why.misses)) closest = i, closest_why = why;
+      for (const auto& [recorded, count] : parts[k].history()) {
+        const Call c = call_of(recorded);
+        CAPTURE(k, c.b, c.s, c.mb, c.ms, c.mask, c.narrow, c.k);
+        const torch::jit::Kwargs kwargs = kwargs_of(c);
+        const std::unordered_map<std::string, c10::IValue> kw(kwargs.begin(), kwargs.end());
+        // The set's routing: the first package that takes the call; else the closest, by the
+        // set's ranking. Each package's refusal of the served call equals its refusal of the
+        // recorded one, field by field.
+        std::optional<size_t> route, closest;
+        Refusal closest_why;
+        for (size_t i = 0; i < checks.size() && !route; ++i) {
+          std::vector<FlatInput> flat;
+          std::vector<FlatValue> flat_value;
+          Refusal why, why_value;
+          const bool takes = checks[i].accepts({}, kw, flat, &why);
+          CHECK(takes == checks[i].accepts(recorded, flat_value, &why_value));
+          CHECK(why.shape == why_value.shape);
+          CHECK(why.argument == why_value.argument);
+          CHECK(why.dim == why_value.dim);
+          CHECK(why.value == why_value.value);
+          CHECK(why.misses == why_value.misses);
+          CHECK(why.message == why_value.message);
+          if (takes) route = i;
+          else if (!closest || optrace::detail::aoti::closer(why, closest_why)) closest = i, closest_why = why;
         }
-        // 1, 2: assign (and so drift's coverage) puts the call where the guards route it.
-        CHECK(k == route.value_or(guards.size()));
+        // 1, 2: assign (and so drift's coverage) puts the call where the set routes it.
+        CHECK(k == route.value_or(checks.size()));
         total += count;
         if (route) routed += count;
         if (route) continue;
-        // 3: drift of the call alone names the closest package, its dims, and as many as the
-        // guard counts.
+        // 3: drift of the call alone blames the package the set blames, with its dims.
         const optrace::DriftReport d = plan.drift({observe({c})});
         CHECK_FALSE(d.all_covered());
         REQUIRE(d.structures.size() == 1);
-        CHECK(d.structures[0].planned == closest.has_value());
-        if (!closest) {
-          ++other_structure;
+        const bool sized = optrace::detail::aoti::refusal_stage(closest_why) == 2;
+        CHECK(d.structures[0].planned == sized);
+        if (!sized) {
+          ++refused_structure;
+          REQUIRE(d.rows.size() == 1);
+          CHECK(d.rows[0].dim == -1);
           continue;
         }
-        ++refused_calls;
+        ++refused_sizes;
+        planned_refusals += !compiled[*closest];
+        INFO(d.to_string() << "the set: " << closest_why.message);
         CHECK(static_cast<int64_t>(d.rows.size()) == closest_why.misses);
         CHECK(d.rows.at(0).package == planned.packages()[*closest].name);
         CHECK(d.rows[0].source == (compiled[*closest] ? "compiled" : "planned"));
@@ -573,9 +644,11 @@ TEST_CASE("property: for fuzzed plans and calls, drift covers a call exactly whe
     CHECK(all.calls == total);
     CHECK(all.covered == routed);
   }
-  // The generator reaches every case: covered, refused at a size, of no planned structure.
+  // The generator reaches every case: covered, refused at a size (by a compiled and by a planned
+  // package), refused for its structure.
   CHECK(covered_calls > 0);
-  CHECK(refused_calls > 0);
-  CHECK(other_structure > 0);
+  CHECK(refused_sizes > planned_refusals);
+  CHECK(planned_refusals > 0);
+  CHECK(refused_structure > 0);
   std::filesystem::remove_all(dir);
 }

@@ -126,7 +126,7 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared
     model TorchScript cannot script gets a line saying so, and no file. Returns the packages'
     paths, in the plan's order. `progress` gets one line per package (None: silent). Records in
     plan.json, as each package is done, what it takes as compiled (its guard metadata, as
-    "guard"): `optrace drift` and `verify PLAN` judge calls by it."""
+    "guard", and its in_spec, as "in_spec"): `optrace drift` and `verify PLAN` judge calls by them."""
     import time
 
     efo.require_torch()
@@ -156,6 +156,7 @@ def compile_plan(model, plan_path, inductor_configs=None, progress=print, shared
         # PackageSet::load refuses a package compiled again apart. Recorded as each package is
         # done, so a compile that fails later keeps what is true of those before.
         package["guard"] = guard_text(program, doc.get("arg_names", []))
+        package["in_spec"] = in_spec_text(program)
         write_replacing(plan_path, lambda tmp: write_json(tmp, plan))
     if shared_weights:
         save_weights(model, os.path.join(folder, WEIGHTS_FILE), extra=constants)
@@ -194,6 +195,15 @@ def inside(folder, name, plan_path):
 def guard_text(program, arg_names=()):
     """guard_metadata as the text stored under GUARD_KEY (and in plan.json's "guard")."""
     return json.dumps(guard_metadata(program, arg_names), separators=(",", ":"))
+
+
+def in_spec_text(program):
+    """The exported program's in_spec as torch writes it (treespec_dumps): the tree a call's
+    arguments are flattened by, which the package's call spec holds too. Recorded in plan.json
+    beside the guard, so that drift and assign judge calls by the package's own check."""
+    from torch.utils._pytree import treespec_dumps
+
+    return treespec_dumps(program.call_spec.in_spec)
 
 
 def write_json(path, doc):

@@ -163,8 +163,8 @@ class Package {
   /// run, or running it elsewhere).
   std::vector<at::Tensor> prepare(const std::vector<c10::IValue>& args,
                                   const std::unordered_map<std::string, c10::IValue>& kwargs = {}) const {
-    std::vector<detail::aoti::FlatInput> flat = state_->shape.flatten(args, kwargs);
-    if (state_->guarded) state_->guard.check(flat);
+    std::vector<detail::aoti::FlatInput> flat = state_->check.shape.flatten(args, kwargs);
+    if (state_->check.guarded) state_->check.guard.check(flat);
     return detail::aoti::Guard::tensors(flat);
   }
   /// Whether the package takes this call: the checks `call` makes, without throwing. Leaves the
@@ -172,7 +172,7 @@ class Package {
   /// is built). PackageSet routes calls with it.
   bool accepts(const std::vector<c10::IValue>& args, const std::unordered_map<std::string, c10::IValue>& kwargs,
                std::vector<detail::aoti::FlatInput>& flat, Refusal* why = nullptr) const {
-    return state_->shape.try_flatten(args, kwargs, flat, why) && (!state_->guarded || state_->guard.accepts(flat, why));
+    return state_->check.accepts(args, kwargs, flat, why);
   }
   /// Runs inputs that `accepts` took, and rebuilds the outputs.
   c10::IValue run_accepted(const std::vector<detail::aoti::FlatInput>& flat) {
@@ -187,20 +187,23 @@ class Package {
   /// exported ranges (`to_python()` prints them). Empty without optrace's metadata.
   const DynamicShapes& dynamic_shapes() const { return state_->dynamic_shapes; }
   /// The arguments in forward's order, as the observation file named them (`(x, *, mask)`).
-  std::string signature() const { return state_->shape.describe(); }
+  std::string signature() const { return state_->check.shape.describe(); }
   /// The argument names, positional ones first (InputObserver<Package> records by them).
   std::vector<std::string> argument_names() const {
     std::vector<std::string> out;
-    for (size_t i = 0; i < state_->shape.args.children.size(); ++i) out.push_back(state_->shape.positional_name(i));
-    out.insert(out.end(), state_->shape.kwargs.keys.begin(), state_->shape.kwargs.keys.end());
+    for (size_t i = 0; i < state_->check.shape.args.children.size(); ++i) out.push_back(state_->check.shape.positional_name(i));
+    out.insert(out.end(), state_->check.shape.kwargs.keys.begin(), state_->check.shape.kwargs.keys.end());
     return out;
   }
   /// True when the package has optrace's guard metadata (dtype, sizes and ranges are checked).
-  bool guarded() const { return state_->guarded; }
+  bool guarded() const { return state_->check.guarded; }
   /// What the guard cannot check, one sentence each (empty when it checks everything).
-  const std::vector<std::string>& unchecked() const { return state_->guard.unchecked; }
+  const std::vector<std::string>& unchecked() const { return state_->check.guard.unchecked; }
   /// The package's metadata (AOTInductor's own keys and what compile_package stored).
   const std::unordered_map<std::string, std::string>& metadata() const { return state_->metadata; }
+  /// The package's in_spec as its call spec holds it (torch's treespec text): the tree its calls'
+  /// arguments are flattened by.
+  const std::string& in_spec() const { return state_->in_spec; }
   /// The device it was compiled for: "cpu" or "cuda".
   const std::string& device() const { return state_->device; }
   const std::string& path() const { return state_->path; }
@@ -272,21 +275,13 @@ class Package {
       std::vector<std::string> spec = state_->runner->get_call_spec();
       if (spec.size() != 2) detail::raise_json("", "the package's call spec has ", spec.size(), " parts, not 2");
       auto found = state_->metadata.find(std::string(detail::aoti::kGuardKey));
-      detail::aoti::Guard guard;
-      std::vector<std::string> names;
-      if (found != state_->metadata.end()) {
-        guard = detail::aoti::Guard::parse(found->second);
-        state_->guarded = true;
-        names = guard.arg_names;
-      } else {
-        guard.unchecked.push_back("the package has no optrace.guard metadata (not compiled with compile_package.py): "
-                                  "only the number and structure of its inputs are checked");
-      }
+      state_->in_spec = spec[0];
+      state_->check = detail::aoti::CallCheck::of(spec[0], found != state_->metadata.end() ? &found->second : nullptr);
       state_->out_spec = detail::aoti::parse_tree_spec(spec[1]);
-      state_->shape = detail::aoti::CallShape::of(detail::aoti::parse_tree_spec(spec[0]), std::move(names));
-      if (state_->guarded) guard.none_keywords_into(state_->shape);
-      if (state_->guarded) state_->dynamic_shapes = guard.dynamic_shapes(state_->shape);
-      state_->guard = std::move(guard);
+      if (state_->check.guarded) state_->dynamic_shapes = state_->check.guard.dynamic_shapes(state_->check.shape);
+      else
+        state_->check.guard.unchecked.push_back("the package has no optrace.guard metadata (not compiled with compile_package.py): "
+                                                "only the number and structure of its inputs are checked");
     } catch (Error& e) {
       e.name_file(path);
       throw;
@@ -301,10 +296,9 @@ class Package {
     WeightsPtr weights;                                             // held while the runner reads them
     std::shared_ptr<torch::inductor::AOTIModelContainerRunner> runner;  // this State's own (with_weights makes another)
     std::unordered_map<std::string, std::string> metadata;
-    detail::aoti::CallShape shape;
+    std::string in_spec;            // the call spec's, as text
+    detail::aoti::CallCheck check;  // what it takes: its in_spec and guard
     detail::aoti::TreeSpec out_spec;
-    detail::aoti::Guard guard;
-    bool guarded = false;
     DynamicShapes dynamic_shapes;
   };
 

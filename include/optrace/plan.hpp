@@ -79,6 +79,11 @@ struct PlannedPackage {
   /// compiled (which may be narrower or wider than the planned ones, or static). Empty until
   /// compile_plan compiles the package: drift and assign then use the planned ranges.
   std::string compiled_guard;
+  /// The package's in_spec as compile_plan recorded it in plan.json (`in_spec`: torch's treespec
+  /// text, what the package's call spec holds): with `compiled_guard`, drift and assign judge a
+  /// call by the very check the package serves by (aoti::CallCheck). Empty before compile_plan
+  /// recorded it: the tree is then the package's calls'.
+  std::string compiled_in_spec;
 };
 
 /// One way observed calls leave a plan: an argument's dim outside every planned range (or, with
@@ -90,7 +95,7 @@ struct DriftRow {
   int64_t calls = 0;     ///< calls refused here
   int64_t seen_min = 0, seen_max = 0;
   int64_t planned_min = 0, planned_max = 0;  ///< the package's range (kUnboundedDim: no max)
-  std::string package;   ///< the closest package (same structure, fewest dims outside)
+  std::string package;   ///< the closest package (aoti::closer: the one the set blames too)
   /// Whose range: "compiled" (the package as compile_plan compiled it) or "planned" (the plan's
   /// observed range: the package is not compiled yet); empty for a structure no package has.
   std::string source;
@@ -370,17 +375,6 @@ inline std::string checked_id(const json::Node& node) {
   return id;
 }
 
-/// The DimSpec of a call's tensor dim in a package's spec, by the analysis' leaf.
-inline const ShapeNode* shape_of_leaf(const DynamicShapes& ds, const Leaf& leaf) {
-  if (leaf.argument >= ds.arguments().size()) return nullptr;
-  const ShapeNode* n = &ds.arguments()[leaf.argument];
-  for (const PathStep& step : leaf.path) {
-    if (step.index >= n->items.size()) return nullptr;
-    n = &n->items[step.index];
-  }
-  return n;
-}
-
 /// A planned dim as the guard has a compiled one: static at its example, or its symbol (`coeff *
 /// s + offset`) within the observed range.
 inline aoti::GuardDim guard_dim(const DimSpec& spec) {
@@ -399,120 +393,113 @@ inline aoti::GuardDim guard_dim(const DimSpec& spec) {
   return g;
 }
 
-/// A leaf below argument `top` as torch names it in a flattened call's key path (the guard's
-/// `path`): `pair[1]`, `cfg['k']`, `batch.ids`. Empty for a dict key Python would not print
-/// plainly in single quotes.
-inline std::string torch_path(const std::string& top, const std::vector<PathStep>& path, const Value& root, size_t argument = 0) {
-  std::string s = top;
-  const Value* node = root.find(top, argument);
-  for (const PathStep& step : path) {
-    if (!node) return "";
-    if (node->kind == Value::Kind::Dict) {
-      for (char c : step.key)
-        if (c == '\'' || c == '\\' || static_cast<unsigned char>(c) < 0x20) return "";
-      s += "['" + step.key + "']";
-    } else if (node->kind == Value::Kind::Struct) {
-      s += "." + step.key;
-    } else {
-      s += "[" + std::to_string(step.index) + "]";
+/// One node of a package's in_spec as planned, from its calls' template `v` and their dims `shape`:
+/// a None (an argument the calls omit or pass as None), a leaf (a tensor, with its dims and
+/// dtype, or a scalar, baked in as torch.export bakes it), or a container of them. Its leaves go
+/// to `inputs` in the order the walk flattens them, each with torch's path.
+inline aoti::TreeSpec planned_node(const Value* v, const ShapeNode* shape, const std::string& path,
+                                   std::vector<aoti::GuardInput>& inputs) {
+  using K = Value::Kind;
+  aoti::TreeSpec spec;
+  if (!v || v->kind == K::None) {
+    spec.type = aoti::TreeSpec::Type::None;
+    return spec;
+  }
+  if (v->is_container()) {
+    spec.type = v->kind == K::List ? aoti::TreeSpec::Type::List : v->kind == K::Dict ? aoti::TreeSpec::Type::Dict : aoti::TreeSpec::Type::Tuple;
+    if (v->kind == K::Dict) spec.keys = v->keys;
+    for (size_t i = 0; i < v->items.size(); ++i) {
+      const ShapeNode* item = shape && i < shape->items.size() ? &shape->items[i] : nullptr;
+      const std::string below = v->kind == K::Dict     ? path + "['" + v->keys[i] + "']"
+                                : v->kind == K::Struct ? path + "." + v->keys[i]
+                                                       : path + "[" + std::to_string(i) + "]";
+      spec.children.push_back(planned_node(&v->items[i], item, below, inputs));
     }
-    node = node->is_keyed() ? node->find(step.key, step.index) : (step.index < node->items.size() ? &node->items[step.index] : nullptr);
+    return spec;
   }
-  return s;
+  aoti::GuardInput in;
+  in.path = path;
+  if (v->is_tensor()) {
+    in.kind = "tensor";
+    in.scalar_type = v->spec.dtype;
+    in.dtype = std::string(python_dtype_name(v->spec.dtype));
+    in.device = c10::DeviceTypeName(v->spec.device.type(), /*lower_case=*/true);
+    for (size_t d = 0; d < v->spec.sizes.size(); ++d) {
+      if (shape && d < shape->dims.size()) {
+        in.dims.push_back(guard_dim(shape->dims[d]));
+      } else {  // no planned dim: static at the template's size
+        aoti::GuardDim g;
+        g.size = v->spec.sizes[d];
+        in.dims.push_back(g);
+      }
+    }
+  } else {
+    in.kind = v->kind == K::Int ? "int" : v->kind == K::Double ? "float" : v->kind == K::Bool ? "bool" : "str";
+    in.value = *v;
+  }
+  inputs.push_back(std::move(in));
+  return spec;
 }
 
-/// What a package takes, for drift and assign: its tensor leaves, each with its dims, in the
-/// order the rule binds symbols (the compiled guard's inputs, or the plan's leaves).
-struct Acceptance {
-  struct TensorLeaf {
-    std::string key;              ///< the argument
-    size_t argument;              ///< its index among the analysis's keys (Value::find's hint)
-    std::vector<PathStep> path;   ///< below it
-    std::string name;             ///< for rows: `input_ids`, `cfg["k"]`
-    std::vector<aoti::GuardDim> dims;
-  };
-  std::vector<TensorLeaf> leaves;
-  std::string source;  ///< "compiled" or "planned"
-};
-
-/// The planned acceptance: every tensor leaf of the package's calls, its dims from `ds`.
-inline Acceptance planned_acceptance(const Analysis& a, const DynamicShapes& ds) {
-  Acceptance out;
-  out.source = "planned";
-  for (const Leaf& leaf : a.leaves()) {
-    const ShapeNode* shape = shape_of_leaf(ds, leaf);
-    if (!shape || shape->kind != Value::Kind::Tensor) continue;
-    Acceptance::TensorLeaf t{a.keys()[leaf.argument], leaf.argument, leaf.path,
-                             display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl(), leaf.argument)), {}};
-    for (const DimSpec& d : shape->dims) t.dims.push_back(guard_dim(d));
-    out.leaves.push_back(std::move(t));
+/// What a package takes before compile_plan records what torch compiled (`in_spec` and `guard`
+/// in plan.json): the tree and inputs of its calls, every argument of the plan by name (none
+/// positional: a recorded call names them all), its dims as planned. With the `compiled_guard`
+/// of a plan that recorded no in_spec (compiled before it was recorded), each tensor's dims are
+/// the compiled ones, found by torch's path; a guard that names a tensor the calls do not have
+/// throws JsonError at its `path` (not echoed: the file may be hostile), below `where`.
+inline aoti::CallCheck planned_check(const Analysis& a, const DynamicShapes& ds, const std::vector<std::string>& order,
+                                     const std::string& compiled_guard, const std::string& where) {
+  aoti::TreeSpec args{aoti::TreeSpec::Type::Tuple, "builtins.tuple", {}, {}};
+  aoti::TreeSpec kwargs{aoti::TreeSpec::Type::Dict, "builtins.dict", {}, {}};
+  aoti::CallCheck check;
+  check.guarded = true;
+  std::unordered_map<std::string, size_t> argument;  // the calls' arguments, by key
+  for (size_t k = 0; k < a.keys().size(); ++k) argument.emplace(a.keys()[k], k);
+  for (const std::string& key : order) {
+    const auto found = argument.find(key);
+    const Value* v = found == argument.end() ? nullptr : &a.tmpl().items[found->second];
+    const ShapeNode* shape = found == argument.end() || found->second >= ds.arguments().size() ? nullptr : &ds.arguments()[found->second];
+    kwargs.keys.push_back(key);
+    kwargs.children.push_back(planned_node(v, shape, key, check.guard.inputs));
   }
-  return out;
-}
-
-/// The compiled acceptance: the guard's tensor inputs, in its order, each found among the
-/// package's calls by torch's path. Throws JsonError (below `where`) for a guard that is not
-/// one, or that names a tensor the package's calls do not have (at its `path`, not echoed: the
-/// file may be hostile).
-inline Acceptance compiled_acceptance(const Analysis& a, const std::string& guard_text, const std::string& where) {
-  Acceptance out;
-  out.source = "compiled";
-  std::unordered_map<std::string, const Leaf*> by_path;  // the package's tensors, by torch's path
-  for (const Leaf& leaf : a.leaves())
-    if (leaf.node && leaf.node->is_tensor()) by_path.emplace(torch_path(a.keys()[leaf.argument], leaf.path, a.tmpl(), leaf.argument), &leaf);
+  check.shape = aoti::CallShape::make(std::move(args), std::move(kwargs), {});
+  if (compiled_guard.empty()) return check;
+  std::unordered_map<std::string, aoti::GuardInput*> tensors;  // the calls' tensors, by torch's path
+  for (aoti::GuardInput& in : check.guard.inputs)
+    if (in.kind == "tensor") tensors.emplace(in.path, &in);
   std::string missing;  // the JSON pointer of a tensor the guard names that the calls do not have
   try {
-    auto doc = json::Document::parse(guard_text);
+    auto doc = json::Document::parse(compiled_guard);
     const json::Node root = doc->root();
     aoti::check_guard_version(root);
     for (json::Node in : root["inputs"].array()) {
       if (in["kind"].as_string() != "tensor") continue;
       const json::Node path = in["path"];
-      const auto found = by_path.find(std::string(path.as_string()));
-      if (found == by_path.end()) {
+      const auto found = tensors.find(std::string(path.as_string()));
+      if (found == tensors.end()) {
         missing = path.path();
         break;
       }
-      const Leaf& leaf = *found->second;
-      out.leaves.push_back({a.keys()[leaf.argument], leaf.argument, leaf.path,
-                            display_key(leaf_name(a.keys()[leaf.argument], leaf.path, a.tmpl(), leaf.argument)),
-                            aoti::read_guard_dims(in["sizes"], "", nullptr)});
+      found->second->dims = aoti::read_guard_dims(in["sizes"], "", nullptr);
     }
   } catch (const JsonError& e) {
     throw e.under(where);  // the text is a JSON document of its own
   }
   if (!missing.empty()) optrace::detail::raise_json(where + missing, "the compiled package takes a tensor the package's calls do not have");
-  return out;
+  return check;
 }
 
-/// One dim of a call a package does not take.
+/// One dim of a call a package does not take: a row of drift.
 struct Miss {
   std::string argument;
   int64_t dim, value, min, max;
 };
 
-/// The dims of `call` (of the package's structure) the package does not take, by the guard's
-/// one size rule (aoti::size_verdict): empty when it takes the call.
-inline std::vector<Miss> misses(const Acceptance& acceptance, const Value& call) {
-  std::vector<Miss> out;
-  aoti::Bindings bound;
-  for (size_t i = 0; i < acceptance.leaves.size(); ++i) {
-    const Acceptance::TensorLeaf& leaf = acceptance.leaves[i];
-    const Value* v = tensor_at(call, leaf.key, leaf.path, leaf.argument);
-    if (!v || v->spec.sizes.size() != leaf.dims.size()) {  // the structure says None, or the rank: not this package's
-      out.push_back({leaf.name, -1, 0, 0, 0});
-      continue;
-    }
-    for (size_t d = 0; d < leaf.dims.size(); ++d) {
-      const aoti::GuardDim& g = leaf.dims[d];
-      const int64_t n = v->spec.sizes[d];
-      if (aoti::size_verdict(g, n, bound, i, d) == aoti::SizeVerdict::fits) continue;
-      out.push_back({leaf.name, static_cast<int64_t>(d), n, g.is_static ? g.size : g.min.value_or(0),
-                     g.is_static ? g.size : g.max.value_or(kUnboundedDim)});
-    }
-  }
-  return out;
-}
+/// What a package takes, for drift and assign, and whose record it is.
+struct Acceptance {
+  aoti::CallCheck check;
+  std::string source;  ///< "compiled" (plan.json's in_spec and guard, or the guard alone) or "planned"
+};
 
 }  // namespace detail::plan
 
@@ -650,12 +637,14 @@ class Plan {
                                                              std::to_string(plan.total_calls_) + " (or one is negative)");
         json::Node guard(p);
         if (p.find("guard", guard) && !guard.is_null()) pkg.compiled_guard = std::string(guard.as_string());
+        json::Node in_spec(p);
+        if (p.find("in_spec", in_spec) && !in_spec.is_null()) pkg.compiled_in_spec = std::string(in_spec.as_string());
         const std::string observations = detail::beneath_shown(dir, pkg.observations_file);
         pkg.observations = detail::about_file(observations, [&] {
           const detail::Fd fd = detail::open_file_beneath(dir, pkg.observations_file);
           return Observations::from_json(detail::read_all(fd.get(), 0, observations));
         });
-        plan.add(std::move(pkg), p.path() + "/guard");
+        plan.add(std::move(pkg), p.path());
       }
     });
     return plan;
@@ -719,6 +708,7 @@ class Plan {
       w.end_object().key("dynamic_shapes");
       p.dynamic_shapes.write_json(w);
       if (!p.compiled_guard.empty()) w.key("guard").value(p.compiled_guard);
+      if (!p.compiled_in_spec.empty()) w.key("in_spec").value(p.compiled_in_spec);
       w.end_object();
     }
     w.end_array().end_object();
@@ -736,10 +726,13 @@ class Plan {
   }
 
   /// The share of the calls in `files` that no package covers, by call structure, argument and
-  /// dim, with the sizes seen and the package's ranges. A call is covered when a package has its
-  /// structure and takes every dim by the guard's own size rule (aoti::size_verdict), over the
-  /// ranges the package was compiled with where compile_plan recorded them (`compiled_guard`),
-  /// else over the planned ones; each row says which (DriftRow::source).
+  /// dim, with the sizes seen and the package's ranges. A call is covered when a package takes
+  /// it by the check the package serves by (aoti::CallCheck: its tree, then every input's kind,
+  /// value, dtype, device and rank, then every size by the guard's rule), over what compile_plan
+  /// recorded in plan.json (`in_spec`, `guard`), else over the plan's calls and ranges; each row
+  /// says which (DriftRow::source). A call no package takes is blamed on the closest one by the
+  /// set's own ranking (aoti::closer): its rows are that package's dims outside, or, when no
+  /// package got to its sizes, one row for a structure no package has.
   DriftReport drift(const std::vector<Observations>& files) const {
     DriftReport report;
     report.plan = path_;
@@ -748,6 +741,7 @@ class Plan {
       OPTRACE_CHECK(detail::add_calls(total, o.calls_.total_calls), ArgumentError, "the observation files' ", detail::kCallsOverflow,
                     ": drift fewer files at a time");
     std::map<std::tuple<std::string, std::string, int64_t>, size_t> row_of;
+    std::vector<detail::aoti::FlatValue> flat;
     auto structure_row = [&](const std::string& s, bool planned) -> DriftReport::Structure& {
       for (DriftReport::Structure& r : report.structures)
         if (r.structure == s) return r;
@@ -761,22 +755,33 @@ class Plan {
         const int64_t n = c.counts[s];
         const std::string structure = detail::plan::structure_of(call, order_);
         report.calls += n;
-        std::optional<size_t> closest;
+        const Routed routed = route(call, flat);
+        const bool taken = routed.package != Routed::kNone;
+        // A call that got to a package's sizes has its structure: its rows are that package's
+        // dims outside, each judged by the guard's size rule.
+        const bool sized = !taken && routed.closest != Routed::kNone && detail::aoti::refusal_stage(routed.why) == 2;
         std::vector<detail::plan::Miss> closest_misses;
-        for (size_t i = 0; i < packages_.size(); ++i) {
-          if (packages_[i].structure != structure) continue;
-          std::vector<detail::plan::Miss> m = detail::plan::misses(accepts_[i], call);
-          if (!closest || m.size() < closest_misses.size()) closest = i, closest_misses = std::move(m);
-          if (closest_misses.empty()) break;
+        if (sized) {
+          const detail::aoti::CallCheck& check = accepts_[routed.closest].check;
+          check.shape.try_flatten(call, flat, nullptr);
+          std::vector<detail::aoti::Guard::Miss> misses;
+          check.guard.size_misses(flat, &misses);
+          for (const detail::aoti::Guard::Miss& m : misses) {
+            const detail::aoti::GuardInput& in = check.guard.inputs[m.input];
+            const detail::aoti::GuardDim& g = in.dims[m.dim];
+            closest_misses.push_back({in.path, static_cast<int64_t>(m.dim), m.value, g.is_static ? g.size : g.min.value_or(0),
+                                      g.is_static ? g.size : g.max.value_or(kUnboundedDim)});
+          }
+        } else if (!taken) {
+          closest_misses.push_back({"", -1, 0, 0, 0});
         }
-        DriftReport::Structure& row = structure_row(structure, closest.has_value());
+        DriftReport::Structure& row = structure_row(structure, taken || sized);
         row.calls += n;
-        if (closest && closest_misses.empty()) {
+        if (taken) {
           row.covered += n;
           report.covered += n;
           continue;
         }
-        if (!closest) closest_misses.push_back({"", -1, 0, 0, 0});
         for (const detail::plan::Miss& m : closest_misses) {
           auto [it, fresh] = row_of.emplace(std::make_tuple(structure, m.argument, m.dim), report.rows.size());
           if (fresh) {
@@ -787,8 +792,8 @@ class Plan {
             r.seen_min = r.seen_max = m.value;
             r.planned_min = m.min;
             r.planned_max = m.max;
-            r.package = closest ? packages_[*closest].name : "";
-            r.source = closest ? accepts_[*closest].source : "";
+            r.package = sized ? packages_[routed.closest].name : "";
+            r.source = sized ? accepts_[routed.closest].source : "";
             report.rows.push_back(r);
           }
           DriftRow& r = report.rows[it->second];
@@ -809,17 +814,15 @@ class Plan {
   std::vector<Observations> assign(const Observations& observations) const {
     const detail::CallSet& c = observations.calls_;
     std::vector<Observations> out(packages_.size() + 1);
+    std::vector<detail::aoti::FlatValue> flat;
     for (Observations& o : out) {
       o.calls_.keyed = c.keyed;
       o.calls_.preferred_order = c.preferred_order;
       o.calls_.int_ranges = c.int_ranges;
     }
     for (size_t s = 0; s < c.signatures.size(); ++s) {
-      const std::string structure = detail::plan::structure_of(c.signatures[s], order_);
-      size_t to = packages_.size();
-      for (size_t i = 0; i < packages_.size() && to == packages_.size(); ++i)
-        if (packages_[i].structure == structure && detail::plan::misses(accepts_[i], c.signatures[s]).empty())
-          to = i;
+      const Routed routed = route(c.signatures[s], flat);
+      const size_t to = routed.package == Routed::kNone ? packages_.size() : routed.package;
       detail::CallSet& into = out[to].calls_;
       into.signatures.push_back(c.signatures[s]);
       into.counts.push_back(c.counts[s]);
@@ -852,13 +855,50 @@ class Plan {
   }
 
  private:
-  // `where`: the package's "guard" in plan.json, for an error.
+  // `where`: the package in plan.json, for an error.
   void add(PlannedPackage p, const std::string& where = "") {
     p.dynamic_shapes = p.observations.infer_dynamic_shapes(DynamicShapesOptions().dim_style(DimStyle::named));
-    const detail::Analysis analysis(p.observations.calls_);
-    accepts_.push_back(p.compiled_guard.empty() ? detail::plan::planned_acceptance(analysis, p.dynamic_shapes)
-                                                : detail::plan::compiled_acceptance(analysis, p.compiled_guard, where));
+    detail::plan::Acceptance accepts;
+    if (!p.compiled_guard.empty() && !p.compiled_in_spec.empty()) {
+      // Each text is a JSON document of its own: an error names the member it is in.
+      try {
+        detail::aoti::Guard::parse(p.compiled_guard);
+      } catch (const JsonError& e) {
+        throw e.under(where + "/guard");
+      }
+      try {
+        accepts.check = detail::aoti::CallCheck::of(p.compiled_in_spec, &p.compiled_guard);
+      } catch (const JsonError& e) {
+        throw e.under(where + "/in_spec");
+      }
+    } else {
+      const detail::Analysis analysis(p.observations.calls_);
+      accepts.check = detail::plan::planned_check(analysis, p.dynamic_shapes, order_, p.compiled_guard, where + "/guard");
+    }
+    accepts.source = p.compiled_guard.empty() ? "planned" : "compiled";
+    accepts_.push_back(std::move(accepts));
     packages_.push_back(std::move(p));
+  }
+
+  // Which package takes a call (the first that does, as PackageSet routes), and when none does,
+  // the closest by the set's own ranking (aoti::closer), with its refusal.
+  struct Routed {
+    static constexpr size_t kNone = static_cast<size_t>(-1);
+    size_t package = kNone, closest = kNone;
+    detail::aoti::Refusal why;
+  };
+  Routed route(const Value& call, std::vector<detail::aoti::FlatValue>& flat) const {
+    Routed r;
+    for (size_t i = 0; i < accepts_.size(); ++i) {
+      detail::aoti::Refusal why;
+      why.want_message = false;
+      if (accepts_[i].check.accepts(call, flat, &why)) {
+        r.package = i;
+        return r;
+      }
+      if (r.closest == Routed::kNone || detail::aoti::closer(why, r.why)) r.closest = i, r.why = std::move(why);
+    }
+    return r;
   }
 
   static int64_t sum(const std::vector<int64_t>& xs) {

@@ -431,17 +431,26 @@ class PackageSet {
                                             plan.id(), "): compile this plan's packages (compile_plan)");
   }
 
-  // A package whose guard is not the one compile_plan recorded in plan.json (compiled again apart,
-  // with other ranges) is refused: drift and `optrace verify PLAN` judge calls by plan.json's
-  // record, and would disagree with the set. A plan without the record (not compiled by
-  // compile_plan, or before issue 57) is not checked.
+  // A package whose guard or in_spec is not the one compile_plan recorded in plan.json (compiled
+  // again apart, with other ranges or arguments) is refused: drift and `optrace verify PLAN` judge
+  // calls by plan.json's record, and would disagree with the set. A plan without the record (not
+  // compiled by compile_plan, or before issue 57) is not checked; the in_spec is compared as a
+  // tree (its text is torch's to format).
   static void check_recorded_guard(const Plan& plan, const PlannedPackage& planned, const Entry& e) {
     if (planned.compiled_guard.empty()) return;
     const auto& metadata = e.package.metadata();
     const auto guard = metadata.find(std::string(detail::aoti::kGuardKey));
-    if (guard == metadata.end() || guard->second != planned.compiled_guard)
+    bool same = guard != metadata.end() && guard->second == planned.compiled_guard;
+    if (same && !planned.compiled_in_spec.empty()) {
+      try {
+        same = detail::aoti::parse_tree_spec(planned.compiled_in_spec) == detail::aoti::parse_tree_spec(e.package.in_spec());
+      } catch (const JsonError&) {
+        same = false;
+      }
+    }
+    if (!same)
       detail::raise_about_file<ArgumentError>(plan.path(), e.name, " (", e.file, ") takes other inputs than plan.json records of it "
-                                              "(its 'guard'): it was compiled again apart; compile this plan's packages (compile_plan)");
+                                              "(its 'guard' and 'in_spec'): it was compiled again apart; compile this plan's packages (compile_plan)");
   }
 
   // Whether two packages take the same arguments, by name and order: what the packages of a set
@@ -467,25 +476,20 @@ class PackageSet {
     return nullptr;
   }
 
-  // The refusal of the package that came closest: a size outside a range (the call has the
-  // package's structure: the guard checks every input's kind, dtype, device and rank before any
-  // size) before another input (a dtype, a None), before the call's arity or structure; among
-  // those refusing a size, the fewest dims outside; the first such package (most calls) on a tie.
-  // Plan::drift names the same package (of the call's structure, fewest dims by the same rule,
-  // first on a tie). Every package is ranked without building its message
-  // (Refusal::want_message); the closest one's is built once.
+  // The refusal of the package that came closest, by the one ranking (aoti::closer: a size
+  // outside a range, before another input, before the call's arity or structure; among sizes,
+  // the fewest dims outside; the first such package on a tie), which Plan::drift ranks by too.
+  // Every package is ranked without building its message (Refusal::want_message); the closest
+  // one's is built once.
   static Closest refusal_of_closest(const State& state, const std::vector<c10::IValue>& args, const Kwargs& kwargs) {
     Closest best;
-    int best_rank = -1;
-    int64_t best_misses = 0;
+    Refusal best_why;
     std::vector<detail::aoti::FlatInput> flat;
     for (const Entry& e : state.entries) {
       Refusal r;
       r.want_message = false;
       if (e.package.accepts(args, kwargs, flat, &r)) continue;  // cannot happen: every package refused it
-      const int rank = r.dim >= 0 ? 2 : r.shape ? 1 : 0;
-      if (rank > best_rank || (rank == 2 && best_rank == 2 && r.misses < best_misses))
-        best_rank = rank, best_misses = r.misses, best.entry = &e;
+      if (!best.entry || detail::aoti::closer(r, best_why)) best_why = std::move(r), best.entry = &e;
     }
     if (best.entry) best.entry->package.accepts(args, kwargs, flat, &best.refusal);
     return best;

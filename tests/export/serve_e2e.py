@@ -100,10 +100,12 @@ def main(observe_tool, serve_tool, cli, work):
             return SKIP
         raise
     compile1_s = time.time() - started
-    # compile_plan recorded what each package takes as compiled (its guard): drift judges by it.
+    # compile_plan recorded what each package takes as compiled (its guard and in_spec): drift
+    # judges by them, and the set refuses a package they do not describe (below).
     plan = efo.read(os.path.join(plan1, "plan.json"))
-    if not all(isinstance(p.get("guard"), str) and json.loads(p["guard"])["inputs"] for p in plan["packages"]):
-        fail("compile_plan did not record each package's guard in plan.json")
+    if not all(isinstance(p.get("guard"), str) and json.loads(p["guard"])["inputs"] and isinstance(p.get("in_spec"), str)
+               for p in plan["packages"]):
+        fail("compile_plan did not record each package's guard and in_spec in plan.json")
 
     # 2. The same kind of traffic served by the set, without a fallback: no call refused, every
     #    output the TorchScript module's.
@@ -314,7 +316,15 @@ def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
     doc["packages"][0]["guard"] = json.dumps(guard, separators=(",", ":"))
     cp.write_json(os.path.join(rerecorded, "plan.json"), doc)
     refused(rerecorded, r"plan\.json: ArgumentError: p0 \(p0\.pt2\) takes other inputs than plan\.json records of it "
-                        r"\(its 'guard'\): it was compiled again apart; compile this plan's packages \(compile_plan\)$")
+                        r"\(its 'guard' and 'in_spec'\): it was compiled again apart; compile this plan's packages \(compile_plan\)$")
+    # ... or for another tree of arguments (the in_spec, compared as a tree: one positional argument more).
+    doc = efo.read(os.path.join(plan, "plan.json"))
+    protocol, root = json.loads(doc["packages"][0]["in_spec"])
+    root["children_spec"][0]["children_spec"].append({"type": None, "context": None, "children_spec": []})
+    doc["packages"][0]["in_spec"] = json.dumps([protocol, root])
+    cp.write_json(os.path.join(rerecorded, "plan.json"), doc)
+    refused(rerecorded, r"plan\.json: ArgumentError: p0 \(p0\.pt2\) takes other inputs than plan\.json records of it "
+                        r"\(its 'guard' and 'in_spec'\): it was compiled again apart; compile this plan's packages \(compile_plan\)$")
 
     # A package of another model (one positional argument, compiled without optrace's metadata)
     # in p1's place.
@@ -341,6 +351,7 @@ def check_bad_plans(plan, plan2, scripted, calls, serve_tool, work):
     doc = efo.read(os.path.join(only_other, "plan.json"))  # packages compiled apart: no record of them
     for p in doc["packages"]:
         p.pop("guard", None)
+        p.pop("in_spec", None)
     cp.write_json(os.path.join(only_other, "plan.json"), doc)
     out_dir = os.path.join(only_other, "out")
     os.makedirs(out_dir, exist_ok=True)

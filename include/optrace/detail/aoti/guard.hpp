@@ -7,7 +7,8 @@
 // consistent (a derived dim `coeff*s + offset` solved for s), each dim's range with torch's
 // allowance for 0 and 1 (a lower bound of 2 or less is not enforced); and a non-tensor input
 // equal to the value the program was exported with. To these optrace adds what AOTInductor's run
-// would not say clearly: the dtype and the device type. Needs no AOTInductor.
+// would not say clearly: the dtype and the device type. Needs no AOTInductor, and judges a
+// served call (c10::IValue) and a recorded one (optrace::Value, in a plan's drift) alike.
 
 #include <optrace/detail/aoti/call_spec.hpp>
 #include <optrace/dynamic_shapes.hpp>
@@ -18,7 +19,10 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <iomanip>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -48,8 +52,73 @@ struct GuardInput {
   std::string dtype, device;
   std::optional<c10::ScalarType> scalar_type;  ///< `dtype` in this libtorch (compared per call without a string)
   std::vector<GuardDim> dims;
-  c10::IValue value;  ///< non-tensor: the exported value
+  Value value;  ///< non-tensor: the exported value (None: not checked)
 };
+
+// How the guard sees one flat input: of a served call (FlatInput, a c10::IValue) or of a
+// recorded one (FlatValue, an optrace::Value; its tensors are specs).
+namespace leaf {
+inline bool is_tensor(const FlatInput& f) { return f.value.isTensor(); }
+inline bool is_none(const FlatInput& f) { return f.value.isNone(); }
+inline std::string kind_name(const FlatInput& f) { return f.value.tagKind(); }
+inline c10::ScalarType dtype(const FlatInput& f) { return f.value.toTensor().scalar_type(); }
+inline c10::Device device(const FlatInput& f) { return f.value.toTensor().device(); }
+inline c10::IntArrayRef sizes(const FlatInput& f) { return f.value.toTensor().sizes(); }
+inline bool equals(const Value& baked, const FlatInput& f) {
+  const c10::IValue& v = f.value;
+  switch (baked.kind) {
+    case Value::Kind::Int: return v.isInt() && v.toInt() == baked.int_value;
+    case Value::Kind::Double: return v.isDouble() && v.toDouble() == baked.double_value;
+    case Value::Kind::Bool: return v.isBool() && v.toBool() == baked.bool_value;
+    case Value::Kind::String: return v.isString() && v.toStringRef() == baked.text;
+    default: return false;
+  }
+}
+inline std::string show(const FlatInput& f) {
+  std::ostringstream out;
+  out << f.value;
+  return out.str();
+}
+
+inline bool is_tensor(const FlatValue& f) { return f.value && f.value->is_tensor(); }
+inline bool is_none(const FlatValue& f) { return tree::is_none(f.value); }
+inline std::string kind_name(const FlatValue& f) { return tree::kind_name(f.value); }
+inline c10::ScalarType dtype(const FlatValue& f) { return f.value->spec.dtype; }
+inline c10::Device device(const FlatValue& f) { return f.value->spec.device; }
+inline c10::IntArrayRef sizes(const FlatValue& f) { return f.value->spec.sizes; }
+inline bool equals(const Value& baked, const FlatValue& f) {
+  if (!f.value || f.value->kind != baked.kind) return false;
+  switch (baked.kind) {
+    case Value::Kind::Int: return f.value->int_value == baked.int_value;
+    case Value::Kind::Double: return f.value->double_value == baked.double_value;
+    case Value::Kind::Bool: return f.value->bool_value == baked.bool_value;
+    case Value::Kind::String: return f.value->text == baked.text;
+    default: return false;
+  }
+}
+}  // namespace leaf
+
+/// A baked-in value as a message shows it: as c10::IValue prints one.
+inline std::string show_baked(const Value& v) {
+  switch (v.kind) {
+    case Value::Kind::Int: return std::to_string(v.int_value);
+    case Value::Kind::Bool: return v.bool_value ? "True" : "False";
+    case Value::Kind::String: return "\"" + v.text + "\"";
+    case Value::Kind::Double: {  // c10's rule: an integral value as `3.`, else every digit
+      const double d = v.double_value;
+      const int c = std::fpclassify(d);
+      if ((c == FP_NORMAL || c == FP_ZERO) && std::abs(d) < 1e10 && static_cast<double>(static_cast<int64_t>(d)) == d)
+        return (std::signbit(d) && d == 0 ? "-" : "") + std::to_string(static_cast<int64_t>(d)) + ".";
+      std::ostringstream out;
+      out << std::setprecision(std::numeric_limits<double>::max_digits10) << d;
+      return out.str();
+    }
+    default: return "None";
+  }
+}
+namespace leaf {
+inline std::string show(const FlatValue& f) { return f.value ? show_baked(*f.value) : "None"; }
+}  // namespace leaf
 
 /// The guard metadata's version, checked: throws JsonError for another.
 inline void check_guard_version(const json::Node& root) {
@@ -153,13 +222,17 @@ struct Guard {
         input.device = std::string(in["device"].as_string());
         input.dims = read_guard_dims(in["sizes"], input.path, &g.unchecked);
       } else if (input.kind == "int") {
-        input.value = in["value"].as_int();
+        input.value.kind = Value::Kind::Int;
+        input.value.int_value = in["value"].as_int();
       } else if (input.kind == "float") {
-        input.value = in["value"].as_double();
+        input.value.kind = Value::Kind::Double;
+        input.value.double_value = in["value"].as_double();
       } else if (input.kind == "bool") {
-        input.value = in["value"].as_bool();
+        input.value.kind = Value::Kind::Bool;
+        input.value.bool_value = in["value"].as_bool();
       } else if (input.kind == "str") {
-        input.value = std::string(in["value"].as_string());
+        input.value.kind = Value::Kind::String;
+        input.value.text = std::string(in["value"].as_string());
       } else if (input.kind != "NoneType") {
         g.unchecked.push_back(input.path + ": an input of kind " + input.kind + ", not checked");
       }
@@ -180,62 +253,71 @@ struct Guard {
 
   /// Checks the flat inputs. Throws ShapeError naming the argument, the dim, the value and what
   /// the package was compiled for, ArgumentError for a count that differs.
-  void check(const std::vector<FlatInput>& flat) const {
+  template <class Flat>
+  void check(const std::vector<Flat>& flat) const {
     Refusal why;
     if (!accepts(flat, &why)) why.raise();
   }
 
   /// `check` without throwing: false when the package was not compiled for these inputs, with
-  /// the reason in `why` when given (null: no message is built, for routing).
+  /// the reason in `why` when given (null: no message is built, for routing). `Flat`: FlatInput
+  /// (a served call) or FlatValue (a recorded one, for a plan's drift): one rule for both.
   ///
   /// Every input's kind, baked-in value, dtype, device and rank is checked before any size, so a
   /// refusal with a dim (`why->dim >= 0`) means the call has the package's structure: whichever
   /// input comes first, a None where a tensor was compiled is told before another input's size.
-  /// PackageSet ranks the packages that refuse a call by it (structure before sizes).
-  bool accepts(const std::vector<FlatInput>& flat, Refusal* why) const {
+  /// Packages that refuse a call are ranked by it (aoti::closer: structure before sizes).
+  template <class Flat>
+  bool accepts(const std::vector<Flat>& flat, Refusal* why) const {
     if (flat.size() != inputs.size())
       return refuse(why, false, [&] { return concat("the call has ", flat.size(), " inputs; the package was compiled for ", inputs.size()); });
     for (size_t i = 0; i < inputs.size(); ++i) {
       const GuardInput& in = inputs[i];
-      const c10::IValue& v = flat[i].value;
+      const Flat& v = flat[i];
       if (in.kind == "tensor") {
-        if (!v.isTensor())
-          return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled for a tensor here, got ", v.tagKind()); });
-        if (!tensor_fits(in, v.toTensor(), why)) return false;
+        if (!leaf::is_tensor(v))
+          return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled for a tensor here, got ", leaf::kind_name(v)); });
+        if (!tensor_fits(in, v, why)) return false;
       } else if (in.kind == "NoneType") {
-        if (!v.isNone())
-          return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled with None here, got ", v.tagKind()); });
-      } else if (!in.value.isNone()) {
-        bool same = (in.value.isInt() && v.isInt() && in.value.toInt() == v.toInt()) ||
-                    (in.value.isDouble() && v.isDouble() && in.value.toDouble() == v.toDouble()) ||
-                    (in.value.isBool() && v.isBool() && in.value.toBool() == v.toBool()) ||
-                    (in.value.isString() && v.isString() && in.value.toStringRef() == v.toStringRef());
-        if (!same)
-          return refuse_input(why, in, [&] {
-            return concat("argument ", in.path, " is ", show(v), "; the package was compiled with ", show(in.value),
-                          " (a non-tensor input is baked into the package)");
-          });
+        if (!leaf::is_none(v))
+          return refuse_input(why, in, [&] { return concat("argument ", in.path, ": the package was compiled with None here, got ", leaf::kind_name(v)); });
+      } else if (!in.value.is_none() && !leaf::equals(in.value, v)) {
+        return refuse_input(why, in, [&] {
+          return concat("argument ", in.path, " is ", leaf::show(v), "; the package was compiled with ", show_baked(in.value),
+                        " (a non-tensor input is baked into the package)");
+        });
       }
     }
     Bindings bound;
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (inputs[i].kind == "tensor" && !sizes_fit(i, flat[i].value.toTensor(), bound, why)) {
+      if (inputs[i].kind == "tensor" && !sizes_fit(i, leaf::sizes(flat[i]), bound, why)) {
         if (why) why->misses = size_misses(flat);
         return false;
       }
     return true;
   }
 
+  /// One dim of a call the package does not take (drift's rows).
+  struct Miss {
+    size_t input, dim;
+    int64_t value;
+  };
+
   /// How many dims of `flat` (of this guard's structure: `accepts` got to the sizes) the package
-  /// does not take, each judged by size_verdict: what a plan's drift counts for a package.
-  int64_t size_misses(const std::vector<FlatInput>& flat) const {
+  /// does not take, each judged by size_verdict (each listed in `rows` when given): what a plan's
+  /// drift counts for a package.
+  template <class Flat>
+  int64_t size_misses(const std::vector<Flat>& flat, std::vector<Miss>* rows = nullptr) const {
     Bindings bound;
     int64_t n = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (inputs[i].kind != "tensor") continue;
-      const at::Tensor& t = flat[i].value.toTensor();
-      for (size_t d = 0; d < inputs[i].dims.size(); ++d)
-        n += size_verdict(inputs[i].dims[d], t.size(static_cast<int64_t>(d)), bound, i, d) != SizeVerdict::fits;
+      const c10::IntArrayRef sizes = leaf::sizes(flat[i]);
+      for (size_t d = 0; d < inputs[i].dims.size(); ++d) {
+        if (size_verdict(inputs[i].dims[d], sizes[d], bound, i, d) == SizeVerdict::fits) continue;
+        ++n;
+        if (rows) rows->push_back({i, d, sizes[d]});
+      }
     }
     return n;
   }
@@ -296,35 +378,33 @@ struct Guard {
   }
 
  private:
-  static std::string show(const c10::IValue& v) {
-    std::ostringstream out;
-    out << v;
-    return out.str();
-  }
-
   // A tensor input's dtype, device type and rank.
-  static bool tensor_fits(const GuardInput& in, const at::Tensor& t, Refusal* why) {
-    if (in.scalar_type ? t.scalar_type() != *in.scalar_type : python_dtype_name(t.scalar_type()) != in.dtype)
+  template <class Flat>
+  static bool tensor_fits(const GuardInput& in, const Flat& v, Refusal* why) {
+    const c10::ScalarType dtype = leaf::dtype(v);
+    if (in.scalar_type ? dtype != *in.scalar_type : python_dtype_name(dtype) != in.dtype)
       return refuse_input(why, in, [&] {
-        return concat("argument ", in.path, " has dtype ", python_dtype_name(t.scalar_type()), "; the package was compiled for ", in.dtype);
+        return concat("argument ", in.path, " has dtype ", python_dtype_name(dtype), "; the package was compiled for ", in.dtype);
       });
+    const c10::Device device = leaf::device(v);
     std::string_view want = std::string_view(in.device).substr(0, in.device.find(':'));
-    if (c10::DeviceTypeName(t.device().type(), /*lower_case=*/true) != want)
-      return refuse_input(why, in, [&] { return concat("argument ", in.path, " is on ", t.device(), "; the package runs on ", in.device); });
-    if (t.dim() != static_cast<int64_t>(in.dims.size()))
+    if (c10::DeviceTypeName(device.type(), /*lower_case=*/true) != want)
+      return refuse_input(why, in, [&] { return concat("argument ", in.path, " is on ", device, "; the package runs on ", in.device); });
+    const c10::IntArrayRef sizes = leaf::sizes(v);
+    if (sizes.size() != in.dims.size())
       return refuse_input(why, in, [&] {
-        return concat("argument ", in.path, " has ", t.dim(), " dims ", t.sizes(), "; the package was compiled for ", in.dims.size(),
+        return concat("argument ", in.path, " has ", sizes.size(), " dims ", sizes, "; the package was compiled for ", in.dims.size(),
                       " (", describe_sizes(in), ")");
       });
     return true;
   }
 
   // A tensor input's sizes (its rank fits), by the one size rule (size_verdict).
-  bool sizes_fit(size_t index, const at::Tensor& t, Bindings& bound, Refusal* why) const {
+  bool sizes_fit(size_t index, c10::IntArrayRef sizes, Bindings& bound, Refusal* why) const {
     const GuardInput& in = inputs[index];
     for (size_t d = 0; d < in.dims.size(); ++d) {
       const GuardDim& g = in.dims[d];
-      const int64_t n = t.size(static_cast<int64_t>(d));
+      const int64_t n = sizes[d];
       const Binding* other = nullptr;
       switch (size_verdict(g, n, bound, index, d, &other)) {
         case SizeVerdict::fits:
@@ -332,7 +412,7 @@ struct Guard {
         case SizeVerdict::static_size:
           return refuse_dim(why, in, d, n, [&] {
             return concat("argument ", in.path, " dim ", d, " is ", n, "; the package was compiled for ", g.size,
-                          " there (a static dim): sizes ", t.sizes(), ", compiled for ", describe_sizes(in));
+                          " there (a static dim): sizes ", sizes, ", compiled for ", describe_sizes(in));
           });
         case SizeVerdict::not_multiple:
           return refuse_dim(why, in, d, n, [&] {
@@ -424,6 +504,40 @@ struct Guard {
         return n;
     }
     return n;
+  }
+};
+
+/// What one package takes, whole: its call spec (the in_spec's tree, with the arguments' names)
+/// and its guard. The one rule of whether a package takes a call and, if not, why: Package and
+/// PackageSet judge served calls by it, a plan's drift and assign recorded ones.
+struct CallCheck {
+  CallShape shape;
+  Guard guard;
+  bool guarded = false;  ///< with optrace's guard metadata; else only the tree is checked
+
+  /// From the package's in_spec (treespec text) and its guard metadata (null: none; the tree
+  /// only). Throws JsonError for either malformed.
+  static CallCheck of(std::string_view in_spec, const std::string* guard_text) {
+    CallCheck c;
+    std::vector<std::string> names;
+    if (guard_text) {
+      c.guard = Guard::parse(*guard_text);
+      c.guarded = true;
+      names = c.guard.arg_names;
+    }
+    c.shape = CallShape::of(parse_tree_spec(in_spec), std::move(names));
+    if (c.guarded) c.guard.none_keywords_into(c.shape);
+    return c;
+  }
+
+  /// Whether the package takes a served call, its flat inputs left in `flat`.
+  bool accepts(const std::vector<c10::IValue>& args, const std::unordered_map<std::string, c10::IValue>& kwargs,
+               std::vector<FlatInput>& flat, Refusal* why) const {
+    return shape.try_flatten(args, kwargs, flat, why) && (!guarded || guard.accepts(flat, why));
+  }
+  /// Whether the package takes a recorded call (an observation file's signature).
+  bool accepts(const Value& call, std::vector<FlatValue>& flat, Refusal* why) const {
+    return shape.try_flatten(call, flat, why) && (!guarded || guard.accepts(flat, why));
   }
 };
 
