@@ -44,13 +44,14 @@ std::string plan_json_of(const std::string& dir) {
   return std::string((std::istreambuf_iterator<char>(in)), {});
 }
 
-// `"guard": "<guard>", `: a package's guard record, as compile_plan writes it into plan.json
-// (the guard's JSON as a string), to insert before one of the package's keys.
-std::string guard_member(const std::string& guard) {
-  std::string escaped;
-  for (char c : guard) escaped += c == '"' ? std::string("\\\"") : std::string(1, c);
-  return "\"guard\": \"" + escaped + "\", ";
+// `"name": "<text>", `: a member of plan.json holding a JSON text as a string, as compile_plan
+// writes "guard" and "in_spec", to insert before one of the package's keys.
+std::string member(const std::string& name, const std::string& text) {
+  return "\"" + name + "\": " + optrace::json::Writer().value(text).str() + ", ";
 }
+
+// A package's guard record.
+std::string guard_member(const std::string& guard) { return member("guard", guard); }
 
 optrace::SymbolRange symbol_of(const optrace::PlannedPackage& p, const std::string& argument, size_t dim) {
   const std::string& name = p.dynamic_shapes[argument].dims.at(dim).symbol;
@@ -245,8 +246,7 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
   // So is an in_spec recorded beside the guard that is not torch's (each text named where it is).
   auto refused_in_spec = [&](const std::string& guard_text, const std::string& in_spec, const std::string& message) {
     const size_t at = planned.find("\"dynamic_shapes\"");
-    write_text(path, planned.substr(0, at) + guard_member(guard_text) + "\"in_spec\": " + optrace::json::Writer().value(in_spec).str() +
-                         ", " + planned.substr(at));
+    write_text(path, planned.substr(0, at) + guard_member(guard_text) + member("in_spec", in_spec) + planned.substr(at));
     CHECK_THROWS_WITH(optrace::Plan::load(dir), OPTRACE_CONTAINS(message));
   };
   refused_in_spec(guard, "[2, {}]", "JsonError at /packages/0/in_spec: a pytree treespec of protocol 1 ([1, {...}]) was expected");
@@ -443,12 +443,6 @@ Call call_of(const optrace::Value& v) {
          v.find("k")->int_value};
   if (c.mask == 1) c.mb = mask->spec.sizes[0], c.ms = mask->spec.sizes[1];
   return c;
-}
-
-// `"name": "<text>", `: a member of plan.json holding a JSON text as a string, as compile_plan
-// writes "guard" and "in_spec", to insert before one of the package's keys.
-std::string member(const std::string& name, const std::string& text) {
-  return "\"" + name + "\": " + optrace::json::Writer().value(text).str() + ", ";
 }
 
 // What compile_plan records of a package (its in_spec and guard), from its calls' structure: ids

@@ -495,12 +495,6 @@ struct Miss {
   int64_t dim, value, min, max;
 };
 
-/// What a package takes, for drift and assign, and whose record it is.
-struct Acceptance {
-  aoti::CallCheck check;
-  std::string source;  ///< "compiled" (plan.json's in_spec and guard, or the guard alone) or "planned"
-};
-
 }  // namespace detail::plan
 
 /// The packages that cover a server's observed calls: one per call structure at least, each with
@@ -762,7 +756,7 @@ class Plan {
         const bool sized = !taken && routed.closest != Routed::kNone && detail::aoti::refusal_stage(routed.why) == 2;
         std::vector<detail::plan::Miss> closest_misses;
         if (sized) {
-          const detail::aoti::CallCheck& check = accepts_[routed.closest].check;
+          const detail::aoti::CallCheck& check = checks_[routed.closest];
           check.shape.try_flatten(call, flat, nullptr);
           std::vector<detail::aoti::Guard::Miss> misses;
           check.guard.size_misses(flat, &misses);
@@ -793,7 +787,7 @@ class Plan {
             r.planned_min = m.min;
             r.planned_max = m.max;
             r.package = sized ? packages_[routed.closest].name : "";
-            r.source = sized ? accepts_[routed.closest].source : "";
+            r.source = sized ? source_of(packages_[routed.closest]) : "";
             report.rows.push_back(r);
           }
           DriftRow& r = report.rows[it->second];
@@ -858,27 +852,29 @@ class Plan {
   // `where`: the package in plan.json, for an error.
   void add(PlannedPackage p, const std::string& where = "") {
     p.dynamic_shapes = p.observations.infer_dynamic_shapes(DynamicShapesOptions().dim_style(DimStyle::named));
-    detail::plan::Acceptance accepts;
     if (!p.compiled_guard.empty() && !p.compiled_in_spec.empty()) {
       // Each text is a JSON document of its own: an error names the member it is in.
+      std::optional<detail::aoti::Guard> guard;
       try {
-        detail::aoti::Guard::parse(p.compiled_guard);
+        guard = detail::aoti::Guard::parse(p.compiled_guard);
       } catch (const JsonError& e) {
         throw e.under(where + "/guard");
       }
       try {
-        accepts.check = detail::aoti::CallCheck::of(p.compiled_in_spec, &p.compiled_guard);
+        checks_.push_back(detail::aoti::CallCheck::of(p.compiled_in_spec, std::move(guard)));
       } catch (const JsonError& e) {
         throw e.under(where + "/in_spec");
       }
     } else {
       const detail::Analysis analysis(p.observations.calls_);
-      accepts.check = detail::plan::planned_check(analysis, p.dynamic_shapes, order_, p.compiled_guard, where + "/guard");
+      checks_.push_back(detail::plan::planned_check(analysis, p.dynamic_shapes, order_, p.compiled_guard, where + "/guard"));
     }
-    accepts.source = p.compiled_guard.empty() ? "planned" : "compiled";
-    accepts_.push_back(std::move(accepts));
     packages_.push_back(std::move(p));
   }
+
+  // Whose record a package's check is: "compiled" (plan.json's guard, with its in_spec or on the
+  // plan's tree) or "planned".
+  static const char* source_of(const PlannedPackage& p) { return p.compiled_guard.empty() ? "planned" : "compiled"; }
 
   // Which package takes a call (the first that does, as PackageSet routes), and when none does,
   // the closest by the set's own ranking (aoti::closer), with its refusal.
@@ -889,10 +885,10 @@ class Plan {
   };
   Routed route(const Value& call, std::vector<detail::aoti::FlatValue>& flat) const {
     Routed r;
-    for (size_t i = 0; i < accepts_.size(); ++i) {
+    for (size_t i = 0; i < checks_.size(); ++i) {
       detail::aoti::Refusal why;
       why.want_message = false;
-      if (accepts_[i].check.accepts(call, flat, &why)) {
+      if (checks_[i].accepts(call, flat, &why)) {
         r.package = i;
         return r;
       }
@@ -913,7 +909,7 @@ class Plan {
   }
 
   std::vector<PlannedPackage> packages_;
-  std::vector<detail::plan::Acceptance> accepts_;  ///< per package: what drift and assign check
+  std::vector<detail::aoti::CallCheck> checks_;  ///< per package: what drift and assign judge calls by
   std::vector<std::string> sources_, order_, warnings_;
   int64_t total_calls_ = 0;
   std::string path_, id_;

@@ -86,6 +86,8 @@ inline std::string kind_name(const FlatValue& f) { return tree::kind_name(f.valu
 inline c10::ScalarType dtype(const FlatValue& f) { return f.value->spec.dtype; }
 inline c10::Device device(const FlatValue& f) { return f.value->spec.device; }
 inline c10::IntArrayRef sizes(const FlatValue& f) { return f.value->spec.sizes; }
+// Not Value's operator==, which takes NaN for NaN (to group signatures): a baked NaN takes no
+// call here, as in the served call's twin above.
 inline bool equals(const Value& baked, const FlatValue& f) {
   if (!f.value || f.value->kind != baked.kind) return false;
   switch (baked.kind) {
@@ -518,10 +520,14 @@ struct CallCheck {
   /// From the package's in_spec (treespec text) and its guard metadata (null: none; the tree
   /// only). Throws JsonError for either malformed.
   static CallCheck of(std::string_view in_spec, const std::string* guard_text) {
+    return guard_text ? of(in_spec, Guard::parse(*guard_text)) : of(in_spec, std::nullopt);
+  }
+  /// The same from a guard already parsed (a caller that names where each text failed).
+  static CallCheck of(std::string_view in_spec, std::optional<Guard> guard) {
     CallCheck c;
     std::vector<std::string> names;
-    if (guard_text) {
-      c.guard = Guard::parse(*guard_text);
+    if (guard) {
+      c.guard = std::move(*guard);
       c.guarded = true;
       names = c.guard.arg_names;
     }
