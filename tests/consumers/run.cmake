@@ -40,6 +40,9 @@ set(args
 # What a user passes: where libtorch and simdjson are (here: where the enclosing build found
 # them), and for find_package, the prefix optrace was installed into.
 set(prefix_path ${CMAKE_PREFIX_PATH})
+if(STEP STREQUAL "add_subdirectory")
+  list(APPEND args -DOPTRACE_CONSUMER_CLI=${OPTRACE_TEST_CONSUMER_CLI})
+endif()
 if(STEP STREQUAL "find_package")
   list(PREPEND prefix_path ${OPTRACE_PREFIX})
   list(APPEND args -DOPTRACE_PREFIX=${OPTRACE_PREFIX})
@@ -90,7 +93,7 @@ endif()
 set(trace ${OPTRACE_SOURCE_DIR}/tests/data/peer/mlp.hf_op_trace.json)
 if(STEP STREQUAL "find_package")
   run("the installed optrace tool" ${OPTRACE_PREFIX}/bin/optrace summary ${trace})
-elseif(STEP STREQUAL "add_subdirectory")
+elseif(STEP STREQUAL "add_subdirectory" AND OPTRACE_TEST_CONSUMER_CLI)
   file(READ ${bin}/optrace_cli_path.txt cli)
   run("the optrace tool built in the project" ${cli} summary ${trace})
 endif()
