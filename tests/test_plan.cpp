@@ -339,6 +339,32 @@ TEST_CASE("a plan saved and loaded back is the same plan", "[plan]") {
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("packages that name one observation file share one copy of its calls", "[plan]") {
+  // 1,000 packages naming one 5 MB file each loaded their own copy: out of memory. Each file is
+  // loaded once, by device and inode, whether named alike or through a hard link.
+  const std::string dir = temp_dir("one_file");
+  optrace::Plan::from_observations({traffic({{2, 5}, {4, 16}}, {{2, 6}, {2, 11}})}).save(dir);
+  std::filesystem::create_hard_link(dir + "/p0.observations.json", dir + "/p0.again.json");
+  std::string text = plan_json_of(dir);
+  const size_t at = text.find("\"p1.observations.json\"");
+  REQUIRE(at != std::string::npos);
+  write_text(dir + "/plan.json", text.replace(at, std::string("\"p1.observations.json\"").size(), "\"p0.again.json\""));
+  const optrace::Plan plan = optrace::Plan::load(dir);
+  REQUIRE(plan.packages().size() == 2);
+  const optrace::Observations& first = plan.packages()[0].observations;
+  const optrace::Observations& second = plan.packages()[1].observations;
+  CHECK(&optrace::detail::call_set_of(first) == &optrace::detail::call_set_of(second));
+  CHECK(second.to_json() == first.to_json());
+  // A copy of the original file is another file: its own copy.
+  std::filesystem::remove(dir + "/p0.again.json");
+  std::filesystem::copy_file(dir + "/p0.observations.json", dir + "/p0.again.json");
+  const optrace::Plan copied = optrace::Plan::load(dir);
+  CHECK(&optrace::detail::call_set_of(copied.packages()[0].observations) !=
+        &optrace::detail::call_set_of(copied.packages()[1].observations));
+  CHECK(copied.packages()[1].observations.to_json() == first.to_json());
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("a plan's id is its content's: the same calls give the same id, other calls another", "[plan]") {
   auto plan_of = [](const Shapes& masked) { return optrace::Plan::from_observations({traffic(masked, {{2, 6}})}); };
   const optrace::Plan a = plan_of({{2, 5}, {4, 16}});

@@ -24,9 +24,13 @@
 #include <optrace/python_names.hpp>
 #include <optrace/value.hpp>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -514,7 +518,7 @@ class Plan {
   static Plan from_observations(const std::vector<Observations>& files, const PlanOptions& options = {},
                                 const std::vector<std::string>& sources = {}) {
     std::vector<const detail::CallSet*> sets;
-    for (const Observations& o : files) sets.push_back(&o.calls_);
+    for (const Observations& o : files) sets.push_back(o.calls_.get());
     OPTRACE_CHECK(!sets.empty(), ArgumentError, "a plan needs at least one observation file");
     Plan plan;
     plan.sources_ = sources;
@@ -578,7 +582,7 @@ class Plan {
       p.structure = groups[i].structure;
       p.calls = groups[i].calls();
       try {
-        p.observations.calls_ = detail::plan::group_call_set(groups[i], keyed, plan.order_);
+        p.observations = Observations(detail::plan::group_call_set(groups[i], keyed, plan.order_));
       } catch (const ArgumentError& e) {
         detail::raise<ArgumentError>("the calls of structure (", p.structure, ") cannot be planned: ", e.message());
       }
@@ -614,6 +618,10 @@ class Plan {
       plan.total_calls_ = root["calls"].as_int();
       if (plan.total_calls_ < 0) optrace::detail::raise_json("/calls", "a count of calls is >= 0");
       int64_t packaged = 0;
+      // Each file once, by device and inode: packages that name one observation file (by one name
+      // or through links) share one copy of its calls, not one each (1,000 packages naming one
+      // 5 MB file ran out of memory).
+      std::map<std::pair<dev_t, ino_t>, Observations> loaded;
       for (json::Node w : root["warnings"].array()) plan.warnings_.emplace_back(w.as_string());
       auto packages = root["packages"].array();
       if (packages.size() == 0) optrace::detail::raise_json("/packages", "a plan without packages");
@@ -636,7 +644,11 @@ class Plan {
         const std::string observations = detail::beneath_shown(dir, pkg.observations_file);
         pkg.observations = detail::about_file(observations, [&] {
           const detail::Fd fd = detail::open_file_beneath(dir, pkg.observations_file);
-          return Observations::from_json(detail::read_all(fd.get(), 0, observations));
+          struct stat st {};
+          if (::fstat(fd.get(), &st) != 0) detail::raise<IoError>("cannot read it: ", std::strerror(errno));
+          auto [at, first] = loaded.try_emplace({st.st_dev, st.st_ino});
+          if (first) at->second = Observations::from_json(detail::read_all(fd.get(), 0, observations));
+          return at->second;
         });
         plan.add(std::move(pkg), p.path());
       }
@@ -732,7 +744,7 @@ class Plan {
     report.plan = path_;
     int64_t total = 0;  // checked once: the report's sums are below it
     for (const Observations& o : files)
-      OPTRACE_CHECK(detail::add_calls(total, o.calls_.total_calls), ArgumentError, "the observation files' ", detail::kCallsOverflow,
+      OPTRACE_CHECK(detail::add_calls(total, o.calls_->total_calls), ArgumentError, "the observation files' ", detail::kCallsOverflow,
                     ": drift fewer files at a time");
     std::map<std::tuple<std::string, std::string, int64_t>, size_t> row_of;
     std::vector<detail::aoti::FlatValue> flat;
@@ -743,7 +755,7 @@ class Plan {
       return report.structures.back();
     };
     for (const Observations& o : files) {
-      const detail::CallSet& c = o.calls_;
+      const detail::CallSet& c = *o.calls_;
       for (size_t s = 0; s < c.signatures.size(); ++s) {
         const Value& call = c.signatures[s];
         const int64_t n = c.counts[s];
@@ -806,18 +818,18 @@ class Plan {
   /// a call), and a last one for the signatures no package covers. `optrace verify PLAN` verifies
   /// each package on its own.
   std::vector<Observations> assign(const Observations& observations) const {
-    const detail::CallSet& c = observations.calls_;
-    std::vector<Observations> out(packages_.size() + 1);
+    const detail::CallSet& c = *observations.calls_;
+    std::vector<detail::CallSet> sets(packages_.size() + 1);
     std::vector<detail::aoti::FlatValue> flat;
-    for (Observations& o : out) {
-      o.calls_.keyed = c.keyed;
-      o.calls_.preferred_order = c.preferred_order;
-      o.calls_.int_ranges = c.int_ranges;
+    for (detail::CallSet& o : sets) {
+      o.keyed = c.keyed;
+      o.preferred_order = c.preferred_order;
+      o.int_ranges = c.int_ranges;
     }
     for (size_t s = 0; s < c.signatures.size(); ++s) {
       const Routed routed = route(c.signatures[s], flat);
       const size_t to = routed.package == Routed::kNone ? packages_.size() : routed.package;
-      detail::CallSet& into = out[to].calls_;
+      detail::CallSet& into = sets[to];
       into.signatures.push_back(c.signatures[s]);
       into.counts.push_back(c.counts[s]);
       into.total_calls += c.counts[s];
@@ -826,6 +838,9 @@ class Plan {
         into.stand_ins.push_back(c.stand_ins[s]);
       }
     }
+    std::vector<Observations> out;
+    out.reserve(sets.size());
+    for (detail::CallSet& set : sets) out.push_back(Observations(std::move(set)));
     return out;
   }
 
@@ -866,7 +881,7 @@ class Plan {
         throw e.under(where + "/in_spec");
       }
     } else {
-      const detail::Analysis analysis(p.observations.calls_);
+      const detail::Analysis analysis(*p.observations.calls_);
       checks_.push_back(detail::plan::planned_check(analysis, p.dynamic_shapes, order_, p.compiled_guard, where + "/guard"));
     }
     packages_.push_back(std::move(p));
