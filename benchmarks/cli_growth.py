@@ -10,6 +10,9 @@ Cases (inputs made here, in OUT_DIR):
   drift       optrace drift PLAN OBS           the plan case's file against its own plan (made first,
                                                not timed): N signatures judged by each package's check
   drift-arguments  optrace drift PLAN OBS      the arguments case's file against its own plan
+  dims        optrace plan OBS -o DIR          N tensor arguments, each with a dynamic dim of its own
+                                               sizes (random, fixed seed) over 8 signatures: N dims
+                                               compared for shared and derived dims
 
 Each run is its own process: the best wall time of RUNS runs and the peak resident memory (GNU
 time's maximum RSS). A run past TIMEOUT seconds is reported as "> TIMEOUT s". Prints a Markdown
@@ -32,7 +35,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 MASKED = os.path.join(HERE, "..", "tests", "data", "observations", "masked.json")
 SIZES = {"plan": (10_000, 100_000), "rank-folder": (1_000, 10_000), "steps": (15_000, 150_000), "arguments": (3_000, 30_000),
-         "drift": (10_000, 100_000), "drift-arguments": (3_000, 30_000)}
+         "drift": (10_000, 100_000), "drift-arguments": (3_000, 30_000), "dims": (3_000, 30_000)}
 
 
 def observations(path, n):
@@ -64,6 +67,32 @@ def arguments(path, n):
     d["history"] = [{"count": 1, "call": call}]
     d["stored"] = [call]
     d["calls"] = {"total": 1, "distinct": 1, "stored": 1, "dropped_signatures": 0}
+    with open(path, "w") as f:
+        json.dump(d, f)
+
+
+def dims(path, n, signatures=8):
+    """masked.json with SIGNATURES calls of N tensor arguments x0, x1, ...: dim 0 of each takes
+    its own random sizes (no two arguments share or derive), dim 1 is 3."""
+    import random
+    with open(MASKED) as f:
+        d = json.load(f)
+    tensor = d["history"][0]["call"]["dict"]["input_ids"]
+    rng = random.Random(1)
+    sizes = [[rng.randint(2, 10**6) for _ in range(signatures)] for _ in range(n)]
+    history = []
+    for s in range(signatures):
+        call = {"dict": {}}
+        for i in range(n):
+            t = copy.deepcopy(tensor)
+            t["tensor"]["sizes"] = [{"as_int": sizes[i][s]}, {"as_int": 3}]
+            t["tensor"]["strides"] = [{"as_int": 3}, {"as_int": 1}]
+            call["dict"]["x%d" % i] = t
+        history.append({"count": 1, "call": call})
+    d["arg_names"] = ["x%d" % i for i in range(n)]
+    d["history"] = history
+    d["stored"] = [history[0]["call"]]
+    d["calls"] = {"total": signatures, "distinct": signatures, "stored": 1, "dropped_signatures": 0}
     with open(path, "w") as f:
         json.dump(d, f)
 
@@ -112,8 +141,8 @@ def main():
     for case in a.cases.split(","):
         for n in SIZES[case]:
             base = os.path.join(a.out_dir, "%s_%d" % (case, n))
-            if case == "plan":
-                observations(base + ".json", n)
+            if case in ("plan", "dims"):
+                (observations if case == "plan" else dims)(base + ".json", n)
                 cmd = [a.optrace, "plan", base + ".json", "-o", base + "_plan", "--force"]
             elif case == "arguments":
                 arguments(base + ".json", n)

@@ -5,6 +5,8 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <deque>
+#include <random>
 
 #include "optrace_catch.hpp"
 
@@ -196,4 +198,138 @@ TEST_CASE("dynamic shapes: torch's loader reads the JSON", "[dynamic_shapes][pyt
   // The check is live: torch 2.6 refuses _DimHint.DYNAMIC, and a symbol missing from dims.
   CHECK_THAT(loaded[3], OPTRACE_CONTAINS("refused:"));
   CHECK_THAT(loaded[4], OPTRACE_CONTAINS("refused:"));
+}
+
+namespace dim_classes_property {
+
+using optrace::detail::DimClasses;
+using optrace::detail::DimFacts;
+using optrace::detail::DynamicDim;
+using optrace::detail::Leaf;
+
+// The rules as first written: every dim against every class before it (O(D^2) comparisons).
+// group_dynamic_dims and find_derived_dims narrow the comparisons by DimKeys; they must give
+// these classes and relations exactly.
+DimClasses reference_classes(const std::vector<Leaf>& leaves, const DimFacts& facts, bool shared, bool derived) {
+  DimClasses classes;
+  for (size_t l = 0; l < leaves.size(); ++l)
+    for (size_t d = 0; d < facts.dynamic[l].size(); ++d) {
+      if (!facts.dynamic[l][d]) continue;
+      bool placed = false;
+      if (shared)
+        for (auto& cls : classes.members)
+          if (optrace::detail::same_sequence(leaves[cls[0].leaf], cls[0].dim, leaves[l], d)) {
+            cls.push_back({l, d});
+            placed = true;
+            break;
+          }
+      if (!placed) classes.members.push_back({{l, d}});
+    }
+  classes.relation.resize(classes.members.size());
+  classes.is_base.resize(classes.members.size(), false);
+  if (!derived) return classes;
+  auto& rel = classes.relation;
+  auto& is_base = classes.is_base;
+  for (size_t c = 0; c < classes.members.size(); ++c) {
+    const DynamicDim& mc = classes.members[c][0];
+    for (size_t r = 0; r < c; ++r) {
+      if (rel[r].root >= 0) continue;
+      const DynamicDim& mr = classes.members[r][0];
+      auto forward = optrace::detail::linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim);
+      if (forward && (forward->first > 1 || forward->second > 0 || is_base[r])) {
+        rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
+        is_base[r] = true;
+        break;
+      }
+      if (!is_base[r]) {
+        if (auto backward = optrace::detail::linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
+          rel[r] = {static_cast<int64_t>(c), backward->first, backward->second};
+          is_base[c] = true;
+          break;
+        }
+      }
+      if (forward) {
+        rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
+        is_base[r] = true;
+        break;
+      }
+    }
+  }
+  return classes;
+}
+
+std::string show(const DimClasses& c) {
+  std::string out;
+  for (size_t k = 0; k < c.members.size(); ++k) {
+    out += "[";
+    for (const DynamicDim& m : c.members[k]) out += std::to_string(m.leaf) + "." + std::to_string(m.dim) + " ";
+    out += "] root " + std::to_string(c.relation[k].root) + " = " + std::to_string(c.relation[k].coeff) + "*r + " +
+           std::to_string(c.relation[k].offset) + (c.is_base[k] ? " base" : "") + "\n";
+  }
+  return out;
+}
+
+}  // namespace dim_classes_property
+
+TEST_CASE("dynamic shapes: shared and derived dims found by their keys are those of comparing every pair", "[dynamic_shapes]") {
+  using namespace dim_classes_property;
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  for (int round = 0; round < 300; ++round) {
+    const size_t signatures = 1 + static_cast<size_t>(pick(6));
+    const bool overflow = pick(4) == 0;
+    // A few base sequences; each dim follows one of them, a multiple of one plus an offset, or
+    // one of its own, so that classes and relations are common.
+    std::vector<std::vector<int64_t>> bases(3);
+    for (auto& b : bases)
+      for (size_t s = 0; s < signatures + 2; ++s) b.push_back(2 + pick(6));
+    std::deque<optrace::Value> values;  // stable addresses
+    auto value_of = [&](std::vector<int64_t> sizes) {
+      optrace::Value v;
+      v.kind = optrace::Value::Kind::Tensor;
+      v.spec.sizes = std::move(sizes);
+      values.push_back(std::move(v));
+      return &values.back();
+    };
+    const size_t n_leaves = 1 + static_cast<size_t>(pick(6));
+    std::vector<Leaf> leaves(n_leaves);
+    DimFacts facts;
+    for (Leaf& leaf : leaves) {
+      const size_t rank = 1 + static_cast<size_t>(pick(3));
+      std::vector<std::vector<int64_t>> per_dim(rank);  // sizes per signature, then overflow min, max
+      for (auto& seq : per_dim) {
+        const int how = pick(4);
+        const auto& base = bases[static_cast<size_t>(pick(3))];
+        const int64_t a = 1 + pick(3), b = pick(3);
+        for (size_t s = 0; s < signatures + 2; ++s)
+          seq.push_back(how == 0 ? 2 + pick(9) : how == 1 ? base[s] : a * base[s] + b);
+      }
+      const bool sometimes_absent = pick(3) == 0;
+      for (size_t s = 0; s < signatures; ++s) {
+        const bool absent = sometimes_absent && pick(2) == 0;
+        std::vector<int64_t> sizes;
+        for (const auto& seq : per_dim) sizes.push_back(seq[s]);
+        leaf.per_signature.push_back(absent ? nullptr : value_of(sizes));
+        leaf.stand_in.push_back(!absent && sometimes_absent && pick(4) == 0);
+      }
+      if (overflow && pick(5) != 0) {
+        std::vector<int64_t> low, high;
+        for (const auto& seq : per_dim) {
+          low.push_back(seq[signatures]);
+          high.push_back(seq[signatures + 1]);
+        }
+        leaf.overflow_min = value_of(low);
+        leaf.overflow_max = value_of(high);
+      }
+      facts.dynamic.emplace_back();
+      for (size_t d = 0; d < rank; ++d) facts.dynamic.back().push_back(pick(5) != 0);
+    }
+    for (bool shared : {false, true})
+      for (bool derived : {false, true}) {
+        DimClasses got = optrace::detail::group_dynamic_dims(leaves, facts, shared);
+        if (derived) optrace::detail::find_derived_dims(leaves, got);
+        CAPTURE(round, shared, derived);
+        REQUIRE(show(got) == show(reference_classes(leaves, facts, shared, derived)));
+      }
+  }
 }

@@ -10,6 +10,9 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -211,10 +214,12 @@ class DynamicShapes {
   std::string to_python() const {
     std::string out;
     out += keyed_ ? "{" : "(";
+    std::unordered_map<std::string_view, const SymbolRange*> symbols;  // each dim's symbol found once, not by a scan
+    for (const SymbolRange& s : symbols_) symbols.emplace(s.name, &s);
     for (size_t k = 0; k < arguments_.size(); ++k) {
       if (k) out += ", ";
       if (keyed_) out += python_string(names_[k]) + ": ";
-      python_into(out, arguments_[k]);
+      python_into(out, arguments_[k], symbols);
     }
     if (!keyed_ && arguments_.size() == 1) out += ",";
     out += keyed_ ? "}" : ")";
@@ -247,8 +252,12 @@ class DynamicShapes {
     if (keyed_) w.end_object();
     else w.end_array();
     w.key("dims").begin_object();
+    std::unordered_set<std::string_view> named;  // the symbols some dim is written by: one walk, not one per symbol
+    for_each_dim([&](const DimSpec& d) {
+      if (by_name(d)) named.insert(d.symbol);
+    });
     for (const SymbolRange& s : symbols_) {
-      if (!is_named(s.name)) continue;
+      if (named.count(s.name) == 0) continue;
       auto [lo, hi] = s.export_range();
       w.key(s.name).begin_object().key("min").value(lo).key("max").value(hi).key("derived").begin_array();
       for (const std::string& d : s.derived) w.value(d);
@@ -266,21 +275,11 @@ class DynamicShapes {
     }
     return out + "'";
   }
-  const SymbolRange* symbol(const std::string& name) const {
-    for (const SymbolRange& s : symbols_)
-      if (s.name == name) return &s;
-    return nullptr;
-  }
   /// Written by name: tied to another dim, or every dynamic dim in the named style.
   bool by_name(const DimSpec& d) const { return d.dynamic && (d.named || style_ == DimStyle::named); }
   const char* hint(bool python) const {
     if (style_ == DimStyle::hint_auto) return python ? "Dim.AUTO" : "_DimHint.AUTO";
     return python ? "Dim.DYNAMIC" : "_DimHint.DYNAMIC";
-  }
-  bool is_named(const std::string& name) const {
-    bool named = false;
-    for_each_dim([&](const DimSpec& d) { named = named || (by_name(d) && d.symbol == name); });
-    return named;
   }
   template <class F>
   void for_each_dim(F&& f) const {
@@ -293,7 +292,8 @@ class DynamicShapes {
       for (const ShapeNode& c : n->items) todo.push_back(&c);
     }
   }
-  void python_into(std::string& out, const ShapeNode& n) const {
+  void python_into(std::string& out, const ShapeNode& n,
+                   const std::unordered_map<std::string_view, const SymbolRange*>& symbols) const {
     using K = Value::Kind;
     switch (n.kind) {
       case K::Tensor: {
@@ -309,7 +309,8 @@ class DynamicShapes {
             out += hint(true);
             continue;
           }
-          const SymbolRange* s = symbol(d.symbol);
+          auto found = symbols.find(d.symbol);
+          const SymbolRange* s = found == symbols.end() ? nullptr : found->second;
           out += "Dim(" + python_string(d.symbol);
           if (s) {
             out += ", min=" + std::to_string(s->min);
@@ -328,7 +329,7 @@ class DynamicShapes {
         out += n.kind == K::List ? "[" : "(";
         for (size_t k = 0; k < n.items.size(); ++k) {
           if (k) out += ", ";
-          python_into(out, n.items[k]);
+          python_into(out, n.items[k], symbols);
         }
         if (n.kind == K::Tuple && n.items.size() == 1) out += ",";
         out += n.kind == K::List ? "]" : ")";
@@ -339,7 +340,7 @@ class DynamicShapes {
         for (size_t k = 0; k < n.items.size(); ++k) {
           if (k) out += ", ";
           out += python_string(n.keys[k]) + ": ";
-          python_into(out, n.items[k]);
+          python_into(out, n.items[k], symbols);
         }
         out += "}";
         return;

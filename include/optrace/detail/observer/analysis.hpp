@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <string>
@@ -494,23 +495,89 @@ struct DimClasses {
   std::vector<bool> is_base;          // per class: another class derives from it
 };
 
+/// What may relate dim `dim` of `leaf` to other dims, when the leaf is present (and not a stand-in)
+/// in every signature, and has overflow sizes exactly when `overflow` (the calls have them):
+/// `exact`, its sizes per signature then at the overflow; `shape`, those sizes less their minimum,
+/// divided by the gcd of what is left. Dims of one sequence (same_sequence) have one `exact`; dims
+/// related by y = a*x + b with a >= 1 (linear_relation) have one `shape`. A dim without them (a
+/// leaf missing from a signature) may relate to any dim. Both keys only narrow whom a dim is
+/// compared with: the comparisons decide, so the classes are those of comparing every pair.
+struct DimKeys {
+  std::vector<int64_t> exact, shape;
+  bool complete = false;
+};
+
+inline DimKeys dim_keys(const Leaf& leaf, size_t dim, bool overflow) {
+  DimKeys k;
+  for (size_t s = 0; s < leaf.per_signature.size(); ++s) {
+    if (leaf.per_signature[s] == nullptr || leaf.stand_in[s]) return k;
+    k.exact.push_back(leaf.per_signature[s]->spec.sizes[dim]);
+  }
+  if (overflow != (leaf.overflow_min != nullptr && leaf.overflow_max != nullptr)) return k;
+  if (overflow) {
+    k.exact.push_back(leaf.overflow_min->spec.sizes[dim]);
+    k.exact.push_back(leaf.overflow_max->spec.sizes[dim]);
+  }
+  k.complete = true;
+  // The shape is of the signatures' sizes only: linear_relation fits its line through them.
+  const size_t n = leaf.per_signature.size();
+  if (n == 0) return k;
+  const int64_t low = *std::min_element(k.exact.begin(), k.exact.begin() + static_cast<std::ptrdiff_t>(n));
+  uint64_t g = 0;
+  for (size_t s = 0; s < n; ++s) g = std::gcd(g, static_cast<uint64_t>(k.exact[s]) - static_cast<uint64_t>(low));
+  for (size_t s = 0; s < n; ++s)
+    k.shape.push_back(g == 0 ? 0 : static_cast<int64_t>((static_cast<uint64_t>(k.exact[s]) - static_cast<uint64_t>(low)) / g));
+  return k;
+}
+
+/// Calls `f(i)` for the indices of two ascending lists, in ascending order, until it returns true.
+template <class F>
+void visit_ascending(const std::vector<size_t>& a, const std::vector<size_t>& b, F&& f) {
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    const size_t next = j == b.size() || (i < a.size() && a[i] < b[j]) ? a[i++] : b[j++];
+    if (f(next)) return;
+  }
+}
+
 /// Equivalence classes of the dynamic dims: with shared_symbols, a dim joins the first class whose
-/// sizes it follows in every signature (same_sequence).
-inline DimClasses group_dynamic_dims(const Analysis& a, const DimFacts& facts, const DynamicShapesOptions& options) {
+/// first dim follows the same sizes in every signature (same_sequence). A dim of a leaf present in
+/// every signature is compared only with the classes of its own sizes and those whose first dim
+/// lacks a signature (DimKeys): linear in the dims where the calls pass every argument.
+inline DimClasses group_dynamic_dims(const std::vector<Leaf>& leaves, const DimFacts& facts, bool shared_symbols) {
   DimClasses classes;
-  const auto& leaves = a.leaves();
+  const bool overflow = std::any_of(leaves.begin(), leaves.end(), [](const Leaf& l) { return l.overflow_min != nullptr; });
+  std::map<std::vector<int64_t>, std::vector<size_t>> by_sizes;  // complete classes, by their first dim's sizes
+  std::vector<size_t> incomplete;                                  // classes whose first dim lacks a signature
+  std::vector<size_t> all;                                         // every class, for an incomplete dim
   for (size_t l = 0; l < leaves.size(); ++l)
     for (size_t d = 0; d < facts.dynamic[l].size(); ++d) {
       if (!facts.dynamic[l][d]) continue;
-      bool placed = false;
-      if (options.shared_symbols())
-        for (auto& cls : classes.members)
-          if (same_sequence(leaves[cls[0].leaf], cls[0].dim, leaves[l], d)) {
-            cls.push_back({l, d});
-            placed = true;
-            break;
-          }
-      if (!placed) classes.members.push_back({{l, d}});
+      DimKeys key = dim_keys(leaves[l], d, overflow);
+      std::optional<size_t> joined;
+      auto join = [&](size_t c) {
+        const DynamicDim& first = classes.members[c][0];
+        if (!same_sequence(leaves[first.leaf], first.dim, leaves[l], d)) return false;
+        joined = c;
+        return true;
+      };
+      if (shared_symbols) {
+        if (!key.complete) {
+          visit_ascending(all, {}, join);
+        } else {
+          auto it = by_sizes.find(key.exact);
+          visit_ascending(it == by_sizes.end() ? std::vector<size_t>{} : it->second, incomplete, join);
+        }
+      }
+      if (joined) {
+        classes.members[*joined].push_back({l, d});
+        continue;
+      }
+      const size_t c = classes.members.size();
+      classes.members.push_back({{l, d}});
+      all.push_back(c);
+      if (key.complete) by_sizes[std::move(key.exact)].push_back(c);
+      else incomplete.push_back(c);
     }
   classes.relation.resize(classes.members.size());
   classes.is_base.resize(classes.members.size(), false);
@@ -518,35 +585,52 @@ inline DimClasses group_dynamic_dims(const Analysis& a, const DimFacts& facts, c
 }
 
 /// Derived dims: each class related linearly (linear_relation) to the first earlier root class
-/// that fits; the root is the smaller dim.
+/// that fits; the root is the smaller dim. A class whose first dim's leaf is in every signature
+/// is compared only with the classes of its shape and those whose first dim lacks a signature
+/// (DimKeys): a class of another shape relates to it in neither direction.
 inline void find_derived_dims(const std::vector<Leaf>& leaves, DimClasses& classes) {
   std::vector<DimRelation>& rel = classes.relation;
   std::vector<bool>& is_base = classes.is_base;
+  const bool overflow = std::any_of(leaves.begin(), leaves.end(), [](const Leaf& l) { return l.overflow_min != nullptr; });
+  std::map<std::vector<int64_t>, std::vector<size_t>> by_shape;
+  std::vector<size_t> incomplete, all;
   for (size_t c = 0; c < classes.members.size(); ++c) {
     const DynamicDim& mc = classes.members[c][0];
-    for (size_t r = 0; r < c; ++r) {
-      if (rel[r].root >= 0) continue;
+    // Whether class r < c settles c's relation (the loop over every earlier class stops there).
+    auto relate = [&](size_t r) {
+      if (rel[r].root >= 0) return false;
       const DynamicDim& mr = classes.members[r][0];
       // The root is the smaller dim: c = a*r + b with b >= 0 when a == 1 (s0 + 1, not s0 - 1).
       auto forward = linear_relation(leaves[mr.leaf], mr.dim, leaves[mc.leaf], mc.dim);
       if (forward && (forward->first > 1 || forward->second > 0 || is_base[r])) {
         rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
         is_base[r] = true;
-        break;
+        return true;
       }
       if (!is_base[r]) {
         if (auto backward = linear_relation(leaves[mc.leaf], mc.dim, leaves[mr.leaf], mr.dim)) {
           rel[r] = {static_cast<int64_t>(c), backward->first, backward->second};
           is_base[c] = true;
-          break;
+          return true;
         }
       }
       if (forward) {
         rel[c] = {static_cast<int64_t>(r), forward->first, forward->second};
         is_base[r] = true;
-        break;
+        return true;
       }
+      return false;
+    };
+    DimKeys key = dim_keys(leaves[mc.leaf], mc.dim, overflow);
+    if (!key.complete) {
+      visit_ascending(all, {}, relate);
+    } else {
+      auto it = by_shape.find(key.shape);
+      visit_ascending(it == by_shape.end() ? std::vector<size_t>{} : it->second, incomplete, relate);
     }
+    all.push_back(c);
+    if (key.complete) by_shape[std::move(key.shape)].push_back(c);
+    else incomplete.push_back(c);
   }
 }
 
@@ -665,7 +749,7 @@ inline DynamicShapes infer_dynamic_shapes(const CallSet& calls, const DynamicSha
     DimFacts varied = dim_facts(a, {});
     example = complete_call(a, varied, calls.stored[choose_stored_call(a, varied, {}, calls.stored)], c10::Device(c10::kMeta), nullptr);
   }
-  DimClasses classes = group_dynamic_dims(a, facts, options);
+  DimClasses classes = group_dynamic_dims(a.leaves(), facts, options.shared_symbols());
   if (options.derived_dims()) find_derived_dims(a.leaves(), classes);
   std::vector<SymbolRange> symbols;
   const DynamicDimSpecs dim_specs = assign_symbols(classes, facts, symbols);
