@@ -864,6 +864,8 @@ TEST_CASE("key_averages: bad Kineto input is a JsonError at the event", "[key_av
                     "optrace: JsonError at /0/args/Input Dims" + twice);
   CHECK_THROWS_WITH(parse(R"([{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "args": {}, "args": {"Input Dims": [[3]]}}])"),
                     "optrace: JsonError at /0/args" + twice);
+  CHECK_THROWS_WITH(parse(R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1}], "traceEvents": []})"),
+                    "optrace: JsonError at /traceEvents" + twice);
   // Events torch does not count are not read further: a flow's or a Python function's odd fields
   // are no error.
   CHECK(parse(R"([{"ph": "X", "cat": "python_function", "name": "k", "ts": "x"}, {"ph": "s", "ts": "y"}])").rows().empty());

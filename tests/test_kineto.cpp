@@ -591,6 +591,16 @@ TEST_CASE("kineto: malformed input", "[kineto]") {
         "optrace: JsonError at /traceEvents/0/args/count" + twice);
   check(R"({"traceEvents": [{"args": {"Input Dims": [[3]], "Input type": ["float"]}, "ph": "X", "cat": "cpu_op", "name": "aten::neg", "ts": 1, "dur": 1, "args": {}}]})",
         "optrace: JsonError at /traceEvents/0/args" + twice);
+  // Two events lists: Python's json (HTA, Chakra) reads the last, a reader that stops at the first
+  // would read another trace. Found as a key, escaped or not, only at the top level.
+  const std::string neg_op = op("aten::neg", 0, 1, in("[[3]]", R"(["float"])"));
+  check(R"({"traceEvents": [)" + neg_op + R"(], "traceName": "x", "traceEvents": []})", "optrace: JsonError at /traceEvents" + twice);
+  check(R"({"traceEvents": [)" + neg_op + R"(], "trace\u0045vents" : [)" + neg_op + "]}", "optrace: JsonError at /traceEvents" + twice);
+  check(R"({"traceEvents": [], "traceEvents": [)" + neg_op + "]}", "optrace: JsonError at /traceEvents" + twice);
+  for (const std::string& after : {std::string(R"("traceName": "traceEvents")"), std::string(R"("meta": {"traceEvents": [1]})"),
+                                   std::string(R"("x\"traceEvents": [], "y": ["traceEvents", {"traceEvents": 2}])"),
+                                   std::string(R"("traceEventsX": [])")})
+    CHECK(kineto::parse(R"({"traceEvents": [)" + neg_op + "], " + after + "}").trace.size() == 1);
   // An op's fields are read when the op is used: the fields of a call hidden inside a kept op
   // (its inner calls) are not, so their faults are not errors; the same call outermost is one.
   const std::string bad_inner = R"("Input Dims": [["a"]], "Input type": ["float"])";
@@ -1214,6 +1224,29 @@ TEST_CASE("kineto: a trace streamed in pieces of bounded size is the trace read 
       for (int threads : {1, 2}) CHECK(stream(text, 2048, threads) == whole);
     }
   }
+}
+
+TEST_CASE("kineto: a second events list after the first is refused however the trace is read", "[kineto]") {
+  // Read in pieces, the last piece's events are followed by the root object's last members: the
+  // second list is there, where no piece reads; the whole read then names it.
+  const std::string twice = "error: optrace: JsonError at /traceEvents: a key given twice in one object (JSON readers differ on which value they take)";
+  const std::vector<std::string> events = many_events(400);
+  const std::string text = profiler_layout(events, "", ", \"traceName\": \"x\", \"traceEvents\": []");
+  size_t pieces = 0;
+  CHECK(read_in_pieces(text, 1) == twice);
+  CHECK(read_in_pieces(text, 3, &pieces) == twice);
+  for (size_t piece : {size_t(4096), size_t(64 * 1024)})
+    for (int threads : {1, 2}) {
+      INFO("piece " << piece << ", threads " << threads);
+      CHECK(stream(text, piece, threads) == twice);
+    }
+  // The same trace with the key's name as a value, and in a nested object: read in pieces.
+  const std::string fine = profiler_layout(events, "", ", \"traceName\": \"traceEvents\", \"m\": {\"traceEvents\": []}");
+  const std::string whole = read_in_pieces(fine, 1);
+  REQUIRE(whole.rfind("error", 0) != 0);
+  CHECK(read_in_pieces(fine, 3, &pieces) == whole);
+  CHECK(pieces == 3);
+  CHECK(stream(fine, 4096, 2) == whole);
 }
 
 TEST_CASE("kineto: a trace streamed in any layout, in bounded memory", "[kineto]") {

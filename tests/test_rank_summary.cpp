@@ -257,6 +257,9 @@ TEST_CASE("rank summary: refusals are one-line errors that name the file", "[ran
     const std::string ts_twice = optrace_test::temp_path("rank_summary_ts_twice.json");
     optrace::detail::write_file_atomic(ts_twice, R"({"distributedInfo": {"rank": 0}, "traceEvents": [{"ph": "X", "ts": 1, "ts": 2}]})");
     CHECK_THROWS_WITH(RankTrace::from_kineto_file(ts_twice), "optrace: " + ts_twice + ": JsonError at /traceEvents/0/ts" + twice);
+    const std::string events_twice = optrace_test::temp_path("rank_summary_events_twice.json");
+    optrace::detail::write_file_atomic(events_twice, R"({"distributedInfo": {"rank": 0}, "traceEvents": [], "traceEvents": [{"ph": "X", "ts": 1}]})");
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(events_twice), "optrace: " + events_twice + ": JsonError at /traceEvents" + twice);
   }
   SECTION("a step given twice") {
     const std::string twice = kCliRank + "/step_twice.pt.trace.json";

@@ -4,6 +4,7 @@
 #include <optrace/kineto.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/key_averages.hpp>
+#include <optrace/rank_summary.hpp>
 #include <optrace/observations.hpp>
 #include <optrace/observer.hpp>
 #include <optrace/on_demand.hpp>
@@ -294,6 +295,15 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
     std::string text = read_text(path);
     for (optrace::GroupBy group_by : {optrace::GroupBy::Name, optrace::GroupBy::InputShape})
       CHECK_NOTHROW(answer([&] { optrace::KeyAverages::from_kineto_text(text, group_by).table("", -1); }));
+  }
+  for (const std::string& path : regressions("rank_summary")) {
+    INFO(path);
+    CHECK_NOTHROW(answer([&] {
+      const optrace::RankTrace trace = optrace::RankTrace::from_kineto_file(path);
+      optrace::RankTrace other = trace;
+      other.rank = trace.rank + 1;
+      (void)optrace::RankSummary::from_ranks({trace, other}).table();
+    }));
   }
   for (const std::string& path : regressions("operator_inputs")) {
     INFO(path);

@@ -54,8 +54,11 @@ struct RankTrace {
   /// streamed: the memory holds the steps and collectives, not the text). Throws IoError
   /// (unreadable), JsonError (malformed, at the event's path) or Error (no distributedInfo rank, a
   /// step twice), naming the file.
-  static RankTrace from_kineto_file(const std::string& path) {
-    detail::rank_summary::RankEvents events = detail::rank_summary::read_rank_events(path);
+  static RankTrace from_kineto_file(const std::string& path) { return from_events(detail::rank_summary::read_rank_events(path), path); }
+
+  /// The rank's steps from what the reader read of its trace (`from_kineto_file`, and the fuzz
+  /// target of the reader, which reads text). Throws Error naming `path` as from_kineto_file.
+  static RankTrace from_events(detail::rank_summary::RankEvents events, const std::string& path) {
     if (!events.rank)
       detail::raise_about_file<Error>(path, "no \"distributedInfo\" with a \"rank\": torch.profiler writes one in a distributed "
                                             "job's traces (torch.distributed initialized); optrace cannot tell which rank this is");

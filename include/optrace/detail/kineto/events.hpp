@@ -188,6 +188,76 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
   return parse_time_ns_general(s, out);
 }
 
+// Whether the JSON string whose text (between its quotes) is [begin, end) reads `want` (ASCII):
+// with escapes as a JSON reader reads them, so "trace\u0045vents" is "traceEvents" too.
+inline bool string_reads(const char* begin, const char* end, std::string_view want) {
+  size_t at = 0;
+  for (const char* p = begin; p < end; ++p) {
+    char c = *p;
+    if (c == '\\') {
+      if (++p == end) return false;
+      switch (*p) {
+        case 'u': {
+          if (end - p < 5) return false;
+          unsigned code = 0;
+          for (int k = 1; k <= 4; ++k) {
+            const char h = p[k];
+            const int digit = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (digit < 0) return false;
+            code = code * 16 + static_cast<unsigned>(digit);
+          }
+          if (code >= 0x80) return false;  // `want` is ASCII
+          c = static_cast<char>(code);
+          p += 4;
+          break;
+        }
+        case 'b': c = '\b'; break;
+        case 'f': c = '\f'; break;
+        case 'n': c = '\n'; break;
+        case 'r': c = '\r'; break;
+        case 't': c = '\t'; break;
+        default: c = *p;  // '"', '\\', '/'
+      }
+    }
+    if (at == want.size() || want[at++] != c) return false;
+  }
+  return at == want.size();
+}
+
+// Whether the root object's members in [from, end) (from past its events list, to its closing
+// brace or the end of the text read) name "traceEvents" again. Python's json (HTA, Chakra) takes
+// the last such list, a reader that stops at the first list another one: one trace, two sets of
+// events, so the readers refuse it (kDuplicateKey at /traceEvents). A pass over the bytes that
+// follows strings and their escapes; what comes after the events list is a few short members.
+inline bool events_key_again(const char* from, const char* end) {
+  size_t depth = 0;
+  for (const char* p = from; p < end; ++p) {
+    switch (*p) {
+      case '"': {
+        const char* begin = p + 1;
+        for (++p; p < end && *p != '"'; ++p)
+          if (*p == '\\') ++p;
+        if (p >= end) return false;
+        if (depth == 0) {
+          const char* colon = p + 1;
+          while (colon < end && json::detail::is_json_space(*colon)) ++colon;
+          if (colon < end && *colon == ':' && string_reads(begin, p, "traceEvents")) return true;
+        }
+        break;
+      }
+      case '{':
+      case '[': ++depth; break;
+      case '}':
+      case ']':
+        if (depth == 0) return false;  // the root object's end
+        --depth;
+        break;
+      default: break;
+    }
+  }
+  return false;
+}
+
 // Iterates the trace `data` (`size` bytes, `capacity` readable: simdjson's padding) with `parser`
 // and calls `read_events(od::array& events, const std::string& base)` on its events list: the
 // document's "traceEvents" (base "/traceEvents"), or the document itself when it is a list (base
@@ -223,12 +293,19 @@ const char* walk_events(od::parser& parser, const char* data, size_t size, size_
         if constexpr (other_fields) on_field(key, f.value());
         continue;
       }
+      if (found) duplicate_key("/traceEvents");  // the members after the list are iterated here (on_field)
       found = true;
       od::array events;
       if (f.value().get_array().get(events)) expected(f.value(), "/traceEvents", "expected a list of events");
       read_events(events, std::string("/traceEvents"));
-      if (events_end != nullptr && doc.current_location().get(*events_end)) *events_end = nullptr;
-      if constexpr (!other_fields) break;
+      const char* after = nullptr;
+      if (doc.current_location().get(after)) after = nullptr;
+      if (events_end != nullptr) *events_end = after;
+      if constexpr (!other_fields) {
+        // The members after the list are not iterated: looked at as text for a second list.
+        if (after != nullptr && events_key_again(after, data + size)) duplicate_key("/traceEvents");
+        break;
+      }
     }
     if (!found) optrace::detail::raise_json("", "missing key \"traceEvents\"");
   } else {

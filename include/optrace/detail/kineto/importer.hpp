@@ -883,6 +883,9 @@ inline size_t read_pieces(char* data, size_t size, size_t capacity, bool tail, s
     else ok = piece.next == nullptr;  // a list to its end
   }
   for (auto it = saved.rbegin(); it != saved.rend(); ++it) data[it->first] = it->second;
+  // After the last piece's events come the root object's last members: a second "traceEvents"
+  // there is the whole read's to refuse (walk_events), as a read in one piece refuses it.
+  if (ok && !whole && (object || tail) && events_key_again(pieces.back().next, data + size)) ok = false;
   if (last_next != nullptr) *last_next = pieces.back().next;
   return ok ? pieces.size() : 0;
 }
