@@ -11,6 +11,7 @@
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
 #include <optrace/operator_inputs.hpp>
+#include <optrace/plan.hpp>
 #include <optrace/replay.hpp>
 
 #include <torch/torch.h>
@@ -304,6 +305,26 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
       other.rank = trace.rank + 1;
       (void)optrace::RankSummary::from_ranks({trace, other}).table();
     }));
+  }
+  {
+    // Each is the plan.json of a folder planted as fuzz_plan_folder plants it; each names a file
+    // outside the folder, through a link or a path.
+    const std::string base = optrace_test::temp_path("reliability_plan_folder");
+    std::filesystem::remove_all(base);
+    const std::string dir = base + "/plan", outside = base + "/outside";
+    std::filesystem::create_directories(outside);
+    const std::string masked = read_text(optrace_test::data_path("observations/masked.json"));
+    optrace::Plan::from_observations({optrace::Observations::from_json(masked)}).save(dir);
+    std::ofstream(outside + "/o.json") << masked;
+    std::filesystem::create_directory_symlink(outside, dir + "/linked");
+    std::filesystem::create_symlink(outside + "/o.json", dir + "/link.json");
+    for (const std::string& path : regressions("plan_folder")) {
+      INFO(path);
+      std::filesystem::copy_file(path, dir + "/plan.json", std::filesystem::copy_options::overwrite_existing);
+      CHECK_THAT(answer([&] { optrace::Plan::load(dir); }),
+                 OPTRACE_CONTAINS("is a symbolic link") || OPTRACE_CONTAINS("is not a file name inside the plan's folder"));
+    }
+    std::filesystem::remove_all(base);
   }
   for (const std::string& path : regressions("operator_inputs")) {
     INFO(path);
