@@ -188,40 +188,15 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
   return parse_time_ns_general(s, out);
 }
 
-// Whether the JSON string whose text (between its quotes) is [begin, end) reads `want` (ASCII):
-// with escapes as a JSON reader reads them, so "trace\u0045vents" is "traceEvents" too.
-inline bool string_reads(const char* begin, const char* end, std::string_view want) {
-  size_t at = 0;
-  for (const char* p = begin; p < end; ++p) {
-    char c = *p;
-    if (c == '\\') {
-      if (++p == end) return false;
-      switch (*p) {
-        case 'u': {
-          if (end - p < 5) return false;
-          unsigned code = 0;
-          for (int k = 1; k <= 4; ++k) {
-            const char h = p[k];
-            const int digit = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-            if (digit < 0) return false;
-            code = code * 16 + static_cast<unsigned>(digit);
-          }
-          if (code >= 0x80) return false;  // `want` is ASCII
-          c = static_cast<char>(code);
-          p += 4;
-          break;
-        }
-        case 'b': c = '\b'; break;
-        case 'f': c = '\f'; break;
-        case 'n': c = '\n'; break;
-        case 'r': c = '\r'; break;
-        case 't': c = '\t'; break;
-        default: c = *p;  // '"', '\\', '/'
-      }
-    }
-    if (at == want.size() || want[at++] != c) return false;
-  }
-  return at == want.size();
+// Whether the JSON string whose text (between its quotes) is [begin, end) is "traceEvents", its
+// escapes read by simdjson, as every reader here reads keys ("trace\u0045vents" is the same key).
+inline bool is_events_key(const char* begin, const char* end) {
+  const std::string_view raw(begin, static_cast<size_t>(end - begin));
+  if (raw.find('\\') == std::string_view::npos) return raw == "traceEvents";
+  const simdjson::padded_string quoted("\"" + std::string(raw) + "\"");
+  simdjson::dom::parser parser;
+  std::string_view key;
+  return !parser.parse(quoted).get_string().get(key) && key == "traceEvents";
 }
 
 // Whether the root object's members in [from, end) (from past its events list, to its closing
@@ -241,7 +216,7 @@ inline bool events_key_again(const char* from, const char* end) {
         if (depth == 0) {
           const char* colon = p + 1;
           while (colon < end && json::detail::is_json_space(*colon)) ++colon;
-          if (colon < end && *colon == ':' && string_reads(begin, p, "traceEvents")) return true;
+          if (colon < end && *colon == ':' && is_events_key(begin, p)) return true;
         }
         break;
       }

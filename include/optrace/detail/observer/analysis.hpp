@@ -530,15 +530,45 @@ inline DimKeys dim_keys(const Leaf& leaf, size_t dim, bool overflow) {
   return k;
 }
 
-/// Calls `f(i)` for the indices of two ascending lists, in ascending order, until it returns true.
-template <class F>
-void visit_ascending(const std::vector<size_t>& a, const std::vector<size_t>& b, F&& f) {
-  size_t i = 0, j = 0;
-  while (i < a.size() || j < b.size()) {
-    const size_t next = j == b.size() || (i < a.size() && a[i] < b[j]) ? a[i++] : b[j++];
-    if (f(next)) return;
-  }
+/// Whether some leaf has overflow sizes (the calls went past max_signatures): dim_keys' `overflow`.
+inline bool any_overflow(const std::vector<Leaf>& leaves) {
+  return std::any_of(leaves.begin(), leaves.end(), [](const Leaf& l) { return l.overflow_min != nullptr; });
 }
+
+/// The classes made so far, for the comparisons a new dim needs: a dim with a key (DimKeys'
+/// `exact` or `shape`) is compared with the classes of that key and those without one; a dim
+/// without one with every class. Always in class order, as comparing with every earlier class.
+class ClassIndex {
+ public:
+  /// Calls `f(c)` for those classes in order, until it returns true.
+  template <class F>
+  void visit(const std::vector<int64_t>* key, F&& f) const {
+    if (key == nullptr) {
+      for (size_t c = 0; c < count_; ++c)
+        if (f(c)) return;
+      return;
+    }
+    auto it = by_key_.find(*key);
+    const std::vector<size_t>& keyed = it == by_key_.end() ? none_ : it->second;
+    size_t i = 0, j = 0;  // the two ascending lists merged
+    while (i < keyed.size() || j < keyless_.size()) {
+      const size_t c = j == keyless_.size() || (i < keyed.size() && keyed[i] < keyless_[j]) ? keyed[i++] : keyless_[j++];
+      if (f(c)) return;
+    }
+  }
+  /// The next class, with its first dim's key (null: none; taken).
+  void add(std::vector<int64_t>* key) {
+    if (key) by_key_[std::move(*key)].push_back(count_);
+    else keyless_.push_back(count_);
+    ++count_;
+  }
+
+ private:
+  std::map<std::vector<int64_t>, std::vector<size_t>> by_key_;
+  std::vector<size_t> keyless_;
+  const std::vector<size_t> none_;
+  size_t count_ = 0;
+};
 
 /// Equivalence classes of the dynamic dims: with shared_symbols, a dim joins the first class whose
 /// first dim follows the same sizes in every signature (same_sequence). A dim of a leaf present in
@@ -546,10 +576,8 @@ void visit_ascending(const std::vector<size_t>& a, const std::vector<size_t>& b,
 /// lacks a signature (DimKeys): linear in the dims where the calls pass every argument.
 inline DimClasses group_dynamic_dims(const std::vector<Leaf>& leaves, const DimFacts& facts, bool shared_symbols) {
   DimClasses classes;
-  const bool overflow = std::any_of(leaves.begin(), leaves.end(), [](const Leaf& l) { return l.overflow_min != nullptr; });
-  std::map<std::vector<int64_t>, std::vector<size_t>> by_sizes;  // complete classes, by their first dim's sizes
-  std::vector<size_t> incomplete;                                  // classes whose first dim lacks a signature
-  std::vector<size_t> all;                                         // every class, for an incomplete dim
+  const bool overflow = any_overflow(leaves);
+  ClassIndex index;  // by their first dim's sizes
   for (size_t l = 0; l < leaves.size(); ++l)
     for (size_t d = 0; d < facts.dynamic[l].size(); ++d) {
       if (!facts.dynamic[l][d]) continue;
@@ -561,23 +589,13 @@ inline DimClasses group_dynamic_dims(const std::vector<Leaf>& leaves, const DimF
         joined = c;
         return true;
       };
-      if (shared_symbols) {
-        if (!key.complete) {
-          visit_ascending(all, {}, join);
-        } else {
-          auto it = by_sizes.find(key.exact);
-          visit_ascending(it == by_sizes.end() ? std::vector<size_t>{} : it->second, incomplete, join);
-        }
-      }
+      if (shared_symbols) index.visit(key.complete ? &key.exact : nullptr, join);
       if (joined) {
         classes.members[*joined].push_back({l, d});
         continue;
       }
-      const size_t c = classes.members.size();
       classes.members.push_back({{l, d}});
-      all.push_back(c);
-      if (key.complete) by_sizes[std::move(key.exact)].push_back(c);
-      else incomplete.push_back(c);
+      index.add(key.complete ? &key.exact : nullptr);
     }
   classes.relation.resize(classes.members.size());
   classes.is_base.resize(classes.members.size(), false);
@@ -591,9 +609,8 @@ inline DimClasses group_dynamic_dims(const std::vector<Leaf>& leaves, const DimF
 inline void find_derived_dims(const std::vector<Leaf>& leaves, DimClasses& classes) {
   std::vector<DimRelation>& rel = classes.relation;
   std::vector<bool>& is_base = classes.is_base;
-  const bool overflow = std::any_of(leaves.begin(), leaves.end(), [](const Leaf& l) { return l.overflow_min != nullptr; });
-  std::map<std::vector<int64_t>, std::vector<size_t>> by_shape;
-  std::vector<size_t> incomplete, all;
+  const bool overflow = any_overflow(leaves);
+  ClassIndex index;  // by their first dim's shape
   for (size_t c = 0; c < classes.members.size(); ++c) {
     const DynamicDim& mc = classes.members[c][0];
     // Whether class r < c settles c's relation (the loop over every earlier class stops there).
@@ -622,15 +639,8 @@ inline void find_derived_dims(const std::vector<Leaf>& leaves, DimClasses& class
       return false;
     };
     DimKeys key = dim_keys(leaves[mc.leaf], mc.dim, overflow);
-    if (!key.complete) {
-      visit_ascending(all, {}, relate);
-    } else {
-      auto it = by_shape.find(key.shape);
-      visit_ascending(it == by_shape.end() ? std::vector<size_t>{} : it->second, incomplete, relate);
-    }
-    all.push_back(c);
-    if (key.complete) by_shape[std::move(key.shape)].push_back(c);
-    else incomplete.push_back(c);
+    index.visit(key.complete ? &key.shape : nullptr, relate);
+    index.add(key.complete ? &key.shape : nullptr);
   }
 }
 
