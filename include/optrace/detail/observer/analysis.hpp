@@ -548,8 +548,9 @@ class ClassIndex {
         if (f(c)) return;
       return;
     }
+    static const std::vector<size_t> none;
     auto it = by_key_.find(*key);
-    const std::vector<size_t>& keyed = it == by_key_.end() ? none_ : it->second;
+    const std::vector<size_t>& keyed = it == by_key_.end() ? none : it->second;
     size_t i = 0, j = 0;  // the two ascending lists merged
     while (i < keyed.size() || j < keyless_.size()) {
       const size_t c = j == keyless_.size() || (i < keyed.size() && keyed[i] < keyless_[j]) ? keyed[i++] : keyless_[j++];
@@ -566,7 +567,6 @@ class ClassIndex {
  private:
   std::map<std::vector<int64_t>, std::vector<size_t>> by_key_;
   std::vector<size_t> keyless_;
-  const std::vector<size_t> none_;
   size_t count_ = 0;
 };
 
