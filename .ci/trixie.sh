@@ -31,10 +31,10 @@ build=${OPTRACE_BUILD_DIR:-build-trixie}
 # real architectures (no weights are downloaded).
 # The profiler's consumer tests run HTA and Chakra (../shared/consumers/README.md lists what they
 # import; protobuf-compiler makes Chakra's protobuf module). libgloo-dev: gloo's headers, which
-# c10d's gloo backend includes (the 2-rank distributed test).
+# c10d's gloo backend includes (the 2-rank distributed test). valgrind: the CLI's growth test.
 packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2 python3-torch python3-torchvision
           python3-pandas python3-numpy python3-plotly python3-networkx python3-psutil python3-pydot
-          python3-protobuf protobuf-compiler python3-yaml python3-setuptools libgloo-dev)
+          python3-protobuf protobuf-compiler python3-yaml python3-setuptools libgloo-dev valgrind)
 
 unavailable() { echo "trixie: $*" >&2; exit 75; }
 

@@ -18,9 +18,12 @@ Each run is its own process: the best wall time of RUNS runs and the peak reside
 time's maximum RSS). A run past TIMEOUT seconds is reported as "> TIMEOUT s". Prints a Markdown
 table (docs/performance.md, "How the CLI's cost grows").
 
+--sweep runs five sizes per case (its size / 100, / 30, / 10, / 3 and itself) for the growth
+plot; --json FILE writes every row (case, size, seconds, peak RSS) for cli_growth_plot.py.
+
 Usage:
   /usr/bin/python3 benchmarks/cli_growth.py OPTRACE [--cases plan,rank-folder,steps] [--runs 3]
-                                            [--timeout 120] [--out-dir DIR]
+                                            [--timeout 120] [--out-dir DIR] [--sweep] [--json FILE]
 OPTRACE is the built tool (build/examples/optrace).
 """
 import argparse
@@ -105,10 +108,11 @@ def rank_folder(path, n):
                     '"cat": "user_annotation", "name": "ProfilerStep#1", "ts": 1, "dur": 10}]}' % (k, n))
 
 
-def overlapping_steps(path, n):
+def overlapping_steps(path, n, dur=20000):
+    """N ProfilerStep ranges 1 us apart, each DUR us long, against N collectives 2 us apart."""
     events = []
     for k in range(n):
-        events.append('{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "ts": %d, "dur": 20000}' % (k, k))
+        events.append('{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#%d", "ts": %d, "dur": %d}' % (k, k, dur))
         events.append('{"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "ts": %d, "dur": 1}' % (2 * k))
     with open(path, "w") as f:
         f.write('{"distributedInfo": {"rank": 0}, "traceEvents": [' + ", ".join(events) + "]}")
@@ -133,13 +137,17 @@ def main():
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--timeout", type=int, default=120)
     p.add_argument("--out-dir", default="/tmp/optrace-cli-growth")
+    p.add_argument("--sweep", action="store_true")
+    p.add_argument("--json")
     a = p.parse_args()
+    rows = []
     shutil.rmtree(a.out_dir, ignore_errors=True)
     os.makedirs(a.out_dir)
     print("| case | size | time | peak RSS |")
     print("| --- | ---: | ---: | ---: |")
     for case in a.cases.split(","):
-        for n in SIZES[case]:
+        big = SIZES[case][1]
+        for n in ([big // 100, big // 30, big // 10, big // 3, big] if a.sweep else SIZES[case]):
             base = os.path.join(a.out_dir, "%s_%d" % (case, n))
             if case in ("plan", "dims"):
                 (observations if case == "plan" else dims)(base + ".json", n)
@@ -166,7 +174,11 @@ def main():
                 best = wall if best is None else min(best, wall)
             shown = "> %d s" % a.timeout if best is None else "%.2f s" % best
             print("| %s | %s | %s | %.0f MB |" % (case, format(n, ","), shown, peak), flush=True)
+            rows.append({"case": case, "size": n, "seconds": best, "peak_rss_mb": peak})
     print("\n%s, %s, Python %s" % (platform.machine(), os.cpu_count(), platform.python_version()))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"timeout": a.timeout, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

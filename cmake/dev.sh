@@ -19,7 +19,8 @@ packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2)
 # The tests that compare with PyTorch run its Python side: python3-torch, and python3-torchvision
 # for real architectures (no weights are downloaded). Without them those tests skip.
 # libgloo-dev: gloo's headers, which c10d's gloo backend includes (the 2-rank distributed test).
-[ "$mode" = test ] && packages+=(python3-torch python3-torchvision libgloo-dev)
+# valgrind: counts the instructions of the CLI's growth test (cli_growth_is_linear).
+[ "$mode" = test ] && packages+=(python3-torch python3-torchvision libgloo-dev valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
