@@ -285,7 +285,7 @@ TEST_CASE("can_create_beside: the probe neither truncates nor follows what is pl
   CHECK(std::distance(fs::directory_iterator(dir + "/out"), fs::directory_iterator()) == 2);  // the planted links only
 }
 
-TEST_CASE("printable: control bytes, C1 controls and bytes that are not UTF-8 are escaped; UTF-8 passes", "[common]") {
+TEST_CASE("printable: control bytes, C1 controls and bytes that are not UTF-8 are escaped, and UTF-8 passes", "[common]") {
   using optrace::detail::printable;
   CHECK(printable("rank0.pt.trace.json") == "rank0.pt.trace.json");
   CHECK(printable("gloo\nrank 9: forged") == "gloo\\nrank 9: forged");

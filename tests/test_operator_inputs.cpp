@@ -342,7 +342,7 @@ TEST_CASE("operator inputs: the writer applies PyTorch's logger's rules and repo
   CHECK(OpTrace::from_json(trace.to_json()).to_json() == trace.to_json());
 }
 
-TEST_CASE("operator inputs: replay honours keywords, strides and tensor lists; a missing op is skipped", "[operator_inputs]") {
+TEST_CASE("operator inputs: replay honours keywords, strides and tensor lists, and skips a missing op", "[operator_inputs]") {
   const std::string log =
       "Operator: aten.cat.default\n"
       "cnt: 1, (([T([4, 1, 8], f16, stride=(0, 8, 1)), T([4, 3, 8], f16)], 1), {})\n"
