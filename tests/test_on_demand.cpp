@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <thread>
@@ -81,6 +83,15 @@ bool eventually(Done done) {
   return done();
 }
 
+// A window of `iterations` steps from step `start`.
+OnDemandRequest steps_request(int64_t start, int64_t iterations, int64_t roundup = 0) {
+  OnDemandRequest r;
+  r.start_iteration = start;
+  r.iterations = iterations;
+  r.start_iteration_roundup = roundup;
+  return r;
+}
+
 TEST_CASE("on demand: Kineto's on-demand keys are read as Kineto reads them", "[on_demand]") {
   std::vector<std::string> ignored;
   OnDemandRequest r = OnDemandRequest::parse(
@@ -114,18 +125,22 @@ TEST_CASE("on demand: Kineto's on-demand keys are read as Kineto reads them", "[
   CHECK(OnDemandRequest::parse("PROFILE_START_TIME=0\nPROFILE_START_ITERATION=7\nACTIVITIES_ITERATIONS=1").by_iteration());
 }
 
-TEST_CASE("on demand: a bad on-demand value is one line naming the key and the value", "[on_demand]") {
+TEST_CASE("on demand: a bad on-demand value is one line naming the key, never the value", "[on_demand]") {
+  // The file may be anything a link or a mistake points at (a password file): no value, no line of
+  // it reaches the job's log.
   const std::pair<const char*, const char*> cases[] = {
-      {"ACTIVITIES_ITERATIONS=three", "ACTIVITIES_ITERATIONS=three: expected an integer from 0 to 1000000000000"},
-      {"PROFILE_START_ITERATION_ROUNDUP=0", "PROFILE_START_ITERATION_ROUNDUP=0: expected an integer from 1"},
-      {"PROFILE_START_ITERATION=-1", "PROFILE_START_ITERATION=-1: expected an integer from 0"},
-      {"ACTIVITIES_DURATION_MSECS=0", "ACTIVITIES_DURATION_MSECS=0: expected an integer from 1 to 604800000"},
+      {"ACTIVITIES_ITERATIONS=three", "ACTIVITIES_ITERATIONS: expected an integer from 0 to 1000000000000"},
+      {"PROFILE_START_ITERATION_ROUNDUP=0", "PROFILE_START_ITERATION_ROUNDUP: expected an integer from 1"},
+      {"PROFILE_START_ITERATION=-1", "PROFILE_START_ITERATION: expected an integer from 0"},
+      {"ACTIVITIES_DURATION_MSECS=0", "ACTIVITIES_DURATION_MSECS: expected an integer from 1 to 604800000"},
       {"ACTIVITIES_DURATION_MSECS=99999999999999999999", "expected an integer from 1"},
-      {"ACTIVITIES_DURATION_SECS=9223372036854775807", "ACTIVITIES_DURATION_SECS=9223372036854775807: expected an integer from 1 to 604800"},
-      {"PROFILE_REPORT_INPUT_SHAPES=maybe", "PROFILE_REPORT_INPUT_SHAPES=maybe: expected true or false"},
-      {"ACTIVITY_TYPES=cpu_op,kernels", "ACTIVITY_TYPES: unknown activity 'kernels'"},
+      {"ACTIVITIES_DURATION_SECS=9223372036854775807", "ACTIVITIES_DURATION_SECS: expected an integer from 1 to 604800"},
+      {"PROFILE_REPORT_INPUT_SHAPES=maybe", "PROFILE_REPORT_INPUT_SHAPES: expected true or false"},
+      {"OPTRACE_CANCEL=please", "OPTRACE_CANCEL: expected true or false"},
+      {"ACTIVITY_TYPES=cpu_op,kernels", "ACTIVITY_TYPES: an activity Kineto does not name"},
       {"ACTIVITIES_LOG_FILE=", "ACTIVITIES_LOG_FILE is empty"},
-      {"ACTIVITIES_ITERATIONS=3\nrm -rf /", "line 2 is not KEY=VALUE: 'rm -rf /'"},
+      {"ACTIVITIES_ITERATIONS=3\nrm -rf /", "line 2 is not KEY=VALUE"},
+      {"db.example:5432:prod:admin:s3cret", "line 1 is not KEY=VALUE"},
   };
   for (const auto& [text, message] : cases) {
     INFO(text);
@@ -136,8 +151,16 @@ TEST_CASE("on demand: a bad on-demand value is one line naming the key and the v
       const std::string what = e.what();
       CHECK_THAT(what, OPTRACE_CONTAINS(message));
       CHECK(what.find('\n') == std::string::npos);
+      const std::string t = text;
+      const std::string value = t.substr(t.find_last_of("=\n") + 1);
+      if (value.size() >= 4) CHECK(what.find(value) == std::string::npos);  // shorter ones (0, -1) are in the limits
     }
   }
+  // Keys that are not names are listed by their line, not their text.
+  std::vector<std::string> ignored;
+  OnDemandRequest::parse("ACTIVITIES_ITERATIONS=1\npassword = hunter2\nVERBOSE_LOG_LEVEL=1\n", &ignored);
+  CHECK(ignored == std::vector<std::string>{"line 2", "VERBOSE_LOG_LEVEL"});
+  CHECK(OnDemandRequest::parse("OPTRACE_CANCEL=1").cancel);
 }
 
 TEST_CASE("on demand: an iteration window starts where Kineto starts it", "[on_demand]") {
@@ -417,7 +440,7 @@ TEST_CASE("on demand: flush() closes the open window and drops one not started, 
   r.iterations = 5;
   od.request(r);
   od.request(r);  // one window at a time
-  CHECK(said(od, "a window is already open or waiting"));
+  CHECK(said(od, "request ignored: a request waits for the next step (one window at a time; a cancel ends it)"));
   for (int i = 0; i < 4; ++i) {
     work();
     od.step();
@@ -441,6 +464,310 @@ TEST_CASE("on demand: OnDemandOptions that cannot work are one line", "[on_deman
                     OPTRACE_CONTAINS("execution_trace_dir must be another folder"));
   { std::ofstream(dir + "/file") << "x"; }
   CHECK_THROWS_AS(OnDemandProfiler(OnDemandOptions().output_dir(dir + "/file/sub")), optrace::IoError);
+}
+
+TEST_CASE("on demand: a request that would start too far ahead is refused, and the next one is served", "[on_demand]") {
+  const std::string dir = fresh_dir("far_ahead");
+  const std::string config = dir + "/trigger.conf";
+  OnDemandProfiler od(OnDemandOptions().config_file(config).poll_interval(std::chrono::milliseconds(10)).output_dir(dir + "/t"));
+  const int64_t now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  write_config(config, "PROFILE_START_TIME=" + std::to_string(now_us) + "\n");  // microseconds by mistake
+  REQUIRE(eventually([&] { return said(od, "is more than 24 h ahead"); }));
+  write_config(config, "PROFILE_START_ITERATION=1000000000000\nACTIVITIES_ITERATIONS=1\n");
+  REQUIRE(eventually([&] { return said(od, "would start at step 1000000000000"); }));
+  // Neither holds the one window slot: a valid request is served.
+  write_config(config, "ACTIVITIES_ITERATIONS=2\n");
+  REQUIRE(eventually([&] {
+    work();
+    od.step();
+    return od.traces().size() == 1;
+  }));
+  od.flush();
+  CHECK(profiler_steps(od.traces()[0]).size() == 2);
+}
+
+TEST_CASE("on demand: a request left in the trigger file before the job started is not served", "[on_demand]") {
+  const std::string dir = fresh_dir("leftover");
+  const std::string config = dir + "/trigger.conf";
+  write_config(config, "ACTIVITIES_ITERATIONS=2\n");
+  OnDemandProfiler od(OnDemandOptions().config_file(config).poll_interval(std::chrono::milliseconds(10)).output_dir(dir + "/t"));
+  CHECK(said(od, "already holds a request as the profiler starts: not served"));
+  for (int i = 0; i < 20; ++i) {
+    od.step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK_FALSE(at::hasGlobalCallbacks());
+  CHECK(od.traces().empty());
+  write_config(config, "ACTIVITIES_ITERATIONS=2\n# now\n");  // a new request is
+  REQUIRE(eventually([&] {
+    work();
+    od.step();
+    return od.traces().size() == 1;
+  }));
+}
+
+TEST_CASE("on demand: a trigger file reached through a link, or in a folder others can write, is refused unread", "[on_demand]") {
+  const std::string dir = fresh_dir("trigger_links");
+  const std::string secret = dir + "/secret/pgpass";
+  fs::create_directories(dir + "/secret");
+  // What the job sees once it runs: `place` puts the trigger file there after it started.
+  auto messages_of = [&](const std::string& config, const std::function<void()>& place, const std::string& expected) {
+    OnDemandProfiler od(OnDemandOptions().config_file(config).poll_interval(std::chrono::milliseconds(10)).output_dir(dir + "/t"));
+    place();
+    const bool seen = eventually([&] { return said(od, expected); });
+    od.flush();
+    std::string all;
+    for (const std::string& m : od.messages()) all += m + "\n";
+    INFO(all);
+    CHECK(seen);
+    CHECK(all.find("s3cret") == std::string::npos);
+    CHECK(all.find("admin") == std::string::npos);
+    CHECK(od.traces().empty());
+  };
+  const std::string pgpass = "db.example:5432:prod:admin:s3cret\n";
+  write_config(secret, pgpass);  // 0600, the job's user's: it passes the owner and mode checks
+  messages_of(dir + "/symlink.conf", [&] { fs::create_symlink(secret, dir + "/symlink.conf"); },
+              "a symbolic link: the trigger file is read only as itself");
+  messages_of(dir + "/hard.conf", [&] { fs::create_hard_link(secret, dir + "/hard.conf"); }, "it has 2 names (hard links)");
+  // The file itself, read: a parse error names the line, not its text.
+  messages_of(dir + "/plain.conf", [&] { write_config(dir + "/plain.conf", pgpass); }, "line 1 is not KEY=VALUE");
+  const std::string open_dir = dir + "/open";
+  fs::create_directories(open_dir);
+  ::chmod(open_dir.c_str(), 0777);
+  messages_of(open_dir + "/trigger.conf", [&] { write_config(open_dir + "/trigger.conf", "ACTIVITIES_ITERATIONS=1\n"); },
+              "writable by its group or others and not sticky");
+  ::chmod(open_dir.c_str(), 01777);  // sticky, as /tmp: others cannot replace the job's file
+  OnDemandProfiler od(OnDemandOptions().config_file(open_dir + "/trigger.conf").output_dir(dir + "/t"));
+  CHECK(said(od, "already holds a request"));  // read
+}
+
+TEST_CASE("on demand: a cancel drops a waiting request or closes the open window", "[on_demand]") {
+  const std::string dir = fresh_dir("cancel");
+  const std::string config = dir + "/trigger.conf";
+  OnDemandProfiler od(OnDemandOptions().config_file(config).poll_interval(std::chrono::milliseconds(10)).output_dir(dir + "/t"));
+  OnDemandRequest r;
+  r.start_iteration = 1000;
+  r.iterations = 3;
+  od.request(r);
+  od.step();
+  write_config(config, "OPTRACE_CANCEL=1\n");
+  REQUIRE(eventually([&] { return said(od, "cancel: dropped (a window of steps waits for its first step)"); }));
+  r.start_iteration = 0;
+  r.iterations = 1000;
+  od.request(r);  // the slot is free again
+  for (int i = 0; i < 3; ++i) {
+    work();
+    od.step();
+  }
+  od.cancel();  // from this thread, as from a control channel's: the window closes at the next step
+  CHECK(said(od, "cancel: the window of steps 2..1001 closes at the next step, with the steps recorded so far"));
+  CHECK(at::hasGlobalCallbacks());
+  work();
+  od.step();
+  CHECK_FALSE(at::hasGlobalCallbacks());
+  od.flush();
+  REQUIRE(od.traces().size() == 1);
+  CHECK(profiler_steps(od.traces()[0]) == std::vector<std::string>{"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"});
+  CHECK_FALSE(at::hasGlobalCallbacks());
+}
+
+TEST_CASE("on demand: steps from several threads are all counted", "[on_demand]") {
+  OnDemandProfiler od(OnDemandOptions().output_dir(fresh_dir("threads")));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100000; ++i) od.step();
+    });
+  for (auto& t : threads) t.join();
+  CHECK(od.step_num() == 400000);
+}
+
+TEST_CASE("on demand: messages keep the last kMaxMessages lines", "[on_demand]") {
+  OnDemandProfiler od(OnDemandOptions().output_dir(fresh_dir("messages")));
+  for (int i = 0; i < 1100; ++i) od.cancel();  // each says "cancel: nothing was asked"
+  OnDemandRequest r;
+  r.log_file = "../out.json";
+  od.request(r);
+  const std::vector<std::string> m = od.messages();
+  CHECK(m.size() == OnDemandProfiler::kMaxMessages);
+  CHECK_THAT(m.back(), OPTRACE_CONTAINS("has '..'"));
+  CHECK(m.front() == "cancel: nothing was asked");
+}
+
+TEST_CASE("on demand: a duration window is closed by the polling thread that opened it, also on flush() and destruction", "[on_demand]") {
+  // libtorch's profiler must be stopped on the thread that started it (with CUDA activities it
+  // throws or crashes otherwise); the OnDemandProfiler says when a window closes elsewhere.
+  const std::string dir = fresh_dir("closing_thread");
+  OnDemandRequest r;
+  r.duration_ms = 60000;
+  {
+    OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("a"));
+    od.request(r);
+    REQUIRE(eventually([&] { return said(od, "recording 60000 ms"); }));
+    od.flush();
+    CHECK(said(od, "flush(): the duration window closes early"));
+    CHECK_FALSE(said(od, "closes on another thread"));
+    CHECK(od.traces().size() == 1);
+    CHECK_FALSE(at::hasGlobalCallbacks());
+    od.request(r);
+    REQUIRE(eventually([&] { return said(od, "recording 60000 ms") && at::hasGlobalCallbacks(); }));
+  }  // the destructor, with the window open
+  CHECK_FALSE(at::hasGlobalCallbacks());
+  size_t written = 0;
+  for (const auto& e : fs::directory_iterator(dir)) written += e.path().string().find(".pt.trace.json") != std::string::npos;
+  CHECK(written == 2);
+  // A window of steps flushed from a thread that does not step: closed there, and said.
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("b"));
+  od.request(steps_request(0, 100));
+  od.step();
+  std::thread([&] { od.flush(); }).join();
+  CHECK(said(od, "the window closes on another thread than the one that opened it"));
+  CHECK(od.traces().size() == 1);
+}
+
+// The state machine alone (detail/on_demand/scheduler.hpp): every transition, no threads.
+namespace sched = optrace::detail::on_demand;
+
+TEST_CASE("on demand: the scheduler places, opens and closes a window of steps", "[on_demand][scheduler]") {
+  sched::Scheduler s;
+  CHECK(!s.wants_steps());
+  CHECK(s.on_request(steps_request(0, 3, 10), 4, 0, 0).lines.empty());
+  CHECK(s.state() == sched::State::Pending);
+  CHECK(s.wants_steps());
+  sched::Actions a = s.on_step(5);  // placed at the next multiple of 10
+  CHECK(s.state() == sched::State::Scheduled);
+  CHECK(s.first_step() == 10);
+  CHECK(s.end_step() == 13);
+  REQUIRE(a.lines.size() == 1);
+  CHECK(a.lines[0] == "request: steps 10..12 (now at step 5)");
+  CHECK(!a.open);
+  for (int64_t step = 6; step < 10; ++step) CHECK(!s.on_step(step).open);
+  a = s.on_step(10);
+  CHECK(a.open);
+  CHECK(a.open_step == 10);
+  CHECK(s.state() == sched::State::Recording);
+  CHECK(!s.on_step(11).close);
+  CHECK(!s.on_step(12).close);
+  a = s.on_step(13);
+  CHECK(a.close);
+  CHECK(!a.open);
+  CHECK(s.state() == sched::State::Idle);
+  CHECK(!s.wants_steps());
+}
+
+TEST_CASE("on demand: the scheduler opens a window at once when its step has come", "[on_demand][scheduler]") {
+  sched::Scheduler s;
+  s.on_request(steps_request(0, 2), 7, 0, 0);
+  sched::Actions a = s.on_step(8);
+  CHECK(a.open);
+  CHECK(a.open_step == 8);
+  CHECK(a.lines.empty());
+  CHECK(s.end_step() == 10);
+  // A stepping thread past the first step (no step() between) opens where it is.
+  sched::Scheduler t;
+  t.on_request(steps_request(20, 2), 0, 0, 0);
+  t.on_step(1);
+  a = t.on_step(25);
+  CHECK(a.open);
+  CHECK(t.first_step() == 25);
+  CHECK(t.end_step() == 27);
+}
+
+TEST_CASE("on demand: the scheduler runs a duration window by the clock", "[on_demand][scheduler]") {
+  sched::Scheduler s;
+  OnDemandRequest r;
+  r.duration_ms = 300;
+  r.start_time_ms = 1'000'500;  // wall ms: 500 ms ahead of wall 1'000'000
+  CHECK(s.on_request(r, 3, 50, 1'000'000).lines.empty());
+  CHECK(s.state() == sched::State::Waiting);
+  CHECK(!s.wants_steps());
+  CHECK(s.next_tick_ms() == 550);
+  CHECK(!s.on_tick(549, 3).open);
+  sched::Actions a = s.on_tick(560, 4);
+  CHECK(a.open);
+  CHECK(a.open_step == 4);
+  CHECK(s.next_tick_ms() == 860);
+  CHECK(!s.on_tick(859, 4).close);
+  CHECK(s.on_tick(860, 4).close);
+  CHECK(s.state() == sched::State::Idle);
+  CHECK(s.next_tick_ms() == -1);
+}
+
+TEST_CASE("on demand: the scheduler refuses a start too far ahead, and stays free for the next request", "[on_demand][scheduler]") {
+  sched::Scheduler s;
+  const int64_t wall = 1'764'000'000'000;  // ms since the epoch, late 2025
+  OnDemandRequest us;
+  us.start_time_ms = wall * 1000;  // microseconds by mistake
+  sched::Actions a = s.on_request(us, 0, 0, wall);
+  REQUIRE(a.lines.size() == 1);
+  CHECK_THAT(a.lines[0], OPTRACE_CONTAINS("PROFILE_START_TIME 1764000000000000 is more than 24 h ahead"));
+  CHECK(s.state() == sched::State::Idle);
+  OnDemandRequest max;
+  max.start_time_ms = std::numeric_limits<int64_t>::max();
+  CHECK_THAT(s.on_request(max, 0, 0, wall).lines.at(0), OPTRACE_CONTAINS("is more than 24 h ahead"));
+  OnDemandRequest old;
+  old.start_time_ms = wall - 10'001;
+  CHECK_THAT(s.on_request(old, 0, 0, wall).lines.at(0), OPTRACE_CONTAINS("more than 10 s in the past"));
+  a = s.on_request(steps_request(1'000'000'000'000, 1), 5, 0, wall);
+  CHECK_THAT(a.lines.at(0), OPTRACE_CONTAINS("would start at step 1000000000000, 999999999995 steps ahead of step 5 (at most 1000000)"));
+  a = s.on_request(steps_request(0, 1, 1'000'000'000'000), 5, 0, wall);
+  CHECK_THAT(a.lines.at(0), OPTRACE_CONTAINS("would start at step 1000000000000"));
+  CHECK(s.state() == sched::State::Idle);
+  // The limits themselves are accepted.
+  CHECK(s.on_request(steps_request(5 + 1 + sched::kMaxStepsAhead, 1), 5, 0, wall).lines.empty());
+  CHECK(s.on_cancel().lines.at(0) == "cancel: dropped (a request waits for the next step)");
+  OnDemandRequest day;
+  day.start_time_ms = wall + sched::kMaxWaitMs;
+  CHECK(s.on_request(day, 0, 0, wall).lines.empty());
+  CHECK(s.next_tick_ms() == sched::kMaxWaitMs);
+}
+
+TEST_CASE("on demand: the scheduler takes one request at a time, and cancel and flush end it", "[on_demand][scheduler]") {
+  sched::Scheduler s;
+  s.on_request(steps_request(0, 5), 0, 0, 0);
+  CHECK_THAT(s.on_request(steps_request(0, 5), 0, 0, 0).lines.at(0),
+             OPTRACE_CONTAINS("request ignored: a request waits for the next step (one window at a time"));
+  CHECK(s.on_step(1).open);
+  CHECK_THAT(s.on_request(steps_request(0, 5), 1, 0, 0).lines.at(0), OPTRACE_CONTAINS("a window is open"));
+  // A cancel closes the window on the stepping thread, at its next step, not on the canceller's.
+  sched::Actions a = s.on_cancel();
+  CHECK(!a.close);
+  CHECK(a.lines.at(0) == "cancel: the window of steps 1..5 closes at the next step, with the steps recorded so far");
+  CHECK(s.closing());
+  CHECK(s.wants_steps());
+  CHECK(s.on_step(4).close);
+  CHECK(s.state() == sched::State::Idle);
+  CHECK(s.on_cancel().lines.at(0) == "cancel: nothing was asked");
+  CHECK(!s.on_flush(3).close);
+  s.on_request(steps_request(50, 5), 3, 0, 0);
+  s.on_step(4);
+  a = s.on_flush(4);
+  CHECK(!a.close);
+  CHECK(a.lines.at(0) == "flush(): a requested window that had not started is dropped");
+  OnDemandRequest r;
+  s.on_request(r, 4, 0, 0);
+  CHECK(s.on_tick(0, 4).open);
+  a = s.on_flush(4);  // a duration window closes on the polling thread's next tick, due at once
+  CHECK(!a.close);
+  CHECK(a.lines.at(0) == "flush(): the duration window closes early");
+  CHECK(s.next_tick_ms() == 0);
+  CHECK(s.on_tick(1, 4).close);
+  s.on_request(r, 4, 0, 0);
+  s.on_tick(0, 4);
+  s.on_window_failed();
+  CHECK(s.state() == sched::State::Idle);
+  // A duration window cancelled closes at the polling thread's next tick, due at once.
+  s.on_request(r, 4, 100, 0);
+  CHECK(s.on_tick(100, 4).open);
+  CHECK(s.on_cancel().lines.at(0) == "cancel: the duration window closes now");
+  CHECK(s.next_tick_ms() <= 100);
+  CHECK(s.on_tick(101, 4).close);
+  // A new window after a cancel is not closing.
+  s.on_request(steps_request(0, 2), 4, 0, 0);
+  CHECK(s.on_step(5).open);
+  CHECK(!s.closing());
+  CHECK(!s.on_step(6).close);
 }
 
 }  // namespace on_demand_test

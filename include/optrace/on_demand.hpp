@@ -1,12 +1,15 @@
 // optrace/on_demand.hpp: OnDemandProfiler, profiling windows of a running job on request, without a restart
 #pragma once
 // How it works, and why:
-// - Idle, nothing is installed: no RecordFunction callback, no Profiler. `step()` is a counter
-//   and one atomic load; the trigger file is polled on a thread of its own.
+// - Idle, nothing is installed: no RecordFunction callback, no Profiler. `step()` is one atomic
+//   increment and one atomic load; the trigger file is polled on a thread of its own, and read
+//   without the lock the stepping thread may take.
 // - A request (the trigger file's new content, or request()) becomes a window: an iteration
 //   window starts and ends on the stepping thread, at step boundaries Kineto's rules decide
 //   (detail/on_demand/request.hpp), so that every rank reading one request records the same
 //   steps; a duration window starts and ends on the polling thread, for programs without steps.
+//   When is decided by one state machine without threads (detail/on_demand/scheduler.hpp): a
+//   request that would start too far ahead is refused, and a cancel ends any request.
 // - A window is a Profiler (profiler.hpp) whose steps count from the job's own step. When it
 //   closes, its trace goes to the Profiler's writer thread; the finished Profiler is joined and
 //   destroyed on the polling thread (or by flush()), never on the stepping thread.
@@ -15,6 +18,7 @@
 
 #include <optrace/detail/on_demand/files.hpp>
 #include <optrace/detail/on_demand/request.hpp>
+#include <optrace/detail/on_demand/scheduler.hpp>
 #include <optrace/distributed.hpp>
 #include <optrace/error.hpp>
 #include <optrace/profiler.hpp>
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -96,6 +101,17 @@ class OnDemandProfiler {
               : detail::profiler::default_worker_name(options_.profiler().distributed()
                                                           ? options_.profiler().distributed()
                                                           : DistributedInfo::from_environment());
+    // A request already in the trigger file was written before this process (a leftover of an
+    // earlier run, or a restart after it was served): its content is taken as seen, not served.
+    if (!options_.config_file().empty()) {
+      detail::on_demand::ConfigRead c = detail::on_demand::read_config(options_.config_file());
+      if (c.kind == detail::on_demand::ConfigRead::Read) {
+        config_ = std::move(c.text);
+        std::lock_guard<std::mutex> lock(mutex_);
+        say("config file '" + options_.config_file() + "' already holds a request as the profiler starts: not served "
+            "(a leftover); write a new one to profile");
+      }
+    }
     poller_ = std::thread([this] { poll_loop(); });
   }
   OnDemandProfiler(const OnDemandProfiler&) = delete;
@@ -103,20 +119,21 @@ class OnDemandProfiler {
 
   /// Stops polling and flushes (see flush()).
   ~OnDemandProfiler() {
+    flush();  // while the polling thread runs: it closes a duration window it opened
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
     if (poller_.joinable()) poller_.join();
-    flush();
+    flush();  // what a request made meanwhile left
   }
 
-  /// Ends the job's current step and begins the next (call it on the thread that runs the steps).
-  /// Idle: one atomic load and a counter.
+  /// Ends the job's current step and begins the next, on the thread that runs the steps. Idle:
+  /// one atomic increment and one atomic load. Several threads may call it: each call counts once
+  /// (a window's steps are then those of all of them).
   void step() noexcept {
-    const int64_t s = step_.load(std::memory_order_relaxed) + 1;
-    step_.store(s, std::memory_order_relaxed);
+    const int64_t s = step_.fetch_add(1, std::memory_order_relaxed) + 1;
     if (attention_.load(std::memory_order_acquire)) on_step(s);
   }
 
@@ -129,24 +146,33 @@ class OnDemandProfiler {
     accept(r);
   }
 
+  /// Drops the request waiting, or closes the open window with the steps recorded so far (as the
+  /// trigger file's OPTRACE_CANCEL=1 does), saying so. From any thread: the window closes on the
+  /// thread that opened it, at the job's next step (a window of steps) or at once on the polling
+  /// thread (a duration window).
+  void cancel() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    apply(scheduler_.on_cancel());
+    wake_.notify_all();
+  }
+
   /// Closes the open window (its trace written with the steps recorded so far), drops a request
   /// whose window has not started (saying so), and waits until every trace is written. Call it on
-  /// the stepping thread, or once it has stopped stepping.
+  /// the stepping thread, or once it has stopped stepping. A duration window is closed by the
+  /// polling thread, which opened it (with CUDA activities libtorch needs that), and waited for.
   void flush() {
     std::vector<std::unique_ptr<Profiler>> done;
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (window_) {
-        say(window_by_iteration_ ? "flush(): the window of steps " + std::to_string(window_first_) + ".." +
-                                       std::to_string(window_end_ - 1) + " closes at step " +
-                                       std::to_string(step_num()) + ", with the steps recorded so far"
-                                 : std::string("flush(): the duration window closes early"));
-        retire_window();
+      std::unique_lock<std::mutex> lock(mutex_);
+      apply(scheduler_.on_flush(step_num()));
+      while (scheduler_.state() == detail::on_demand::State::Recording) {  // a duration window closing
+        if (!polling_) {  // its thread is gone (only in the destructor): here, rather than never
+          apply(scheduler_.on_tick(steady_ms(), step_num()));
+          break;
+        }
+        wake_.notify_all();
+        closed_.wait(lock);
       }
-      if (scheduled_ || pending_) say("flush(): a requested window that had not started is dropped");
-      scheduled_ = false;
-      pending_.reset();
-      attention_.store(false, std::memory_order_release);
       done.swap(retired_);
     }
     join(done);
@@ -161,11 +187,13 @@ class OnDemandProfiler {
   }
 
   /// What the profiler said (each also printed to stderr, "optrace: on-demand: ..."): requests
-  /// served or refused, and why.
+  /// served or refused, and why. The last kMaxMessages lines: a job that runs for months keeps
+  /// no more.
   std::vector<std::string> messages() const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return messages_;
+    return std::vector<std::string>(messages_.begin(), messages_.end());
   }
+  static constexpr size_t kMaxMessages = 1000;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -182,66 +210,63 @@ class OnDemandProfiler {
   void say(std::string line) {  // under mutex_; one write, so that lines of several threads never mix
     const std::string text = "optrace: on-demand: " + line + "\n";
     std::fwrite(text.data(), 1, text.size(), stderr);
+    if (messages_.size() == kMaxMessages) messages_.pop_front();
     messages_.push_back(std::move(line));
   }
 
-  // A new request (under mutex_): refused while another is open or waiting.
+  static int64_t steady_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+  }
+  static int64_t wall_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+
+  // Does what the scheduler decided (under mutex_): the open window closes, the request's window
+  // opens, the lines are said. A window that cannot open is said, and the scheduler is idle again.
+  void apply(const detail::on_demand::Actions& a) {
+    for (const std::string& line : a.lines) say(line);
+    try {
+      if (a.close && window_) retire_window();
+      if (a.open) open_window(scheduler_.request(), a.open_step);
+    } catch (const std::exception& e) {
+      say((a.open ? "window at step " + std::to_string(a.open_step) + " failed: " : std::string("closing the window failed: ")) +
+          e.what());
+      window_.reset();
+      scheduler_.on_window_failed();
+    }
+    attention_.store(scheduler_.wants_steps(), std::memory_order_release);
+  }
+
+  // A new request (under mutex_): its trace's name checked here, the rest by the scheduler.
   void accept(const OnDemandRequest& r) {
-    if (window_ || scheduled_ || pending_) {
-      say("a window is already open or waiting; this request is ignored (one window at a time)");
+    if (r.cancel) {
+      apply(scheduler_.on_cancel());
+      wake_.notify_all();
       return;
     }
     try {
       if (!r.log_file.empty()) detail::on_demand::resolve_inside(dir_, r.log_file);
-      if (!r.by_iteration() && r.start_time_ms > 0) {
-        const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count();
-        OPTRACE_CHECK(now_ms - r.start_time_ms <= 10000, ArgumentError, "PROFILE_START_TIME ", r.start_time_ms,
-                      " is more than 10 s in the past (Kineto's limit)");
-      }
     } catch (const Error& e) {
       say(std::string("request refused: ") + e.what());
       return;
     }
-    pending_ = r;
-    if (r.by_iteration()) attention_.store(true, std::memory_order_release);
-    wake_.notify_all();
+    apply(scheduler_.on_request(r, step_num(), steady_ms(), wall_ms()));
+    wake_.notify_all();  // the polling thread: a duration window's start
   }
 
   // The stepping thread's part, when a request or a window needs it.
   void on_step(int64_t s) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     try {
-      if (window_ && window_by_iteration_) {
-        window_->step();
-        if (s >= window_end_) retire_window();
-      }
-      if (!window_ && scheduled_ && s >= window_first_) {
-        scheduled_ = false;
-        open_window(scheduled_request_, s);
-      }
-      if (!window_ && !scheduled_ && pending_ && pending_->by_iteration()) {
-        const int64_t first =
-            detail::on_demand::window_start(s, *pending_->start_iteration, pending_->start_iteration_roundup);
-        scheduled_request_ = *pending_;
-        pending_.reset();
-        if (first == s) {
-          open_window(scheduled_request_, s);
-        } else {
-          scheduled_ = true;
-          window_first_ = first;
-          say("request: steps " + std::to_string(first) + ".." + std::to_string(first + scheduled_request_.iterations - 1) +
-              " (now at step " + std::to_string(s) + ")");
-        }
-      }
+      // A window cancelled closes at this boundary: the step that begins here is not one of it.
+      if (window_ && scheduler_.request().by_iteration() && !scheduler_.closing()) window_->step();
     } catch (const std::exception& e) {
       say(std::string("window at step ") + std::to_string(s) + " failed: " + e.what());
       window_.reset();
-      scheduled_ = false;
+      scheduler_.on_window_failed();
     }
-    attention_.store((window_ && window_by_iteration_) || scheduled_ || (pending_ && pending_->by_iteration()),
-                     std::memory_order_release);
+    apply(scheduler_.on_step(s));
   }
 
   // Opens a window for `r` (under mutex_): on the stepping thread at step `s` for an iteration
@@ -278,19 +303,20 @@ class OnDemandProfiler {
       traces_.push_back(path);
     });
     window_.reset(new Profiler(std::move(o), s));
-    window_by_iteration_ = r.by_iteration();
-    window_first_ = s;
-    window_end_ = s + r.iterations;
-    window_until_ = Clock::now() + std::chrono::milliseconds(r.duration_ms);
-    say(r.by_iteration() ? "recording steps " + std::to_string(s) + ".." + std::to_string(window_end_ - 1) + " to " + path
+    window_thread_ = std::this_thread::get_id();
+    say(r.by_iteration() ? "recording steps " + std::to_string(s) + ".." + std::to_string(s + r.iterations - 1) + " to " + path
                          : "recording " + std::to_string(r.duration_ms) + " ms to " + path);
   }
 
   // The open window stops recording; its trace goes to its writer (under mutex_, without waiting).
   void retire_window() {
+    if (std::this_thread::get_id() != window_thread_)
+      say("the window closes on another thread than the one that opened it (flush() from a thread that does not "
+          "step?): with CUDA activities libtorch needs the opening thread");
     window_->stop_recording();
     retired_.push_back(std::move(window_));
     wake_.notify_all();
+    closed_.notify_all();
   }
 
   // Waits for finished windows' writers (not under mutex_: their handlers take it).
@@ -316,8 +342,14 @@ class OnDemandProfiler {
     while (!stopping_) {
       const auto now = Clock::now();
       if (now >= next_poll) {
-        poll_config();
+        // Read without the lock step() may need: a file system that hangs stalls this thread only.
+        lock.unlock();
+        detail::on_demand::ConfigRead c;
+        if (!options_.config_file().empty()) c = detail::on_demand::read_config(options_.config_file());
+        lock.lock();
+        if (!options_.config_file().empty()) poll_config(std::move(c));
         next_poll = now + options_.poll_interval();
+        if (stopping_) break;
       }
       Clock::time_point until = next_poll;
       run_duration_window(until);
@@ -334,38 +366,21 @@ class OnDemandProfiler {
       }
       wake_.wait_until(lock, until);
     }
+    polling_ = false;
+    closed_.notify_all();
   }
 
   // A duration window's start and end, on the polling thread (under mutex_); `until` is lowered
   // to its next event.
   void run_duration_window(Clock::time_point& until) {
-    try {
-      if (window_ && !window_by_iteration_) {
-        if (Clock::now() >= window_until_) retire_window();
-        else until = std::min(until, window_until_);
-      }
-      if (window_ || scheduled_ || !pending_ || pending_->by_iteration()) return;
-      const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                 std::chrono::system_clock::now().time_since_epoch())
-                                 .count();
-      if (pending_->start_time_ms > now_ms) {
-        until = std::min(until, Clock::now() + std::chrono::milliseconds(pending_->start_time_ms - now_ms));
-        return;
-      }
-      const OnDemandRequest r = *pending_;
-      pending_.reset();
-      open_window(r, step_num());
-      until = std::min(until, window_until_);
-    } catch (const std::exception& e) {
-      say(std::string("duration window failed: ") + e.what());
-      window_.reset();
-    }
+    apply(scheduler_.on_tick(steady_ms(), step_num()));
+    const int64_t next = scheduler_.next_tick_ms();
+    if (next >= 0) until = std::min(until, Clock::time_point(std::chrono::milliseconds(next)));
   }
 
-  // Reads the trigger file (under mutex_); a new content is a request.
-  void poll_config() {
-    if (options_.config_file().empty()) return;
-    detail::on_demand::ConfigRead c = detail::on_demand::read_config(options_.config_file());
+  // What the trigger file held (read by the polling thread, handled under mutex_); a new content
+  // is a request.
+  void poll_config(detail::on_demand::ConfigRead c) {
     if (c.kind == detail::on_demand::ConfigRead::Absent) {
       config_.reset();  // the same text written again later is a new request
       return;
@@ -402,19 +417,18 @@ class OnDemandProfiler {
   mutable std::mutex mutex_;            // everything below
   std::condition_variable wake_;    // the polling thread: a request, a window retired, stopping
   std::condition_variable joined_;  // flush(): the polling thread's joins are done
+  std::condition_variable closed_;  // flush(): the polling thread closed a duration window, or stopped
+  bool polling_ = true;             // the polling thread runs
   int joining_ = 0;                 // finished windows the polling thread is joining
   bool stopping_ = false;
-  std::optional<OnDemandRequest> pending_;  // accepted, not yet placed
-  bool scheduled_ = false;                  // an iteration window waits for step window_first_
-  OnDemandRequest scheduled_request_;
-  std::unique_ptr<Profiler> window_;
-  bool window_by_iteration_ = false;
-  int64_t window_first_ = 0, window_end_ = 0;  // iteration window: steps [first, end)
-  Clock::time_point window_until_;             // duration window: its end
+  detail::on_demand::Scheduler scheduler_;  // when windows open and close
+  std::unique_ptr<Profiler> window_;        // the open window (scheduler_ is Recording)
+  std::thread::id window_thread_;           // the thread that opened it, which closes it
   std::vector<std::unique_ptr<Profiler>> retired_;
-  std::optional<std::string> config_;  // the trigger file's last content
+  std::optional<std::string> config_;  // the trigger file's last content (at start: a leftover)
   std::string refused_state_;          // the last refused trigger file, said once
-  std::vector<std::string> traces_, messages_;
+  std::vector<std::string> traces_;
+  std::deque<std::string> messages_;  // the last kMaxMessages
   std::thread poller_;
 };
 

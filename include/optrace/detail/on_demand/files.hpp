@@ -1,10 +1,14 @@
 // optrace/detail/on_demand/files.hpp: the trigger file and the paths a request names, read as hostile
 #pragma once
 // Whoever can write the trigger file steers a running job (docs/on_demand.md, Security), so:
-// - the file is read only when it is a regular file owned by the job's user (or root) and not
-//   writable by its group or others: fstat on the open descriptor, so that what is checked is what
-//   is read; a link to such a file is followed, since its target is what counts;
-// - at most kMaxConfigBytes of it: a config is a few lines;
+// - its folder is opened first and must be the job's user's (or root's) and not writable by its
+//   group or others unless sticky (as /tmp): nobody else can then replace the file in it;
+// - the file is opened in that folder without following a link (a link to a 0600 file of the
+//   job's user, a .pgpass, would pass every other check) and read only when it is a regular file
+//   with one name (no hard link), owned by the job's user (or root) and not writable by its group
+//   or others: fstat on the open descriptor, so that what is checked is what is read;
+// - at most kMaxConfigBytes of it: a config is a few lines; no line of it is ever repeated in a
+//   message (request.hpp);
 // - a path a request names (ACTIVITIES_LOG_FILE) resolves inside the output folder: relative to
 //   it, or absolute under it; no `..`, no symbolic link on the way (checked when the request
 //   comes, and again by the write, which goes through the folder opened beneath the output
@@ -38,21 +42,48 @@ struct ConfigRead {
 
 inline ConfigRead read_config(const std::string& path) {
   ConfigRead r;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return r;  // absent (or not readable yet): no request
   struct stat st {};
-  const bool got = ::fstat(fd, &st) == 0;
+  bool got = false;
+  int fd = -1;
   auto refuse = [&](std::string why) {
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
     r.kind = ConfigRead::Refused;
     r.reason = "ignoring config file '" + path + "': " + why;
-    r.state = got ? std::to_string(st.st_uid) + ":" + std::to_string(st.st_mode) + ":" + std::to_string(st.st_size) +
-                        ":" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec)
-                  : std::string();
+    r.state = why + (got ? ":" + std::to_string(st.st_uid) + ":" + std::to_string(st.st_mode) + ":" +
+                               std::to_string(st.st_nlink) + ":" + std::to_string(st.st_size) + ":" +
+                               std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec)
+                         : std::string());
     return r;
   };
+  const std::filesystem::path p(path);
+  const std::string folder_name = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+  const Fd folder(::open(folder_name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (folder.get() < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return r;  // absent: no request
+    return refuse("its folder: " + std::string(std::strerror(errno)));
+  }
+  got = ::fstat(folder.get(), &st) == 0;
+  if (!got) return refuse("its folder: " + std::string(std::strerror(errno)));
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    return refuse("its folder '" + folder_name + "' is owned by user " + std::to_string(st.st_uid) +
+                  ", not by this job's user " + std::to_string(::geteuid()) + " (who could replace the file)");
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && (st.st_mode & S_ISVTX) == 0)
+    return refuse("its folder '" + folder_name + "' is writable by its group or others and not sticky (they could "
+                  "replace the file: chmod go-w or +t the folder)");
+  fd = ::openat(folder.get(), p.filename().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return r;  // absent: no request
+    got = false;
+    return refuse(errno == ELOOP ? std::string("a symbolic link: the trigger file is read only as itself (a link could "
+                                               "point at any file of the job's user)")
+                                 : std::string(std::strerror(errno)));
+  }
+  got = ::fstat(fd, &st) == 0;
   if (!got) return refuse(std::strerror(errno));
   if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
+  if (st.st_nlink != 1)
+    return refuse("it has " + std::to_string(st.st_nlink) + " names (hard links): the trigger file is read only "
+                  "under its one name");
   if (st.st_uid != ::geteuid() && st.st_uid != 0)
     return refuse("owned by user " + std::to_string(st.st_uid) + ", not by this job's user " +
                   std::to_string(::geteuid()) + " (whoever writes it steers the job)");

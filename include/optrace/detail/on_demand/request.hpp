@@ -45,14 +45,17 @@ struct OnDemandRequest {
   /// ACTIVITY_TYPES: whether device activity (kernels, memcpy, runtime) is asked for; unset:
   /// the defaults' activities.
   std::optional<bool> device_activity;
+  /// OPTRACE_CANCEL=1 (optrace's key; Kineto has none): drop the request waiting, or close the
+  /// open window with what it recorded. The other keys are then not used.
+  bool cancel = false;
 
   /// Whether this is an iteration window (else a duration window).
   bool by_iteration() const { return iterations > 0; }
 
   /// Reads a config text: `KEY=VALUE` lines, `#` comments, blank lines. Keys that do not apply to
-  /// optrace are listed in `ignored` (the caller names them in one line). Throws ArgumentError,
-  /// one line naming the key and the value, for a value the key cannot take or a line that is
-  /// not `KEY=VALUE`.
+  /// optrace are listed in `ignored` (the caller names them in one line; a key that is not an
+  /// upper-case name is listed as its line, "line 3"). Throws ArgumentError, one line naming the
+  /// key (or the line number) but never the value: the file may hold what should not reach a log.
   static OnDemandRequest parse(std::string_view text, std::vector<std::string>* ignored = nullptr);
 };
 
@@ -69,11 +72,20 @@ inline std::string_view trim(std::string_view s) {
 inline constexpr int64_t kMaxSteps = 1000000000000;
 inline constexpr int64_t kMaxDurationMs = int64_t{7} * 24 * 3600 * 1000;
 
+// Whether `key` is a config key's name (upper-case letters, digits, '_'): only such a name is
+// ever repeated in a message. Values never are.
+inline bool is_key_name(std::string_view key) {
+  if (key.empty() || key.size() > 64 || !(key[0] >= 'A' && key[0] <= 'Z')) return false;
+  for (char c : key)
+    if (!((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
 inline int64_t to_int(std::string_view key, std::string_view value, int64_t low, int64_t high) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || end != value.data() + value.size() || v < low || v > high)
-    raise<ArgumentError>("on-demand config: ", key, "=", value.substr(0, 40), ": expected an integer from ", low, " to ", high);
+    raise<ArgumentError>("on-demand config: ", key, ": expected an integer from ", low, " to ", high);
   return v;
 }
 
@@ -82,7 +94,7 @@ inline bool to_bool(std::string_view key, std::string_view value) {
   for (char& c : v) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   if (v == "true" || v == "1" || v == "yes") return true;
   if (v == "false" || v == "0" || v == "no") return false;
-  raise<ArgumentError>("on-demand config: ", key, "=", value.substr(0, 40), ": expected true or false");
+  raise<ArgumentError>("on-demand config: ", key, ": expected true or false (or 1/0, yes/no)");
 }
 
 // ACTIVITY_TYPES: Kineto's names (libkineto/src/ActivityType.cpp). Whether any device activity
@@ -104,7 +116,9 @@ inline bool device_activity(std::string_view value) {
     for (std::string_view d : device) {
       if (name == d) known = any_device = true;
     }
-    if (!known) raise<ArgumentError>("on-demand config: ACTIVITY_TYPES: unknown activity '", name.substr(0, 40), "'");
+    if (!known)
+      raise<ArgumentError>("on-demand config: ACTIVITY_TYPES: an activity Kineto does not name (its names: cpu_op, "
+                           "user_annotation, kernel, gpu_memcpy, gpu_memset, cuda_runtime, ...)");
     if (comma == std::string_view::npos) break;
     from = comma + 1;
   }
@@ -138,6 +152,8 @@ inline bool apply_key(OnDemandRequest& r, std::string_view key, std::string_view
     r.with_stack = to_bool(key, value);
   } else if (key == "ACTIVITY_TYPES") {
     r.device_activity = device_activity(value);
+  } else if (key == "OPTRACE_CANCEL") {
+    r.cancel = to_bool(key, value);
   } else {
     return false;
   }
@@ -158,12 +174,11 @@ inline OnDemandRequest OnDemandRequest::parse(std::string_view text, std::vector
     if (line.empty() || line.front() == '#') continue;
     const size_t eq = line.find('=');
     if (eq == std::string_view::npos)
-      detail::raise<ArgumentError>("on-demand config: line ", line_number, " is not KEY=VALUE: '",
-                                   line.substr(0, 80), "'");
+      detail::raise<ArgumentError>("on-demand config: line ", line_number, " is not KEY=VALUE");
     const std::string_view key = detail::on_demand::trim(line.substr(0, eq));
     const std::string_view value = detail::on_demand::trim(line.substr(eq + 1));
     if (!detail::on_demand::apply_key(r, key, value, start_given) && ignored != nullptr)
-      ignored->emplace_back(key.substr(0, 80));
+      ignored->push_back(detail::on_demand::is_key_name(key) ? std::string(key) : "line " + std::to_string(line_number));
   }
   // Kineto: a roundup without a start iteration starts at iteration 0 (the next multiple).
   if (start_given && !r.start_iteration) r.start_iteration = 0;
