@@ -151,9 +151,9 @@ class OnDemandProfiler {
   /// thread that opened it, at the job's next step (a window of steps) or at once on the polling
   /// thread (a duration window).
   void cancel() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    apply(scheduler_.on_cancel());
-    wake_.notify_all();
+    OnDemandRequest r;
+    r.cancel = true;
+    request(r);
   }
 
   /// Closes the open window (its trace written with the steps recorded so far), drops a request
@@ -242,7 +242,7 @@ class OnDemandProfiler {
   void accept(const OnDemandRequest& r) {
     if (r.cancel) {
       apply(scheduler_.on_cancel());
-      wake_.notify_all();
+      wake_.notify_all();  // the polling thread closes a duration window
       return;
     }
     try {
@@ -342,12 +342,13 @@ class OnDemandProfiler {
     while (!stopping_) {
       const auto now = Clock::now();
       if (now >= next_poll) {
-        // Read without the lock step() may need: a file system that hangs stalls this thread only.
-        lock.unlock();
-        detail::on_demand::ConfigRead c;
-        if (!options_.config_file().empty()) c = detail::on_demand::read_config(options_.config_file());
-        lock.lock();
-        if (!options_.config_file().empty()) poll_config(std::move(c));
+        if (!options_.config_file().empty()) {
+          // Read without the lock step() may need: a file system that hangs stalls this thread only.
+          lock.unlock();
+          detail::on_demand::ConfigRead c = detail::on_demand::read_config(options_.config_file());
+          lock.lock();
+          poll_config(std::move(c));
+        }
         next_poll = now + options_.poll_interval();
         if (stopping_) break;
       }

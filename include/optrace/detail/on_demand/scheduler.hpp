@@ -73,7 +73,7 @@ class Scheduler {
   /// When on_tick has something to do (a duration window's start or end), in now_ms; -1: never.
   int64_t next_tick_ms() const {
     if (state_ == State::Waiting) return start_ms_;
-    if (state_ == State::Recording && !by_iteration_) return until_ms_;
+    if (state_ == State::Recording && !by_iteration_) return closing_ ? 0 : until_ms_;
     return -1;
   }
 
@@ -167,7 +167,6 @@ class Scheduler {
                                             std::to_string(end_ - 1) + " closes at the next step, with the steps recorded so far"
                                       : std::string("cancel: the duration window closes now"));
       closing_ = true;
-      if (!by_iteration_) until_ms_ = 0;
     } else {
       a.lines.push_back(std::string("cancel: dropped (") + state_name(state_) + ")");
       state_ = State::Idle;
@@ -182,12 +181,8 @@ class Scheduler {
     Actions a;
     if (state_ == State::Recording) {
       a.lines.push_back(ending("flush()", step));
-      if (by_iteration_) {
-        close(a);
-      } else {
-        closing_ = true;
-        until_ms_ = 0;
-      }
+      if (by_iteration_) close(a);
+      else closing_ = true;
     } else if (state_ != State::Idle) {
       a.lines.push_back("flush(): a requested window that had not started is dropped");
       state_ = State::Idle;
@@ -219,7 +214,7 @@ class Scheduler {
   State state_ = State::Idle;
   OnDemandRequest request_;
   bool by_iteration_ = false;
-  bool closing_ = false;                 // Recording: a cancel closes it at the next step or tick
+  bool closing_ = false;                 // Recording: closed at the next step, or tick (due at once)
   int64_t first_ = 0, end_ = 0;          // iteration window: steps [first, end)
   int64_t start_ms_ = 0, until_ms_ = 0;  // duration window: its start and end (now_ms)
 };
