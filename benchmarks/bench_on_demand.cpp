@@ -1,11 +1,13 @@
 // bench_on_demand: what an OnDemandProfiler costs a running job (docs/performance.md#on-demand).
 //   bench_on_demand [STEPS]
 // 1. step() while idle, in ns per call, against the bare loop (and with the trigger file polled
-//    every millisecond on the side);
+//    every millisecond on the side), and with slow_steps armed (each step timed and judged against
+//    the median of the last 50; a factor of 10^6 keeps any step from being taken for a slow one);
 // 2. a job's step times (a small MLP's forward and backward) over STEPS steps: without a profiler,
 //    with an idle OnDemandProfiler, and with a 3-step window requested every 100 steps (started and
 //    stopped at step boundaries, written on the writer thread): p50, p99, max; what the step()
-//    calls that open and close windows themselves took, and a Profiler's own start and stop.
+//    calls that open and close windows themselves took, and a Profiler's own start and stop; and
+//    with slow_steps armed.
 #include <optrace/on_demand.hpp>
 
 #include <torch/torch.h>
@@ -35,6 +37,10 @@ void print_row(const char* what, const std::vector<double>& us) {
               *std::max_element(us.begin(), us.end()));
 }
 
+// Every step judged against the median of the last 50, as by default, but none taken (a factor of
+// 10^6): only the judging is measured.
+optrace::SlowSteps armed() { return optrace::SlowSteps().factor(1e6); }
+
 // 1. step() idle.
 void idle_step(const std::string& dir) {
   constexpr int64_t kCalls = 200'000'000;
@@ -57,6 +63,13 @@ void idle_step(const std::string& dir) {
                 polled ? ", trigger file polled every 1 ms" : "", ns_since(t0) / kCalls, bare,
                 static_cast<long long>(kCalls));
   }
+  constexpr int64_t kTimed = 5'000'000;
+  std::filesystem::remove_all(dir);
+  optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir).slow_steps(armed()));
+  t0 = Clock::now();
+  for (int64_t i = 0; i < kTimed; ++i) od.step();
+  std::printf("step() with slow_steps armed (history 50): %.2f ns per call (%lld calls)\n", ns_since(t0) / kTimed,
+              static_cast<long long>(kTimed));
 }
 
 struct Job {
@@ -117,6 +130,11 @@ int main(int argc, char** argv) {
     print_row("OnDemandProfiler, 3-step window every 100", run(job, steps, &od, true, &opened, &closed));
     od.flush();
     traces = od.traces().size();
+  }
+  {
+    std::filesystem::remove_all(dir);
+    optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir).slow_steps(armed()));
+    print_row("OnDemandProfiler, slow_steps armed", run(job, steps, &od, false, nullptr, nullptr));
   }
   print_row("  the step() calls that opened one", opened);
   print_row("  the step() calls that closed one", closed);

@@ -4,6 +4,7 @@
 #include <optrace/detail/common/io.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/on_demand.hpp>
+#include <optrace/rank_summary.hpp>
 
 #include <torch/torch.h>
 
@@ -13,6 +14,8 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -768,6 +771,208 @@ TEST_CASE("on demand: the scheduler takes one request at a time, and cancel and 
   CHECK(s.on_step(5).open);
   CHECK(!s.closing());
   CHECK(!s.on_step(6).close);
+}
+
+// The slow-step capture (OnDemandOptions::slow_steps).
+
+namespace slow = optrace::detail::on_demand;
+
+// A job's store in memory, as c10d's behaves for the calls optrace makes.
+struct MemoryStore : optrace::RankStore {
+  std::mutex m;
+  std::map<std::string, std::string> kv;
+  int64_t add(const std::string& key, int64_t delta) override {
+    std::lock_guard<std::mutex> lock(m);
+    auto it = kv.find(key);
+    const int64_t v = (it == kv.end() ? 0 : std::stoll(it->second)) + delta;
+    kv[key] = std::to_string(v);
+    return v;
+  }
+  void set(const std::string& key, const std::string& value) override {
+    std::lock_guard<std::mutex> lock(m);
+    kv[key] = value;
+  }
+  std::string get(const std::string& key) override {
+    std::lock_guard<std::mutex> lock(m);
+    auto it = kv.find(key);
+    if (it == kv.end()) throw std::runtime_error("no such key");
+    return it->second;
+  }
+};
+
+TEST_CASE("on demand: a step is slow against the median of the steps before it", "[on_demand][slow_steps]") {
+  slow::StepTimes t(5, 3.0, 0);
+  int64_t median = -1;
+  for (int64_t ns : {10, 12, 11, 9, 10}) CHECK_FALSE(t.add(ns * 1000, &median));  // not judged before 5 steps
+  CHECK(t.median() == 10000);
+  CHECK_FALSE(t.add(30000, &median));  // 3 x the median is not more than 3 x
+  CHECK(median == -1);
+  CHECK_FALSE(t.add(33000, &median));  // the ring was 30, 12, 11, 9, 10 (the oldest replaced): median 11
+  CHECK(t.add(33001, &median));        // against 30, 33, 11, 9, 10: median 11
+  CHECK(median == 11000);
+  // The slow steps are in the ring: one more does not make the next normal one slow.
+  CHECK_FALSE(t.add(10000, &median));
+  t.clear();
+  CHECK(t.size() == 0);
+  for (int k = 0; k < 4; ++k) CHECK_FALSE(t.add(1000, &median));
+  CHECK_FALSE(t.add(1000000, &median));  // the 5th refills the ring: judged from the 6th
+  CHECK(t.add(5000000, &median));
+  // A floor: a step must also last min_ns.
+  slow::StepTimes floor(3, 2.0, 1000000);
+  for (int k = 0; k < 3; ++k) floor.add(100, nullptr);
+  CHECK_FALSE(floor.add(999999, &median));
+  CHECK(floor.add(1000000, &median));
+}
+
+TEST_CASE("on demand: a capture reads back from the store's text, and nothing else does", "[on_demand][slow_steps]") {
+  const slow::Capture c{57, 312000000, 31000000, 1, 70, 3};
+  const std::optional<slow::Capture> back = slow::Capture::from_text(c.to_text());
+  REQUIRE(back);
+  CHECK(back->to_text() == "1 57 312000000 31000000 1 70 3");
+  CHECK(c.to_json(3) == "{\"trigger\": \"slow_step\", \"step\": 57, \"step_ms\": 312.000, \"median_ms\": 31.000, "
+                        "\"factor\": 3, \"rank\": 1, \"first_step\": 70, \"iterations\": 3}");
+  for (const char* bad : {"", "1", "2 57 312000000 31000000 1 70 3", "1 57 312000000 31000000 1 70 3 ", " 1 57 3 3 1 70 3",
+                          "1 57 3 3 1 57 3", "1 57 3 3 1 70 0", "1 -1 3 3 1 70 3", "1 57 3 3 -2 70 3",
+                          "1 57 3 3 1 70 1001000000000", "1 57 3 3 1 70 99999999999999999999", "1  57 3 3 1 70 3",
+                          "1 57 3 3 1 70 3\n", "1 0x39 3 3 1 70 3"})
+    CHECK_FALSE(slow::Capture::from_text(bad));
+}
+
+TEST_CASE("on demand: one capture per slowdown: the first claim publishes, the ranks that saw it too do not", "[on_demand][slow_steps]") {
+  MemoryStore store;
+  int64_t g = 0;
+  const slow::Capture first{57, 300, 100, 1, 70, 3};
+  CHECK(slow::publish_capture(store, first, 2, &g) == slow::Published::Yes);
+  CHECK(g == 1);
+  // Rank 0 waited in the all-reduce for rank 1: it saw step 57 slow too, and step 58.
+  CHECK(slow::publish_capture(store, slow::Capture{57, 290, 100, 0, 69, 3}, 2, &g) == slow::Published::Covered);
+  CHECK(slow::publish_capture(store, slow::Capture{72, 290, 100, 0, 80, 3}, 2, &g) == slow::Published::Covered);
+  // Two ranks that read the same count: the second claim of capture 2 loses.
+  store.add(std::string(slow::kStorePrefix) + "claim/2", 1);
+  CHECK(slow::publish_capture(store, slow::Capture{200, 290, 100, 0, 210, 3}, 2, &g) == slow::Published::Claimed);
+  store.kv.erase(std::string(slow::kStorePrefix) + "claim/2");
+  CHECK(slow::publish_capture(store, slow::Capture{200, 290, 100, 0, 210, 3}, 2, &g) == slow::Published::Yes);
+  CHECK(g == 2);
+  CHECK(slow::publish_capture(store, slow::Capture{900, 290, 100, 0, 910, 3}, 2, &g) == slow::Published::Limit);
+  CHECK(slow::publish_capture(store, slow::Capture{201, 290, 100, 0, 215, 3}, 2, &g) == slow::Published::Covered);
+  // Every rank reads them in order, once; a text that is not a capture is counted, not served.
+  int64_t seen = 0, unreadable = 0;
+  std::vector<slow::Capture> read = slow::read_captures(store, &seen, &unreadable);
+  REQUIRE(read.size() == 2);
+  CHECK(read[0].step == 57);
+  CHECK(read[1].step == 200);
+  CHECK(seen == 2);
+  CHECK(slow::read_captures(store, &seen, &unreadable).empty());
+  store.set(std::string(slow::kStorePrefix) + "3", "not a capture");
+  store.add(std::string(slow::kStorePrefix) + "count", 1);
+  CHECK(slow::read_captures(store, &seen, &unreadable).empty());
+  CHECK(unreadable == 1);
+  CHECK(seen == 3);
+}
+
+// `n` steps of about `ms` each.
+void steps_of(OnDemandProfiler& od, int n, int ms) {
+  for (int k = 0; k < n; ++k) {
+    work();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    od.step();
+  }
+}
+
+TEST_CASE("on demand: a slow step makes the profiler record the steps after it, saying why in the trace", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_alone");
+  // Only a step of 150 ms or more can be slow here: a loaded machine's 5 ms step is not.
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
+      optrace::SlowSteps().history(5).iterations(2).max_captures(1).min_duration(std::chrono::milliseconds(150))));
+  steps_of(od, 8, 1);                           // steps 0..7
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  steps_of(od, 1, 1);                           // step 8: slow
+  REQUIRE(eventually([&] { return said(od, "slow steps: step 8 took"); }));
+  steps_of(od, 12, 1);  // the window, then 5 steps to judge by again
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // slow again: the one capture is taken
+  steps_of(od, 8, 1);
+  od.flush();
+  const std::vector<std::string> traces = od.traces();
+  REQUIRE(traces.size() == 1);
+  const std::vector<std::string> steps = profiler_steps(traces[0]);
+  REQUIRE(steps.size() == 2);  // the two steps after the poller read it (at once: its next step or one after)
+  CHECK(steps[0] < steps[1]);
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(traces[0]));
+  optrace::json::Node why = doc->root()["optraceCapture"];
+  CHECK(why["trigger"].as_string() == "slow_step");
+  CHECK(why["step"].as_int() == 8);
+  CHECK(why["step_ms"].as_double() >= 300);
+  CHECK(why["median_ms"].as_double() < 150);
+  CHECK(why["rank"].as_int() == -1);
+  CHECK(why["iterations"].as_int() == 2);
+  CHECK(steps[0] == "ProfilerStep#" + std::to_string(why["first_step"].as_int()));
+  CHECK(said(od, "slow steps: no more captures: 1 taken (SlowSteps::max_captures)"));
+}
+
+TEST_CASE("on demand: a capture another rank published is recorded here at its steps, and an old one is not", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_store");
+  auto store = std::make_shared<MemoryStore>();
+  int64_t g = 0;
+  // A capture of an earlier run of the job, left in the store: not served.
+  slow::publish_capture(*store, slow::Capture{3, 300, 100, 1, 5, 2}, 10, &g);
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
+      optrace::SlowSteps().history(1000).store(store)));
+  steps_of(od, 8, 1);
+  slow::publish_capture(*store, slow::Capture{9, 300000000, 1000000, 1, 20, 2}, 10, &g);
+  REQUIRE(eventually([&] { return said(od, "slow steps: rank 1: step 9 took 300.0 ms, over 3 x the median 1.0 ms: recording steps 20..21"); }));
+  store->set(std::string(slow::kStorePrefix) + "3", "1 2 3");
+  store->add(std::string(slow::kStorePrefix) + "count", 1);
+  REQUIRE(eventually([&] { return said(od, "slow steps: 1 capture(s) in the store are not optrace's: ignored"); }));
+  steps_of(od, 20, 1);
+  od.flush();
+  REQUIRE(od.traces().size() == 1);
+  CHECK(profiler_steps(od.traces()[0]) == std::vector<std::string>{"ProfilerStep#20", "ProfilerStep#21"});
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(od.traces()[0]));
+  CHECK(doc->root()["optraceCapture"]["rank"].as_int() == 1);
+}
+
+TEST_CASE("on demand: a store that fails is said once and the job goes on", "[on_demand][slow_steps]") {
+  struct Broken : optrace::RankStore {
+    int64_t add(const std::string&, int64_t) override { throw std::runtime_error("connection reset"); }
+    void set(const std::string&, const std::string&) override { throw std::runtime_error("connection reset"); }
+    std::string get(const std::string&) override { throw std::runtime_error("connection reset"); }
+  };
+  const std::string dir = fresh_dir("slow_broken");
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).poll_interval(std::chrono::milliseconds(5)).slow_steps(
+      optrace::SlowSteps().store(std::make_shared<Broken>())));
+  steps_of(od, 10, 2);
+  od.flush();
+  int failures = 0;
+  for (const std::string& m : od.messages()) failures += m == "slow steps: the store failed: connection reset";
+  CHECK(failures == 2);  // at construction, and once by the polling thread
+  CHECK(od.traces().empty());
+}
+
+TEST_CASE("on demand: SlowSteps that cannot work are one line", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_options");
+  auto make = [&](optrace::SlowSteps s) { OnDemandProfiler od(OnDemandOptions().output_dir(dir).slow_steps(s)); };
+  CHECK_THROWS_WITH(make(optrace::SlowSteps().factor(1.0)), OPTRACE_CONTAINS("SlowSteps: factor must be > 1"));
+  CHECK_THROWS_WITH(make(optrace::SlowSteps().factor(std::nan(""))), OPTRACE_CONTAINS("SlowSteps: factor must be > 1"));
+  CHECK_THROWS_WITH(make(optrace::SlowSteps().history(2)), OPTRACE_CONTAINS("SlowSteps: history must be 3 to 10000 steps"));
+  CHECK_THROWS_WITH(make(optrace::SlowSteps().iterations(0)), OPTRACE_CONTAINS("SlowSteps: iterations must be 1 to 1000"));
+  CHECK_THROWS_WITH(make(optrace::SlowSteps().max_captures(0)), OPTRACE_CONTAINS("SlowSteps: max_captures must be >= 1"));
+}
+
+TEST_CASE("on demand: a trace's metadata_json is written at its top level, and a bad one is refused unechoed", "[on_demand][profiler]") {
+  auto make = [](std::vector<std::pair<std::string, std::string>> m) {
+    optrace::Profiler p(optrace::ProfilerOptions().metadata_json(std::move(m)));
+    work();
+    p.stop();
+    return p.last_trace()->to_json();
+  };
+  const std::string text = make({{"jobInfo", "{\"name\": \"train\", \"attempt\": 2}"}});
+  auto doc = optrace::json::Document::parse(text);
+  CHECK(doc->root()["jobInfo"]["attempt"].as_int() == 2);
+  CHECK_THROWS_WITH(make({{"traceEvents", "[]"}}), OPTRACE_CONTAINS("ProfilerOptions::metadata_json: key 'traceEvents' is already in the trace"));
+  CHECK_THROWS_WITH(make({{"cuda_driver_version", "1"}}), OPTRACE_CONTAINS("ProfilerOptions::metadata_json: key 'cuda_driver_version' is already in the trace"));
+  CHECK_THROWS_WITH(make({{"a", "1"}, {"a", "2"}}), OPTRACE_CONTAINS("ProfilerOptions::metadata_json: key 'a' is already in the trace"));
+  CHECK_THROWS_WITH(make({{"a b", "1"}}), OPTRACE_CONTAINS("ProfilerOptions::metadata_json: a key is a name of letters, digits and '_' (up to 64)"));
+  CHECK_THROWS_WITH(make({{"token", "password=hunter2"}}), OPTRACE_CONTAINS("ProfilerOptions::metadata_json: the value of 'token' is not JSON"));
 }
 
 }  // namespace on_demand_test

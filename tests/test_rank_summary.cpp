@@ -310,4 +310,44 @@ TEST_CASE("rank summary: refusals are one-line errors that name the file", "[ran
   }
 }
 
+TEST_CASE("rank summary: why a trace was taken (optraceCapture) is read and printed, and a bad one refused", "[rank_summary]") {
+  auto trace = [](const std::string& name, const std::string& capture) {
+    const std::string path = optrace_test::temp_path("rank_summary_" + name + ".json");
+    optrace::detail::write_file_atomic(path, R"({"distributedInfo": {"rank": 1}, "optraceCapture": )" + capture +
+                                                 R"(, "traceEvents": [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#34", "ts": 10, "dur": 5}]})");
+    return path;
+  };
+  const std::string good = trace("capture", R"({"trigger": "slow_step", "step": 25, "step_ms": 314.3, "median_ms": 15.8, "factor": 3, "rank": 3, "first_step": 34, "iterations": 3})");
+  const RankTrace r = RankTrace::from_kineto_file(good);
+  REQUIRE(r.capture);
+  CHECK(r.capture->step == 25);
+  CHECK(r.capture->rank == 3);
+  CHECK(r.capture->first_step == 34);
+  const RankSummary summary = RankSummary::from_ranks({r});
+  CHECK_THAT(summary.table(), OPTRACE_CONTAINS("\n  captured after a slow step: step 25 took 314.3 ms, the median 15.8 ms (seen by rank 3); steps 34..36\n"));
+  auto doc = optrace::json::Document::parse(summary.to_json());
+  for (optrace::json::Node rank : doc->root()["ranks"].array()) CHECK(rank["capture"]["median_ms"].as_double() == 15.8);
+  // A trace without one has no "capture".
+  CHECK(RankSummary::from_ranks({RankTrace::from_kineto_file(kRank0)}).to_json().find("capture") == std::string::npos);
+  const std::pair<const char*, const char*> bad[] = {
+      {R"([1])", "JsonError at /optraceCapture: expected an object, got a list of 1"},
+      {R"({"step": 25})", "JsonError at /optraceCapture: expected step, step_ms, median_ms, rank, first_step and iterations"},
+      {R"({"step": 25, "step_ms": 1, "median_ms": 1, "rank": 0, "first_step": 30, "iterations": 3, "step": 26})",
+       "JsonError at /optraceCapture/step: a key given twice in one object (JSON readers differ on which value they take)"},
+      {R"({"step": -1, "step_ms": 1, "median_ms": 1, "rank": 0, "first_step": 30, "iterations": 3})",
+       "JsonError at /optraceCapture/step: expected an integer of at least 0, got integer -1"},
+      {R"({"step": 25, "step_ms": "slow", "median_ms": 1, "rank": 0, "first_step": 30, "iterations": 3})",
+       "JsonError at /optraceCapture/step_ms: expected a number of at least 0, got string \"slow\""},
+      {R"({"step": 25, "step_ms": 1, "median_ms": 1, "rank": -2, "first_step": 30, "iterations": 3})",
+       "JsonError at /optraceCapture/rank: expected an integer of at least -1, got integer -2"},
+  };
+  for (const auto& [capture, what] : bad) {
+    const std::string path = trace("capture_bad", capture);
+    CHECK_THROWS_WITH(RankTrace::from_kineto_file(path), "optrace: " + path + ": " + what);
+  }
+  const std::string twice = optrace_test::temp_path("rank_summary_capture_twice.json");
+  optrace::detail::write_file_atomic(twice, R"({"distributedInfo": {"rank": 1}, "optraceCapture": {}, "traceEvents": [], "optraceCapture": {}})");
+  CHECK_THROWS_WITH(RankTrace::from_kineto_file(twice), OPTRACE_CONTAINS("JsonError at /optraceCapture"));
+}
+
 }  // namespace rank_summary_test

@@ -6,12 +6,15 @@
 #include <optrace/distributed.hpp>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/version.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace optrace {
 namespace detail::c10d_info {
@@ -57,6 +60,30 @@ DistributedInfo of(const G& group) {
 ///   auto pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 ///   optrace::Profiler prof(optrace::ProfilerOptions().distributed(optrace::distributed_info(*pg)));
 inline DistributedInfo distributed_info(const c10d::ProcessGroup& group) { return detail::c10d_info::of(group); }
+
+/// The job's c10d store (the FileStore or TCPStore its process group was made with) as the
+/// RankStore through which the ranks agree on a slow step (SlowSteps::store). Its keys are under
+/// "optrace/slow_steps/"; the calls are made on the OnDemandProfiler's polling thread.
+///
+/// Example:
+///   auto store = c10::make_intrusive<c10d::FileStore>(path, world_size);
+///   optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir("traces").slow_steps(
+///       optrace::SlowSteps().store(optrace::rank_store(store))));
+inline std::shared_ptr<RankStore> rank_store(c10::intrusive_ptr<c10d::Store> store) {
+  struct Adapter final : RankStore {
+    explicit Adapter(c10::intrusive_ptr<c10d::Store> s) : store(std::move(s)) {}
+    int64_t add(const std::string& key, int64_t delta) override { return store->add(key, delta); }
+    void set(const std::string& key, const std::string& value) override {
+      store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+    }
+    std::string get(const std::string& key) override {
+      const std::vector<uint8_t> v = store->get(key);
+      return std::string(v.begin(), v.end());
+    }
+    c10::intrusive_ptr<c10d::Store> store;
+  };
+  return std::make_shared<Adapter>(std::move(store));
+}
 
 #if TORCH_VERSION_MAJOR >= 2
 /// The same for a c10d backend (libtorch 2.x: c10d::ProcessGroupGloo is a c10d::Backend).

@@ -1,4 +1,4 @@
-// optrace/distributed.hpp: DistributedInfo, what a rank of a distributed job writes in its traces
+// optrace/distributed.hpp: DistributedInfo, what a rank of a distributed job writes in its traces; RankStore, a store all ranks reach
 #pragma once
 // No libtorch here: a program that only reads RANK/WORLD_SIZE needs no c10d (c10d.hpp reads a
 // ProcessGroup). The JSON is what torch.profiler 2.6 writes in a Kineto trace's "distributedInfo"
@@ -98,6 +98,22 @@ struct DistributedInfo {
                   " must be an integer, got '", text, "'");
     return static_cast<int64_t>(v);
   }
+};
+
+/// A key-value store that every rank of a job reaches: how the ranks agree on a slow step
+/// (OnDemandOptions::slow_steps). c10d's Store (the FileStore or TCPStore the job's process group
+/// uses) is one: `optrace::rank_store(store)` in <optrace/c10d.hpp>. Called from the
+/// OnDemandProfiler's polling thread only, never from the stepping thread; what it throws is said
+/// in one line and the job goes on.
+class RankStore {
+ public:
+  virtual ~RankStore() = default;
+  /// Adds `delta` to the integer at `key` (0 when absent) and returns the sum.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  /// Sets `key` to `value`.
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  /// The value at `key`, which was set.
+  virtual std::string get(const std::string& key) = 0;
 };
 
 }  // namespace optrace

@@ -16,9 +16,11 @@
 // - Everything a window does wrong (a bad request, a path outside the output folder, a full disk)
 //   is one line on stderr, kept in messages(); the job goes on.
 
+#include <optrace/detail/common/error_text.hpp>
 #include <optrace/detail/on_demand/files.hpp>
 #include <optrace/detail/on_demand/request.hpp>
 #include <optrace/detail/on_demand/scheduler.hpp>
+#include <optrace/detail/on_demand/slow_steps.hpp>
 #include <optrace/distributed.hpp>
 #include <optrace/error.hpp>
 #include <optrace/profiler.hpp>
@@ -27,6 +29,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -43,6 +46,30 @@
 #include <vector>
 
 namespace optrace {
+
+/// The slow-step capture (OnDemandOptions::slow_steps): when a step takes more than `factor` times
+/// the median of the `history` steps before it, every rank records the `iterations` steps after
+/// it, the same steps on every rank when the ranks share `store`.
+struct SlowSteps {
+  /// How much longer than the median a slow step is (> 1).
+  TORCH_ARG(double, factor) = 3.0;
+  /// How many steps the median is taken over (3 to 10000); the first `history` steps, and those
+  /// after each window (which the profiling slowed), are judged by none.
+  TORCH_ARG(int64_t, history) = 50;
+  /// A slow step is also at least this long: a job of 1 ms steps may ignore a 4 ms one.
+  TORCH_ARG(std::chrono::milliseconds, min_duration) = std::chrono::milliseconds(0);
+  /// The steps recorded after a slow step (1 to 1000).
+  TORCH_ARG(int64_t, iterations) = 3;
+  /// At most this many captures: of the whole job when the ranks share a store, else of this
+  /// process. A job that is slow every hundred steps (a checkpoint) fills no disk.
+  TORCH_ARG(int64_t, max_captures) = 3;
+  /// A store every rank of the job reaches (the job's c10d store: `optrace::rank_store(store)`
+  /// from <optrace/c10d.hpp>): the rank that sees a slow step publishes a capture there, and
+  /// every rank records the same steps. The window starts far enough ahead for every rank's
+  /// polling thread to read it (two poll intervals and 100 ms, in steps of the median). None:
+  /// this process alone records, from its next step.
+  TORCH_ARG(std::shared_ptr<RankStore>, store) = nullptr;
+};
 
 /// Options of an OnDemandProfiler, as chained setters.
 struct OnDemandOptions {
@@ -67,6 +94,8 @@ struct OnDemandOptions {
   /// What a window records unless its request says otherwise (record_shapes, profile_memory,
   /// with_stack, activities). Its schedule and on_trace_ready are the OnDemandProfiler's.
   TORCH_ARG(ProfilerOptions, profiler) = {};
+  /// Record after a slow step, without anyone asking (see SlowSteps). Default: off.
+  TORCH_ARG(std::optional<SlowSteps>, slow_steps) = std::nullopt;
 };
 
 /// Profiles a running job on request, as Kineto's on-demand mode (what `dyno gputrace` drives)
@@ -97,10 +126,11 @@ class OnDemandProfiler {
       OPTRACE_CHECK(et_dir_ != dir_, ArgumentError, "OnDemandOptions: execution_trace_dir must be another folder than ",
                     "output_dir (HTA reads every trace in output_dir as a Kineto trace)");
     }
-    worker_ = !options_.worker_name().empty() ? options_.worker_name()
-              : detail::profiler::default_worker_name(options_.profiler().distributed()
-                                                          ? options_.profiler().distributed()
-                                                          : DistributedInfo::from_environment());
+    const std::optional<DistributedInfo> job =
+        options_.profiler().distributed() ? options_.profiler().distributed() : DistributedInfo::from_environment();
+    worker_ = !options_.worker_name().empty() ? options_.worker_name() : detail::profiler::default_worker_name(job);
+    rank_ = job ? job->rank : -1;
+    if (options_.slow_steps()) start_slow_steps(*options_.slow_steps());
     // A request already in the trigger file was written before this process (a leftover of an
     // earlier run, or a restart after it was served): its content is taken as seen, not served.
     if (!options_.config_file().empty()) {
@@ -132,8 +162,10 @@ class OnDemandProfiler {
   /// Ends the job's current step and begins the next, on the thread that runs the steps. Idle:
   /// one atomic increment and one atomic load. Several threads may call it: each call counts once
   /// (a window's steps are then those of all of them).
+  /// With slow_steps, one thread steps (the step times are its).
   void step() noexcept {
     const int64_t s = step_.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (times_) time_step(s);
     if (attention_.load(std::memory_order_acquire)) on_step(s);
   }
 
@@ -207,6 +239,116 @@ class OnDemandProfiler {
     return canonical;
   }
 
+  // The slow-step capture's checks, its step times, and the captures already in the store (an
+  // earlier run's, not served again).
+  void start_slow_steps(const SlowSteps& o) {
+    OPTRACE_CHECK(std::isfinite(o.factor()) && o.factor() > 1.0, ArgumentError, "SlowSteps: factor must be > 1");
+    OPTRACE_CHECK(o.history() >= 3 && o.history() <= 10000, ArgumentError, "SlowSteps: history must be 3 to 10000 steps");
+    OPTRACE_CHECK(o.iterations() >= 1 && o.iterations() <= 1000, ArgumentError, "SlowSteps: iterations must be 1 to 1000");
+    OPTRACE_CHECK(o.max_captures() >= 1, ArgumentError, "SlowSteps: max_captures must be >= 1");
+    OPTRACE_CHECK(o.min_duration().count() >= 0, ArgumentError, "SlowSteps: min_duration must be >= 0");
+    times_.emplace(o.history(), o.factor(), std::chrono::duration_cast<std::chrono::nanoseconds>(o.min_duration()).count());
+    if (!o.store()) return;
+    try {
+      captures_seen_ = o.store()->add(std::string(detail::on_demand::kStorePrefix) + "count", 0);
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      say("slow steps: the store failed: " + detail::first_line(e));
+    }
+  }
+
+  // The stepping thread's part of the slow-step capture: step s - 1 ended now. A slow one is
+  // handed to the polling thread, which publishes it (nothing here waits on a store).
+  void time_step(int64_t s) noexcept {
+    const int64_t now = detail::profiler::now_ns();
+    const int64_t last = last_step_ns_;
+    last_step_ns_ = now;
+    if (clear_times_.load(std::memory_order_relaxed)) {
+      clear_times_.store(false, std::memory_order_relaxed);
+      times_->clear();
+    }
+    int64_t median = 0;
+    if (last == 0 || !times_->add(now - last, &median)) return;
+    if (attention_.load(std::memory_order_relaxed)) return;  // a window is asked or open: its steps are not judged
+    const SlowSteps& o = *options_.slow_steps();
+    // Every rank's polling thread must read the capture before its first step: two poll intervals
+    // and 100 ms ahead, in steps of the median (at least 1).
+    int64_t lead = 1;
+    if (o.store()) {
+      const double ahead_ns = 2.0 * static_cast<double>(options_.poll_interval().count()) * 1e6 + 1e8;
+      lead = static_cast<int64_t>(std::ceil(ahead_ns / static_cast<double>(std::max<int64_t>(median, 1))));
+      lead = std::clamp<int64_t>(lead, 1, detail::on_demand::kMaxStepsAhead / 2);
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (detected_ || scheduler_.state() != detail::on_demand::State::Idle) return;
+    detected_ = detail::on_demand::Capture{s - 1, now - last, median, rank_, s + lead, o.iterations()};
+    wake_.notify_all();
+  }
+
+  // The polling thread's part (under mutex_, which it releases around the store): publishes the
+  // slow step this rank saw, reads what the others published, and serves the latest.
+  void poll_slow_steps(std::unique_lock<std::mutex>& lock) {
+    const SlowSteps& o = *options_.slow_steps();
+    std::optional<detail::on_demand::Capture> mine;
+    mine.swap(detected_);
+    if (!o.store()) {
+      if (!mine) return;
+      if (captures_seen_ >= o.max_captures()) return say_limit(o.max_captures());
+      ++captures_seen_;
+      say_capture(*mine, "", o.factor());
+      return serve_capture(*mine, o.factor());
+    }
+    using detail::on_demand::Published;
+    Published published = Published::Yes;
+    int64_t g = 0, unreadable = 0;
+    std::vector<detail::on_demand::Capture> read;
+    std::string error;
+    lock.unlock();
+    try {
+      if (mine) published = detail::on_demand::publish_capture(*o.store(), *mine, o.max_captures(), &g);
+      read = detail::on_demand::read_captures(*o.store(), &captures_seen_, &unreadable);
+    } catch (const std::exception& e) {
+      error = detail::first_line(e);  // c10d's errors carry a backtrace
+    }
+    lock.lock();
+    if (!error.empty()) {
+      if (error != store_error_) say("slow steps: the store failed: " + error);
+      store_error_ = error;
+      return;
+    }
+    store_error_.clear();
+    if (unreadable > 0) say("slow steps: " + std::to_string(unreadable) + " capture(s) in the store are not optrace's: ignored");
+    if (mine && published == Published::Limit) say_limit(o.max_captures());
+    if (mine && published == Published::Claimed)
+      say("slow steps: step " + std::to_string(mine->step) + " was slow here too; another rank's capture records it");
+    if (read.empty()) return;
+    const detail::on_demand::Capture& c = read.back();
+    say_capture(c, c.rank == rank_ && mine && published == Published::Yes ? "" : "rank " + std::to_string(c.rank) + ": ",
+                o.factor());
+    serve_capture(c, o.factor());
+  }
+
+  void say_capture(const detail::on_demand::Capture& c, const std::string& who, double factor) {
+    char text[160];
+    std::snprintf(text, sizeof text, "slow steps: %sstep %lld took %.1f ms, over %g x the median %.1f ms: recording steps %lld..%lld",
+                  who.c_str(), static_cast<long long>(c.step), static_cast<double>(c.step_ns) / 1e6, factor,
+                  static_cast<double>(c.median_ns) / 1e6, static_cast<long long>(c.start),
+                  static_cast<long long>(c.start + c.iterations - 1));
+    say(text);
+  }
+  void say_limit(int64_t max) {
+    if (limit_said_) return;
+    limit_said_ = true;
+    say("slow steps: no more captures: " + std::to_string(max) + " taken (SlowSteps::max_captures)");
+  }
+  void serve_capture(const detail::on_demand::Capture& c, double factor) {
+    OnDemandRequest r;
+    r.start_iteration = c.start;
+    r.iterations = c.iterations;
+    r.reason_json = c.to_json(factor);
+    accept(r);
+  }
+
   void say(std::string line) {  // under mutex_; one write, so that lines of several threads never mix
     const std::string text = "optrace: on-demand: " + line + "\n";
     std::fwrite(text.data(), 1, text.size(), stderr);
@@ -228,6 +370,7 @@ class OnDemandProfiler {
     for (const std::string& line : a.lines) say(line);
     try {
       if (a.close && window_) retire_window();
+      if (a.close) clear_times_.store(true, std::memory_order_relaxed);
       if (a.open) open_window(scheduler_.request(), a.open_step);
     } catch (const std::exception& e) {
       say((a.open ? "window at step " + std::to_string(a.open_step) + " failed: " : std::string("closing the window failed: ")) +
@@ -286,6 +429,11 @@ class OnDemandProfiler {
     if (r.record_shapes) o.record_shapes(*r.record_shapes);
     if (r.profile_memory) o.profile_memory(*r.profile_memory);
     if (r.with_stack) o.with_stack(*r.with_stack);
+    if (!r.reason_json.empty()) {
+      TraceMetadata metadata = o.metadata_json();
+      metadata.emplace_back("optraceCapture", r.reason_json);
+      o.metadata_json(std::move(metadata));
+    }
     if (r.device_activity)
       o.activities(*r.device_activity ? std::vector<Activity>{Activity::CPU, Activity::CUDA}
                                       : std::vector<Activity>{Activity::CPU});
@@ -349,8 +497,11 @@ class OnDemandProfiler {
           lock.lock();
           poll_config(std::move(c));
         }
+        if (times_) poll_slow_steps(lock);
         next_poll = now + options_.poll_interval();
         if (stopping_) break;
+      } else if (detected_) {
+        poll_slow_steps(lock);  // this rank's slow step, published at once
       }
       Clock::time_point until = next_poll;
       run_duration_window(until);
@@ -415,6 +566,11 @@ class OnDemandProfiler {
   std::string worker_;
   std::atomic<int64_t> step_{0};
   std::atomic<bool> attention_{false};  // the stepping thread has something to do
+  int64_t rank_ = -1;                   // the job's rank, -1 when not known
+  // The slow-step capture: the step times and the last step's end, the stepping thread's own.
+  std::optional<detail::on_demand::StepTimes> times_;
+  int64_t last_step_ns_ = 0;
+  std::atomic<bool> clear_times_{false};  // a window closed: its steps are not judged
   mutable std::mutex mutex_;            // everything below
   std::condition_variable wake_;    // the polling thread: a request, a window retired, stopping
   std::condition_variable joined_;  // flush(): the polling thread's joins are done
@@ -428,6 +584,10 @@ class OnDemandProfiler {
   std::vector<std::unique_ptr<Profiler>> retired_;
   std::optional<std::string> config_;  // the trigger file's last content (at start: a leftover)
   std::string refused_state_;          // the last refused trigger file, said once
+  std::optional<detail::on_demand::Capture> detected_;  // this rank's slow step, for the polling thread
+  int64_t captures_seen_ = 0;  // the store's captures read (or, without a store, taken here)
+  std::string store_error_;    // the store's last failure, said once
+  bool limit_said_ = false;
   std::vector<std::string> traces_;
   std::deque<std::string> messages_;  // the last kMaxMessages
   std::thread poller_;

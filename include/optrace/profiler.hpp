@@ -10,6 +10,7 @@
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/profiler/callbacks.hpp>
+#include <optrace/detail/profiler/device_details.hpp>
 #include <optrace/detail/profiler/device_trace.hpp>
 #include <optrace/detail/profiler/execution_trace.hpp>
 #include <optrace/detail/profiler/kineto_writer.hpp>
@@ -19,6 +20,7 @@
 #include <optrace/detail/profiler/window.hpp>
 #include <optrace/distributed.hpp>
 #include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
 #include <optrace/key_averages.hpp>
 #include <optrace/op_trace.hpp>
 #include <optrace/op_tracer.hpp>
@@ -28,7 +30,9 @@
 #include <torch/arg.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +45,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -221,6 +226,9 @@ class RecordScope {
   at::RecordFunction fn_;
 };
 
+/// Top-level keys of a Kineto trace with their JSON values (ProfilerOptions::metadata_json).
+using TraceMetadata = std::vector<std::pair<std::string, std::string>>;
+
 /// Options of a `Profiler`, as chained setters (the arguments of torch.profiler.profile).
 struct ProfilerOptions {
   /// What to record. Default: CPU, and CUDA where a CUDA device is available.
@@ -247,6 +255,11 @@ struct ProfilerOptions {
   /// (docs/profiler.md, "Distributed jobs"). Default: `DistributedInfo::from_environment()`
   /// (torchrun's RANK and WORLD_SIZE) when they are set, else none.
   TORCH_ARG(std::optional<DistributedInfo>, distributed) = std::nullopt;
+  /// More top-level keys of the Kineto trace, each with a JSON value, as torch.profiler's
+  /// `add_metadata_json(key, value)` writes them (after "distributedInfo"). A key is a name of
+  /// letters, digits and '_' that the trace does not already have. OnDemandProfiler's slow-step
+  /// capture writes "optraceCapture" this way. Default: none.
+  TORCH_ARG(TraceMetadata, metadata_json) = {};
 };
 
 /// torch.profiler for libtorch programs. Records every op and range on every thread with its
@@ -281,6 +294,7 @@ class Profiler {
   Profiler(ProfilerOptions options, int64_t first_step) : options_(std::move(options)) {
     if (options_.schedule()) options_.schedule()->validate();
     if (!options_.execution_trace().empty()) check_execution_trace_path(options_.execution_trace());
+    check_metadata(options_.metadata_json());
     const bool cuda = torch::cuda::is_available();
     if (options_.activities().empty())
       options_.activities(cuda ? std::vector<Activity>{Activity::CPU, Activity::CUDA} : std::vector<Activity>{Activity::CPU});
@@ -304,6 +318,7 @@ class Profiler {
     info_.record_shapes = options_.record_shapes();
     info_.profile_memory = options_.profile_memory();
     info_.with_stack = options_.with_stack();
+    info_.metadata = options_.metadata_json();
     if (!options_.execution_trace().empty())
       execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid,
                                                                                info_.distributed);
@@ -531,6 +546,28 @@ class Profiler {
     const std::string dir = parent.empty() ? std::string(".") : parent.string();
     OPTRACE_CHECK(detail::profiler::can_write_in(dir), IoError, "execution_trace '", path, "': cannot write in folder '",
                   dir, "'");
+  }
+
+  // metadata_json: names the trace does not have, values that are JSON (a value is never echoed).
+  static void check_metadata(const TraceMetadata& metadata) {
+    std::vector<std::string_view> seen;
+    for (const auto& [key, value] : metadata) {
+      bool name = !key.empty() && key.size() <= 64;
+      for (char c : key) name = name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      OPTRACE_CHECK(name, ArgumentError, "ProfilerOptions::metadata_json: a key is a name of letters, digits and '_' (up to 64)");
+      const bool taken = key == "schemaVersion" || key == "distributedInfo" || key == "record_shapes" ||
+                         key == "profile_memory" || key == "with_stack" || key == "trace_id" || key == "traceName" ||
+                         key == "displayTimeUnit" || key == "baseTimeNanoseconds" || key == "traceEvents" ||
+                         detail::profiler::device_metadata_key(key) ||
+                         std::find(seen.begin(), seen.end(), key) != seen.end();
+      OPTRACE_CHECK(!taken, ArgumentError, "ProfilerOptions::metadata_json: key '", key, "' is already in the trace");
+      seen.push_back(key);
+      try {
+        json::Document::parse(value);
+      } catch (const Error&) {
+        OPTRACE_CHECK(false, ArgumentError, "ProfilerOptions::metadata_json: the value of '", key, "' is not JSON");
+      }
+    }
   }
 
   void join_writer() {

@@ -49,6 +49,8 @@ struct RankTrace {
   int64_t world_size = -1;  ///< as the trace says; -1 when it does not
   std::string backend;      ///< as the trace says ("gloo", "nccl"); "" when it does not
   std::vector<RankStepTime> steps;  ///< by step number
+  /// Why the trace was taken, when OnDemandProfiler's slow-step capture took it ("optraceCapture").
+  std::optional<detail::rank_summary::CaptureReason> capture;
 
   /// The rank's steps from its Kineto trace at `path` (gzip or not; large and gzip files are
   /// streamed: the memory holds the steps and collectives, not the text). Throws IoError
@@ -67,6 +69,7 @@ struct RankTrace {
     out.rank = *events.rank;
     out.world_size = events.world_size;
     out.backend = std::move(events.backend);
+    out.capture = events.capture;
     out.steps = step_times(std::move(events), path);
     return out;
   }
@@ -166,8 +169,10 @@ class RankSummary {
   /// then the slowest rank per step.
   std::string table() const {
     std::ostringstream out;
-    for (const RankTrace& r : ranks_)
+    for (const RankTrace& r : ranks_) {
       out << "rank " << r.rank << ": " << detail::printable(r.file) << describe_world(r) << "\n";
+      if (r.capture) out << "  " << describe_capture(*r.capture) << "\n";
+    }
     detail::TextTable t({"step", "rank", "step ms", "collectives ms", "share", "outside ms", ""},
                         {"step", "rank", "step ms", "collectives ms", "share", "outside ms"});
     for (const auto& [step, rows] : by_step_) {
@@ -183,7 +188,8 @@ class RankSummary {
     return out.str();
   }
 
-  /// The same as JSON: {"ranks": [{"rank", "file", "world_size", "backend", "steps": [{"step",
+  /// The same as JSON: {"ranks": [{"rank", "file", "world_size", "backend", "capture" (when the
+  /// trace has one: {"step", "step_ms", "median_ms", "rank", "first_step", "iterations"}), "steps": [{"step",
   /// "step_us", "collective_us", "outside_us"}]}], "steps": [{"step", "ranks", "slowest_rank"}],
   /// "notes": [...]}. `indent` > 0 pretty-prints.
   std::string to_json(int indent = 0) const {
@@ -191,7 +197,12 @@ class RankSummary {
     w.begin_object().key("ranks").begin_array();
     for (const RankTrace& r : ranks_) {
       w.begin_object().key("rank").value(r.rank).key("file").value(r.file).key("world_size").value(r.world_size);
-      w.key("backend").value(r.backend).key("steps").begin_array();
+      w.key("backend").value(r.backend);
+      if (r.capture)
+        w.key("capture").begin_object().key("step").value(r.capture->step).key("step_ms").value(r.capture->step_ms)
+            .key("median_ms").value(r.capture->median_ms).key("rank").value(r.capture->rank)
+            .key("first_step").value(r.capture->first_step).key("iterations").value(r.capture->iterations).end_object();
+      w.key("steps").begin_array();
       for (const RankStepTime& s : r.steps)
         w.begin_object().key("step").value(s.step).key("step_us").value(s.step_us).key("collective_us").value(s.collective_us)
             .key("outside_us").value(s.outside_us).end_object();
@@ -210,6 +221,13 @@ class RankSummary {
   }
 
  private:
+  static std::string describe_capture(const detail::rank_summary::CaptureReason& c) {
+    return "captured after a slow step: step " + std::to_string(c.step) + " took " + detail::fixed(c.step_ms, 1) +
+           " ms, the median " + detail::fixed(c.median_ms, 1) + " ms" +
+           (c.rank >= 0 ? " (seen by rank " + std::to_string(c.rank) + ")" : std::string()) + "; steps " +
+           std::to_string(c.first_step) + ".." + std::to_string(c.first_step + c.iterations - 1);
+  }
+
   static std::string describe_world(const RankTrace& r) {
     std::string out;
     if (!r.backend.empty()) out += detail::printable(r.backend);

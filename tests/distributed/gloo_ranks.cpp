@@ -11,7 +11,14 @@
 // exactly its steps 20, 21 and 22, to OUT/kineto/rank<r>.<ns>.pt.trace.json and
 // OUT/et/rank<r>.<ns>.et.json, and the ranks' ProfilerStep#20 must start together on one clock.
 //
-// Usage: gloo_ranks OUT_DIR [--on-demand]. Exit status 0 passed, 1 failed.
+// With --slow-step N, N ranks (2 or 4) run 60 steps of ~10 ms under an OnDemandProfiler with
+// SlowSteps sharing the job's FileStore (optrace::rank_store), and the last rank sleeps 300 ms
+// before its step 25's all-reduce: every rank (the others wait in that all-reduce) must write one
+// trace of the same 3 steps after step 25, saying in "optraceCapture" that step 25 was slow, and
+// the ranks' first recorded step must start together. Prints the time from the end of the slow
+// step to the last rank's window opening.
+//
+// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N]. Exit status 0 passed, 1 failed.
 #include <optrace/c10d.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/on_demand.hpp>
@@ -21,7 +28,9 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -39,20 +48,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kWorld = 2;
+int world = 2;
+constexpr int kSlowStep = 25;
 
 // One rank's job: a Linear(8, 4), SGD, its gradients all-reduced over gloo.
 struct Rank {
   int rank;
+  c10::intrusive_ptr<c10d::FileStore> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
   torch::nn::Linear model{8, 4};
   torch::optim::SGD opt{model->parameters(), torch::optim::SGDOptions(0.1)};
 
   Rank(int rank, const std::string& store_path) : rank(rank) {
-    auto store = c10::make_intrusive<c10d::FileStore>(store_path, kWorld);
+    store = c10::make_intrusive<c10d::FileStore>(store_path, world);
     auto options = c10d::ProcessGroupGloo::Options::create();
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, kWorld, options);
+    pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world, options);
   }
 
   void train_step() {
@@ -62,7 +73,7 @@ struct Rank {
     for (torch::Tensor& p : model->parameters()) {
       std::vector<torch::Tensor> grads{p.grad()};
       pg->allreduce(grads)->wait();
-      p.grad().div_(kWorld);
+      p.grad().div_(world);
     }
     opt.step();
   }
@@ -107,6 +118,33 @@ void run_rank_on_demand(int rank, const std::string& out, const std::string& sto
       std::ofstream(trigger + ".new") << "PROFILE_START_ITERATION_ROUNDUP=20\nACTIVITIES_ITERATIONS=3\n";
       fs::rename(trigger + ".new", trigger);
     }
+    od.step();
+  }
+  od.flush();
+}
+
+// 60 steps of ~10 ms under an OnDemandProfiler that captures slow steps through the job's store;
+// the last rank is late at step kSlowStep. Each rank writes OUT/rank<r>.slow_end: when (system
+// clock, ns) its slow step ended.
+void run_rank_slow_step(int rank, const std::string& out, const std::string& store_path) {
+  torch::manual_seed(0);
+  Rank job(rank, store_path);
+  optrace::OnDemandProfiler od(
+      optrace::OnDemandOptions()
+          .poll_interval(std::chrono::milliseconds(10))
+          .output_dir(out + "/kineto")
+          .worker_name("rank" + std::to_string(rank))
+          .profiler(optrace::ProfilerOptions().distributed(optrace::distributed_info(*job.pg)))
+          // 150 ms at least: no step of a loaded CI machine is taken for the slow one.
+          .slow_steps(optrace::SlowSteps().history(10).iterations(3).max_captures(1).min_duration(std::chrono::milliseconds(150))
+                          .store(optrace::rank_store(job.store))));
+  for (int step = 0; step < 60; ++step) {
+    if (rank == world - 1 && step == kSlowStep) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    job.train_step();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (step == kSlowStep)
+      std::ofstream(out + "/rank" + std::to_string(rank) + ".slow_end")
+          << std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     od.step();
   }
   od.flush();
@@ -169,11 +207,54 @@ fs::path rank_file(const std::string& dir, int rank, const std::string& suffix) 
   return {};
 }
 
+// The slow-step capture: one trace per rank, of the same steps, after kSlowStep, saying why.
+bool check_slow_step(const std::string& out) {
+  bool ok = true;
+  auto expect = [&](bool cond, const std::string& what) {
+    if (!cond) std::cerr << what << "\n";
+    ok = ok && cond;
+  };
+  std::set<std::string> steps;
+  std::vector<double> first_start;
+  double latest_open_ms = 0;
+  int64_t first_step = -1;
+  for (int rank = 0; rank < world; ++rank) {
+    const fs::path trace = rank_file(out + "/kineto", rank, ".pt.trace.json");
+    if (trace.empty()) {
+      ok = false;
+      continue;
+    }
+    const std::string text = read(trace);
+    ok = check_trace(rank, text, steps) && ok;
+    auto doc = optrace::json::Document::parse(text);
+    optrace::json::Node why = doc->root()["optraceCapture"];
+    expect(why["step"].as_int() == kSlowStep, "rank " + std::to_string(rank) + ": the capture names another step than 25");
+    expect(why["step_ms"].as_double() >= 250, "rank " + std::to_string(rank) + ": the slow step took < 250 ms");
+    if (first_step < 0) first_step = why["first_step"].as_int();
+    expect(why["first_step"].as_int() == first_step && first_step > kSlowStep,
+           "rank " + std::to_string(rank) + ": the window's first step differs");
+    const double start = step_start_ns(text, static_cast<int>(first_step));
+    expect(start > 0, "rank " + std::to_string(rank) + ": no ProfilerStep#" + std::to_string(first_step));
+    first_start.push_back(start);
+    const double slow_end = std::stod(read(out + "/rank" + std::to_string(rank) + ".slow_end"));
+    latest_open_ms = std::max(latest_open_ms, (start - slow_end) / 1e6);
+  }
+  expect(steps.size() == 3, "the ranks recorded " + std::to_string(steps.size()) + " steps, not 3");
+  if (ok) {
+    const auto [lo, hi] = std::minmax_element(first_start.begin(), first_start.end());
+    expect(*hi - *lo < 50e6, "ProfilerStep#" + std::to_string(first_step) + " does not start within 50 ms on every rank");
+    std::cout << "slow step " << kSlowStep << ": every rank recorded steps " << first_step << ".." << first_step + 2
+              << ", the last " << latest_open_ms << " ms after the slow step ended; their first step starts "
+              << (*hi - *lo) / 1e6 << " ms apart\n";
+  }
+  return ok;
+}
+
 bool check(const std::string& out, bool on_demand) {
   bool ok = true;
   std::set<std::string> steps;
   std::vector<double> step20;
-  for (int rank = 0; rank < kWorld; ++rank) {
+  for (int rank = 0; rank < world; ++rank) {
     const fs::path trace = rank_file(out + "/kineto", rank, ".pt.trace.json");
     const fs::path et_path = rank_file(out + "/et", rank, ".et.json");
     if (trace.empty() || et_path.empty()) {
@@ -214,21 +295,24 @@ bool check(const std::string& out, bool on_demand) {
 
 int main(int argc, char** argv) {
   const bool on_demand = argc == 3 && std::string(argv[2]) == "--on-demand";
-  if (argc != 2 && !on_demand) {
-    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand]\n";
+  const bool slow_step = argc == 4 && std::string(argv[2]) == "--slow-step";
+  if (slow_step) world = std::atoi(argv[3]);
+  if ((argc != 2 && !on_demand && !slow_step) || world < 2 || world > 8) {
+    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS]\n";
     return 2;
   }
   const std::string out = argv[1];
   fs::remove_all(out);
   fs::create_directories(out + "/kineto");
-  fs::create_directories(out + "/et");
+  if (!slow_step) fs::create_directories(out + "/et");
   const std::string store = out + "/store";
   std::vector<pid_t> children;
-  for (int rank = 0; rank < kWorld; ++rank) {
+  for (int rank = 0; rank < world; ++rank) {
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        if (on_demand) run_rank_on_demand(rank, out, store);
+        if (slow_step) run_rank_slow_step(rank, out, store);
+        else if (on_demand) run_rank_on_demand(rank, out, store);
         else run_rank(rank, out, store);
       } catch (const std::exception& e) {
         std::cerr << "rank " << rank << ": " << e.what() << "\n";
@@ -246,7 +330,7 @@ int main(int argc, char** argv) {
   }
   if (!ok) return 1;
   fs::remove(store);
-  ok = check(out, on_demand);
-  std::cout << (ok ? "gloo_ranks: 2 ranks traced and checked\n" : "gloo_ranks: FAILED\n");
+  ok = slow_step ? check_slow_step(out) : check(out, on_demand);
+  std::cout << (ok ? "gloo_ranks: " + std::to_string(world) + " ranks traced and checked\n" : std::string("gloo_ranks: FAILED\n"));
   return ok ? 0 : 1;
 }

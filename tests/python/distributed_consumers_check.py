@@ -1,15 +1,16 @@
-# The real consumers on the traces of a 2-rank gloo job (tests/distributed/gloo_ranks.cpp, under a
-# Profiler or, with --on-demand, under an OnDemandProfiler):
+# The real consumers on the traces of a gloo job of WORLD ranks (default 2; tests/distributed/gloo_ranks.cpp,
+# under a Profiler or an OnDemandProfiler):
 #  - HTA's TraceAnalysis loads the Kineto trace folder (directory mode, as a user runs it) as ranks
-#    0 and 1, each file under the rank its "distributedInfo" gives (HTA's regex `"rank":\s+(\d+)`),
+#    0..WORLD-1, each file under the rank its "distributedInfo" gives (HTA's regex `"rank":\s+(\d+)`),
 #    with the gloo:all_reduce ranges and ProfilerStep#N of each rank in its event table;
 #  - Chakra's converter converts each rank's host execution trace, keeping the record_param_comms
 #    and "## process_group:init ##" nodes, and param's et_replay reads the collective's attributes
-#    (collective_name, in_msg_nelems, pg_name, ...) from the record_param_comms nodes.
+#    (collective_name, in_msg_nelems, pg_name, ...) from the record_param_comms nodes; where the
+#    job wrote execution traces (GLOO_RANKS_OUT/et; the slow-step jobs write none).
 # Chakra's converter makes COMM_COLL nodes only of GPU kernels (nccl*Kernel, after trace_link): a
 # CPU gloo trace, torch's own included, converts to COMP nodes only; that is checked, not hidden.
 # Exits 1 on a difference, 77 where the consumers cannot run, with the reason on the first line.
-# usage: python3 distributed_consumers_check.py CONSUMERS_DIR GLOO_RANKS_OUT WORK_DIR
+# usage: python3 distributed_consumers_check.py CONSUMERS_DIR GLOO_RANKS_OUT WORK_DIR [WORLD]
 import glob
 import logging
 import os
@@ -21,6 +22,7 @@ import warnings
 import pinned_consumers
 
 consumers, out, work = (os.path.abspath(p) for p in sys.argv[1:4])
+world = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 pinned_consumers.require(consumers, "hta", "HTA")
 pinned_consumers.require(consumers, "chakra", "Chakra")
 pinned_consumers.add_hta_to_path(consumers)
@@ -49,7 +51,7 @@ def check(ok, what):
 
 ta = TraceAnalysis(trace_dir=os.path.join(out, "kineto"))
 ranks = sorted(ta.t.get_ranks())
-check(ranks == [0, 1], f"HTA loads the folder as ranks [0, 1]: {ranks}")
+check(ranks == list(range(world)), f"HTA loads the folder as ranks {list(range(world))}: {ranks}")
 names = ta.t.symbol_table.get_sym_table()
 for rank in ranks:
     df = ta.t.get_trace(rank)
@@ -57,8 +59,10 @@ for rank in ranks:
     check("gloo:all_reduce" in in_table, f"rank {rank}: gloo:all_reduce in HTA's event table")
     check(any(n.startswith("ProfilerStep#") for n in in_table), f"rank {rank}: ProfilerStep#N in HTA's event table")
 
+if not os.path.isdir(os.path.join(out, "et")):
+    sys.exit(1 if failures else 0)
 env = pinned_consumers.chakra_package(consumers, work)
-for rank in (0, 1):
+for rank in range(world):
     found = sorted(glob.glob(os.path.join(out, "et", f"rank{rank}.*et.json")))
     check(len(found) == 1, f"rank {rank}: one execution trace in {out}/et: {found}")
     if len(found) != 1:
@@ -66,7 +70,7 @@ for rank in (0, 1):
     et = found[0]
     trace = ExecutionTrace(__import__("json").load(open(et)))
     comms = [n for n in trace.nodes.values() if n.name == "record_param_comms"]
-    check(len(comms) > 0 and all(n.commArgs.collective_name == "allreduce" and n.commArgs.pg_size == 2
+    check(len(comms) > 0 and all(n.commArgs.collective_name == "allreduce" and n.commArgs.pg_size == world
                                  and n.commArgs.in_msg_nelems > 0 for n in comms),
           f"rank {rank}: et_replay reads {len(comms)} record_param_comms nodes with their collective's attributes")
     chakra_out = os.path.join(work, f"rank{rank}.chakra")

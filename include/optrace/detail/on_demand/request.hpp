@@ -48,6 +48,10 @@ struct OnDemandRequest {
   /// OPTRACE_CANCEL=1 (optrace's key; Kineto has none): drop the request waiting, or close the
   /// open window with what it recorded. The other keys are then not used.
   bool cancel = false;
+  /// Why the window is taken, written in its trace as the top-level "optraceCapture" (a JSON
+  /// object; the slow-step capture sets it, `optrace summary --by rank` prints it). Not a config
+  /// key. Empty: not written.
+  std::string reason_json;
 
   /// Whether this is an iteration window (else a duration window).
   bool by_iteration() const { return iterations > 0; }

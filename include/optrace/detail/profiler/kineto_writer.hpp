@@ -67,6 +67,7 @@ class KinetoWriter {
     // Where torch.profiler puts it (after the devices), with json.dumps' spacing: HTA finds the
     // rank with the regex `"rank":\s+(\d+)`, the first match in the file.
     if (info_.distributed) w.key("distributedInfo").raw(info_.distributed->to_json());
+    for (const auto& [key, value] : info_.metadata) w.key(key).raw(value);
     if (info_.record_shapes) w.key("record_shapes").value(int64_t{1});
     if (info_.profile_memory) w.key("profile_memory").value(int64_t{1});
     if (info_.with_stack) w.key("with_stack").value(int64_t{1});

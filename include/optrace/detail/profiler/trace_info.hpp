@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace optrace::detail::profiler {
 
@@ -17,6 +19,7 @@ struct TraceInfo {
   bool record_shapes = false, profile_memory = false, with_stack = false;
   std::string trace_id;
   std::optional<DistributedInfo> distributed;  // "distributedInfo", and the collectives' arguments
+  std::vector<std::pair<std::string, std::string>> metadata;  // more top-level keys: JSON values
 
   // A steady-clock time as nanoseconds since baseTimeNanoseconds: what the trace's "ts" holds
   // (in microseconds).

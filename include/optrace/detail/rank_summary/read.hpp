@@ -12,6 +12,8 @@
 //   on the calling thread) and the GPU kernels whose names start with `nccl`. They nest and
 //   overlap (c10d::allreduce_ around the call, gloo:all_reduce on a worker, several workers), so
 //   only their intervals are kept: the summary takes their union (aggregate in rank_summary.hpp).
+// - why the trace was taken, where OnDemandProfiler's slow-step capture says so: the top-level
+//   "optraceCapture" object (its step, step_ms, median_ms, rank, first_step, iterations).
 // Times are integer nanoseconds, exactly as kineto::parse_time_ns reads them.
 
 #include <optrace/detail/common/gzip.hpp>
@@ -46,6 +48,16 @@ struct Interval {
   int64_t start_ns = 0, end_ns = 0;
 };
 
+/// Why a trace was taken: OnDemandProfiler's slow-step capture ("optraceCapture").
+struct CaptureReason {
+  int64_t step = 0;        // the slow step
+  double step_ms = 0;      // its duration
+  double median_ms = 0;    // the median of the steps before it
+  int64_t rank = -1;       // the rank that saw it (-1: not known)
+  int64_t first_step = 0;  // the window's steps: [first_step, first_step + iterations)
+  int64_t iterations = 0;
+};
+
 /// What one rank's trace holds for the summary.
 struct RankEvents {
   std::optional<int64_t> rank;    // distributedInfo.rank; nullopt: the trace has none
@@ -53,6 +65,7 @@ struct RankEvents {
   std::string backend;            // distributedInfo.backend; "" when not written
   std::vector<StepRange> steps;   // in the trace's order
   std::vector<Interval> collectives;
+  std::optional<CaptureReason> capture;  // "optraceCapture", when the trace has one
 };
 
 /// Whether an event named `name` of category `cat` is a collective (see above).
@@ -83,6 +96,11 @@ class Reader {
     kineto::walk_events(
         parser_, data, size, capacity, [this](od::array& events, const std::string& base) { read_events(events, base); },
         [this](std::string_view key, od::value& v) {
+          if (key == "optraceCapture") {
+            if (out_.capture) kineto::duplicate_key("/optraceCapture");
+            read_capture(v);
+            return;
+          }
           if (key != "distributedInfo") return;
           if (distributed_info_read_) kineto::duplicate_key("/distributedInfo");  // in any piece of the trace
           distributed_info_read_ = true;
@@ -131,6 +149,40 @@ class Reader {
         out_.backend = std::string(s);
       }
     }
+  }
+
+  // "optraceCapture": the integers and numbers the summary prints, each once; other members are
+  // left (a later optrace may say more).
+  void read_capture(od::value& v) {
+    od::object o;
+    if (v.get_object().get(o)) kineto::expected(v, "/optraceCapture", "expected an object");
+    CaptureReason c;
+    unsigned read = 0;  // a bit per member read: one given twice is refused
+    for (auto member : o) {
+      if (auto e = member.error()) kineto::malformed("/optraceCapture", e);
+      od::field& f = member.value_unsafe();
+      std::string_view key;
+      if (auto e = f.unescaped_key().get(key)) kineto::malformed("/optraceCapture", e);
+      static constexpr std::string_view kKeys[] = {"step", "rank", "first_step", "iterations", "step_ms", "median_ms"};
+      unsigned k = 0;
+      while (k < 6 && kKeys[k] != key) ++k;
+      if (k == 6) continue;
+      const std::string path = "/optraceCapture/" + std::string(key);
+      if (read & (1u << k)) kineto::duplicate_key(path);
+      read |= 1u << k;
+      if (k < 4) {
+        int64_t* integer[] = {&c.step, &c.rank, &c.first_step, &c.iterations};
+        const int64_t least = k == 1 ? -1 : k == 3 ? 1 : 0;
+        if (f.value().get_int64().get(*integer[k]) || *integer[k] < least)
+          kineto::expected(f.value(), path, ("expected an integer of at least " + std::to_string(least)).c_str());
+      } else {
+        double& number = k == 4 ? c.step_ms : c.median_ms;
+        if (f.value().get_double().get(number) || !(number >= 0)) kineto::expected(f.value(), path, "expected a number of at least 0");
+      }
+    }
+    if (read != 0x3fu)
+      optrace::detail::raise_json("/optraceCapture", "expected step, step_ms, median_ms, rank, first_step and iterations");
+    out_.capture = c;
   }
 
   void read_events(od::array& events, const std::string& base) {
