@@ -397,6 +397,28 @@ TEST_CASE("on demand: a folder swapped for a link before the write does not move
   CHECK(profiler_steps(out + "/moved/trace.json").size() == 1);
 }
 
+// The execution trace is written later still (when the finished window is joined): through the
+// folder opened when the window opened too.
+TEST_CASE("on demand: an execution trace folder swapped for a link does not move the execution trace", "[on_demand]") {
+  const std::string dir = fresh_dir("swap_et");
+  fs::create_directories(dir + "/elsewhere");
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir + "/traces").execution_trace_dir(dir + "/et").worker_name("w"));
+  od.request(steps_request(0, 1));
+  od.step();
+  REQUIRE(said(od, "recording steps"));
+  work();
+  fs::rename(dir + "/et", dir + "/et_moved");
+  fs::create_directory_symlink(dir + "/elsewhere", dir + "/et");
+  od.step();
+  od.flush();
+  CHECK(fs::is_empty(dir + "/elsewhere"));
+  std::vector<std::string> kept;
+  for (const auto& e : fs::directory_iterator(dir + "/et_moved")) kept.push_back(e.path().filename().string());
+  REQUIRE(kept.size() == 1);
+  CHECK_THAT(kept[0], OPTRACE_STARTS_WITH("w."));
+  CHECK(optrace::json::Document::parse(optrace::detail::read_file(dir + "/et_moved/" + kept[0]))->root()["nodes"].array().size() > 1);
+}
+
 TEST_CASE("on demand: a trace that cannot be written stops the window, not the job", "[on_demand]") {
   const std::string dir = fresh_dir("full");
   // A file-size limit stands in for a full disk: the write fails (EFBIG) where it would (ENOSPC).
@@ -842,19 +864,25 @@ TEST_CASE("on demand: one capture per slowdown: the first claim publishes, the r
   MemoryStore store;
   int64_t g = 0;
   const slow::Capture first{57, 300, 100, 1, 70, 3};
-  CHECK(slow::publish_capture(store, first, 2, &g) == slow::Published::Yes);
+  CHECK(slow::publish_capture(store, first, 0, 2, &g) == slow::Published::Yes);
   CHECK(g == 1);
   // Rank 0 waited in the all-reduce for rank 1: it saw step 57 slow too, and step 58.
-  CHECK(slow::publish_capture(store, slow::Capture{57, 290, 100, 0, 69, 3}, 2, &g) == slow::Published::Covered);
-  CHECK(slow::publish_capture(store, slow::Capture{72, 290, 100, 0, 80, 3}, 2, &g) == slow::Published::Covered);
+  CHECK(slow::publish_capture(store, slow::Capture{57, 290, 100, 0, 69, 3}, 0, 2, &g) == slow::Published::Covered);
+  CHECK(slow::publish_capture(store, slow::Capture{72, 290, 100, 0, 80, 3}, 0, 2, &g) == slow::Published::Covered);
   // Two ranks that read the same count: the second claim of capture 2 loses.
   store.add(std::string(slow::kStorePrefix) + "claim/2", 1);
-  CHECK(slow::publish_capture(store, slow::Capture{200, 290, 100, 0, 210, 3}, 2, &g) == slow::Published::Claimed);
+  CHECK(slow::publish_capture(store, slow::Capture{200, 290, 100, 0, 210, 3}, 0, 2, &g) == slow::Published::Claimed);
   store.kv.erase(std::string(slow::kStorePrefix) + "claim/2");
-  CHECK(slow::publish_capture(store, slow::Capture{200, 290, 100, 0, 210, 3}, 2, &g) == slow::Published::Yes);
+  CHECK(slow::publish_capture(store, slow::Capture{200, 290, 100, 0, 210, 3}, 0, 2, &g) == slow::Published::Yes);
   CHECK(g == 2);
-  CHECK(slow::publish_capture(store, slow::Capture{900, 290, 100, 0, 910, 3}, 2, &g) == slow::Published::Limit);
-  CHECK(slow::publish_capture(store, slow::Capture{201, 290, 100, 0, 215, 3}, 2, &g) == slow::Published::Covered);
+  CHECK(slow::publish_capture(store, slow::Capture{900, 290, 100, 0, 910, 3}, 0, 2, &g) == slow::Published::Limit);
+  CHECK(slow::publish_capture(store, slow::Capture{201, 290, 100, 0, 215, 3}, 0, 2, &g) == slow::Published::Covered);
+  // A run of the job started on this store after those two: their steps are another run's, and
+  // cover nothing of this one's; this run may publish two more.
+  CHECK(slow::publish_capture(store, slow::Capture{57, 290, 100, 0, 69, 3}, 2, 4, &g) == slow::Published::Yes);
+  CHECK(g == 3);
+  store.kv.erase(std::string(slow::kStorePrefix) + "3");  // (read below as the first run's two)
+  store.add(std::string(slow::kStorePrefix) + "count", -1);
   // Every rank reads them in order, once; a text that is not a capture is counted, not served.
   int64_t seen = 0, unreadable = 0;
   std::vector<slow::Capture> read = slow::read_captures(store, &seen, &unreadable);
@@ -914,11 +942,11 @@ TEST_CASE("on demand: a capture another rank published is recorded here at its s
   auto store = std::make_shared<MemoryStore>();
   int64_t g = 0;
   // A capture of an earlier run of the job, left in the store: not served.
-  slow::publish_capture(*store, slow::Capture{3, 300, 100, 1, 5, 2}, 10, &g);
+  slow::publish_capture(*store, slow::Capture{3, 300, 100, 1, 5, 2}, 0, 10, &g);
   OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
       optrace::SlowSteps().history(1000).store(store)));
   steps_of(od, 8, 1);
-  slow::publish_capture(*store, slow::Capture{9, 300000000, 1000000, 1, 20, 2}, 10, &g);
+  slow::publish_capture(*store, slow::Capture{9, 300000000, 1000000, 1, 20, 2}, 0, 10, &g);
   REQUIRE(eventually([&] { return said(od, "slow steps: rank 1: step 9 took 300.0 ms, over 3 x the median 1.0 ms: recording steps 20..21"); }));
   store->set(std::string(slow::kStorePrefix) + "3", "1 2 3");
   store->add(std::string(slow::kStorePrefix) + "count", 1);
@@ -929,6 +957,29 @@ TEST_CASE("on demand: a capture another rank published is recorded here at its s
   CHECK(profiler_steps(od.traces()[0]) == std::vector<std::string>{"ProfilerStep#20", "ProfilerStep#21"});
   auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(od.traces()[0]));
   CHECK(doc->root()["optraceCapture"]["rank"].as_int() == 1);
+}
+
+TEST_CASE("on demand: a slow step is published in the store, whose earlier run's captures count for nothing", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_publish");
+  auto store = std::make_shared<MemoryStore>();
+  int64_t g = 0;
+  for (int k = 0; k < 5; ++k) slow::publish_capture(*store, slow::Capture{100 * k, 300, 100, 0, 100 * k + 5, 2}, 0, 10, &g);
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
+      optrace::SlowSteps().history(5).iterations(2).max_captures(1).min_duration(std::chrono::milliseconds(150)).store(store)));
+  steps_of(od, 8, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  steps_of(od, 1, 1);  // step 8: slow, published as capture 6 (this run's first)
+  REQUIRE(eventually([&] { return said(od, "slow steps: step 8 took"); }));
+  CHECK(store->add(std::string(slow::kStorePrefix) + "count", 0) == 6);
+  const std::optional<slow::Capture> c = slow::Capture::from_text(store->get(std::string(slow::kStorePrefix) + "6"));
+  REQUIRE(c);
+  CHECK(c->step == 8);
+  CHECK(c->rank == -1);
+  CHECK(c->start > 9);  // ahead: two poll intervals and 100 ms, in steps of the median (~1 ms)
+  steps_of(od, 200, 1);
+  od.flush();
+  REQUIRE(od.traces().size() == 1);
+  CHECK(profiler_steps(od.traces()[0]).front() == "ProfilerStep#" + std::to_string(c->start));
 }
 
 TEST_CASE("on demand: a store that fails is said once and the job goes on", "[on_demand][slow_steps]") {

@@ -37,6 +37,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -60,7 +61,8 @@ struct SlowSteps {
   TORCH_ARG(std::chrono::milliseconds, min_duration) = std::chrono::milliseconds(0);
   /// The steps recorded after a slow step (1 to 1000).
   TORCH_ARG(int64_t, iterations) = 3;
-  /// At most this many captures: of the whole job when the ranks share a store, else of this
+  /// At most this many captures: of the whole job when the ranks share a store (counted from the
+  /// store's count when the profiler starts: an earlier run's do not count), else of this
   /// process. A job that is slow every hundred steps (a checkpoint) fills no disk.
   TORCH_ARG(int64_t, max_captures) = 3;
   /// A store every rank of the job reaches (the job's c10d store: `optrace::rank_store(store)`
@@ -249,8 +251,15 @@ class OnDemandProfiler {
     OPTRACE_CHECK(o.min_duration().count() >= 0, ArgumentError, "SlowSteps: min_duration must be >= 0");
     times_.emplace(o.history(), o.factor(), std::chrono::duration_cast<std::chrono::nanoseconds>(o.min_duration()).count());
     if (!o.store()) return;
+    captures_last_ = o.max_captures();
     try {
       captures_seen_ = o.store()->add(std::string(detail::on_demand::kStorePrefix) + "count", 0);
+      captures_first_ = captures_seen_;
+      // This run's captures are counted from here: a store an earlier run left (a restart) holds
+      // its captures, which neither are served nor use up this run's max_captures.
+      captures_last_ = captures_seen_ < std::numeric_limits<int64_t>::max() - o.max_captures()
+                           ? captures_seen_ + o.max_captures()
+                           : std::numeric_limits<int64_t>::max();
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mutex_);
       say("slow steps: the store failed: " + detail::first_line(e));
@@ -305,7 +314,7 @@ class OnDemandProfiler {
     std::string error;
     lock.unlock();
     try {
-      if (mine) published = detail::on_demand::publish_capture(*o.store(), *mine, o.max_captures(), &g);
+      if (mine) published = detail::on_demand::publish_capture(*o.store(), *mine, captures_first_, captures_last_, &g);
       read = detail::on_demand::read_captures(*o.store(), &captures_seen_, &unreadable);
     } catch (const std::exception& e) {
       error = detail::first_line(e);  // c10d's errors carry a backtrace
@@ -444,13 +453,25 @@ class OnDemandProfiler {
     }
     o.schedule(r.by_iteration() ? std::optional<Schedule>(Schedule().skip_first(s).active(r.iterations).repeat(1))
                                 : std::nullopt);
-    o.execution_trace(et_dir_.empty() ? std::string() : (et_dir_ / (worker_ + "." + std::to_string(ns) + ".et.json")).string());
+    // The execution trace too: through the folder opened now (it is written when the window is
+    // joined, later still), never over a file.
+    std::optional<detail::profiler::HeldTarget> et;
+    if (!et_dir_.empty()) {
+      const std::string name = worker_ + "." + std::to_string(ns) + ".et.json";
+      auto [et_folder, et_leaf] = detail::open_folder_beneath(et_dir_.string(), name, detail::MissingFolder::Make);
+      const int fd = et_folder.get();
+      et = detail::profiler::HeldTarget{detail::FileTarget{fd, et_leaf, (et_dir_ / name).string()},
+                                        std::make_shared<const detail::Fd>(std::move(et_folder))};
+      o.execution_trace(et->target.shown);
+    } else {
+      o.execution_trace(std::string());
+    }
     o.on_trace_ready([this, path, held, leaf = leaf](const ProfilerTrace& trace) {
       trace.save(detail::FileTarget{held->get(), leaf, path}, detail::ExistingFile::Keep);
       std::lock_guard<std::mutex> lock(mutex_);
       traces_.push_back(path);
     });
-    window_.reset(new Profiler(std::move(o), s));
+    window_.reset(new Profiler(std::move(o), s, std::move(et)));
     window_thread_ = std::this_thread::get_id();
     say(r.by_iteration() ? "recording steps " + std::to_string(s) + ".." + std::to_string(s + r.iterations - 1) + " to " + path
                          : "recording " + std::to_string(r.duration_ms) + " ms to " + path);
@@ -586,6 +607,8 @@ class OnDemandProfiler {
   std::string refused_state_;          // the last refused trigger file, said once
   std::optional<detail::on_demand::Capture> detected_;  // this rank's slow step, for the polling thread
   int64_t captures_seen_ = 0;  // the store's captures read (or, without a store, taken here)
+  int64_t captures_first_ = 0;  // with a store: its count at start (captures after it are this run's)
+  int64_t captures_last_ = 0;   // and the last capture number this run may publish
   std::string store_error_;    // the store's last failure, said once
   bool limit_said_ = false;
   std::vector<std::string> traces_;

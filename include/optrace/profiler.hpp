@@ -290,8 +290,10 @@ class Profiler {
  private:
   friend class OnDemandProfiler;
   // OnDemandProfiler's window: step numbers (ProfilerStep#N, the schedule's) count from the job's
-  // own step `first_step`, so that every rank's window holds the same numbers.
-  Profiler(ProfilerOptions options, int64_t first_step) : options_(std::move(options)) {
+  // own step `first_step`, so that every rank's window holds the same numbers; `et`: the
+  // execution trace written through a folder held open (options.execution_trace() then names it).
+  Profiler(ProfilerOptions options, int64_t first_step, std::optional<detail::profiler::HeldTarget> et = std::nullopt)
+      : options_(std::move(options)) {
     if (options_.schedule()) options_.schedule()->validate();
     if (!options_.execution_trace().empty()) check_execution_trace_path(options_.execution_trace());
     check_metadata(options_.metadata_json());
@@ -319,7 +321,9 @@ class Profiler {
     info_.profile_memory = options_.profile_memory();
     info_.with_stack = options_.with_stack();
     info_.metadata = options_.metadata_json();
-    if (!options_.execution_trace().empty())
+    if (et)
+      execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(std::move(*et), info_.pid, info_.distributed);
+    else if (!options_.execution_trace().empty())
       execution_trace_ = std::make_unique<detail::profiler::ExecutionTraceWriter>(options_.execution_trace(), info_.pid,
                                                                                info_.distributed);
     start_at(first_step);

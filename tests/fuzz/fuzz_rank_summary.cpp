@@ -2,7 +2,8 @@
 // arbitrary bytes, read whole and streamed in pieces of 256 bytes (the streamed read gives the same
 // rank, or leaves the text to the whole read; it never reads a text the whole read refuses). A
 // trace it reads becomes a RankTrace, beside a copy as another rank in a RankSummary, whose steps
-// must add up and whose table and JSON are made: one line per row, JSON that parses.
+// must add up and whose table and JSON are made: one line per row, JSON that parses. The streamed
+// read's rank, steps and capture ("optraceCapture") are the whole read's.
 #include "harness.hpp"
 #include "../text_reader.hpp"
 
@@ -21,6 +22,10 @@ using optrace::detail::rank_summary::Reader;
 // A RankTrace as text, to compare two reads of one trace.
 std::string shown(const optrace::RankTrace& t) {
   std::string out = std::to_string(t.rank) + " " + std::to_string(t.world_size) + " " + t.backend + "\n";
+  if (t.capture)
+    out += "capture " + std::to_string(t.capture->step) + " " + std::to_string(t.capture->step_ms) + " " +
+           std::to_string(t.capture->median_ms) + " " + std::to_string(t.capture->rank) + " " +
+           std::to_string(t.capture->first_step) + " " + std::to_string(t.capture->iterations) + "\n";
   for (const optrace::RankStepTime& s : t.steps)
     out += std::to_string(s.step) + " " + std::to_string(s.step_us) + " " + std::to_string(s.collective_us) + "\n";
   return out;

@@ -131,18 +131,19 @@ inline constexpr const char* kStorePrefix = "optrace/slow_steps/";
 enum class Published { Yes, Claimed, Covered, Limit };
 
 // Publishes `c` as the next capture, unless another rank claimed its number first (Claimed), the
-// last capture's window ends after c's slow step (Covered: the same slowdown, seen by another
-// rank), or `max_captures` are published (Limit). `*g` receives the capture's number (Yes), or
-// the store's count.
-inline Published publish_capture(RankStore& store, const Capture& c, int64_t max_captures, int64_t* g) {
+// last capture of this run of the job (numbered after `first`, the store's count when it started:
+// an earlier run's steps count from 0 again) ends its window after c's slow step (Covered: the
+// same slowdown, seen by another rank), or the store already counts `last` captures (Limit: first
+// plus max_captures). `*g` receives the capture's number (Yes), or the store's count.
+inline Published publish_capture(RankStore& store, const Capture& c, int64_t first, int64_t last, int64_t* g) {
   const std::string prefix = kStorePrefix;
   const int64_t count = store.add(prefix + "count", 0);
   *g = count;
-  if (count > 0) {
-    const std::optional<Capture> last = Capture::from_text(store.get(prefix + std::to_string(count)));
-    if (last && c.step < last->start + last->iterations) return Published::Covered;
+  if (count > first) {
+    const std::optional<Capture> latest = Capture::from_text(store.get(prefix + std::to_string(count)));
+    if (latest && c.step < latest->start + latest->iterations) return Published::Covered;
   }
-  if (count >= max_captures) return Published::Limit;
+  if (count >= last) return Published::Limit;
   if (store.add(prefix + "claim/" + std::to_string(count + 1), 1) != 1) return Published::Claimed;
   store.set(prefix + std::to_string(count + 1), c.to_text());
   store.add(prefix + "count", 1);

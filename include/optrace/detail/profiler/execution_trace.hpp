@@ -28,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <ctime>
 #include <sstream>
 #include <string>
@@ -42,10 +43,22 @@ inline int64_t steady_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// A file written through a folder held open (OnDemandProfiler's traces): the write goes to the
+// folder opened then, whatever is renamed or linked on its path meanwhile, and never replaces a file.
+struct HeldTarget {
+  FileTarget target;
+  std::shared_ptr<const Fd> folder;  // keeps target.folder open
+};
+
 class ExecutionTraceWriter {
  public:
   ExecutionTraceWriter(std::string path, int64_t pid, std::optional<DistributedInfo> distributed = std::nullopt)
-      : path_(std::move(path)), pid_(pid), start_ms_(steady_ms()), distributed_(std::move(distributed)) {
+      : ExecutionTraceWriter(HeldTarget{FileTarget::path(path), nullptr}, pid, std::move(distributed)) {
+    existing_ = ExistingFile::Replace;
+  }
+  ExecutionTraceWriter(HeldTarget target, int64_t pid, std::optional<DistributedInfo> distributed)
+      : target_(std::move(target)), path_(target_.target.shown), pid_(pid), start_ms_(steady_ms()),
+        distributed_(std::move(distributed)) {
     const std::time_t now = std::time(nullptr);
     std::tm local{};
     localtime_r(&now, &local);
@@ -75,7 +88,7 @@ class ExecutionTraceWriter {
     w.end_array();
     w.key("finish_ts").value(steady_ms());
     w.end_object();
-    write_file_atomic(path_, w.take());
+    write_file_atomic(target_.target, w.take(), existing_);
   }
 
  private:
@@ -327,6 +340,8 @@ class ExecutionTraceWriter {
     }
   }
 
+  HeldTarget target_;
+  ExistingFile existing_ = ExistingFile::Keep;
   std::string path_;
   int64_t pid_;
   int64_t start_ms_;
