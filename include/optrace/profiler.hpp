@@ -10,7 +10,6 @@
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/profiler/callbacks.hpp>
-#include <optrace/detail/profiler/device_details.hpp>
 #include <optrace/detail/profiler/device_trace.hpp>
 #include <optrace/detail/profiler/execution_trace.hpp>
 #include <optrace/detail/profiler/kineto_writer.hpp>
@@ -559,11 +558,7 @@ class Profiler {
       bool name = !key.empty() && key.size() <= 64;
       for (char c : key) name = name && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
       OPTRACE_CHECK(name, ArgumentError, "ProfilerOptions::metadata_json: a key is a name of letters, digits and '_' (up to 64)");
-      const bool taken = key == "schemaVersion" || key == "distributedInfo" || key == "record_shapes" ||
-                         key == "profile_memory" || key == "with_stack" || key == "trace_id" || key == "traceName" ||
-                         key == "displayTimeUnit" || key == "baseTimeNanoseconds" || key == "traceEvents" ||
-                         detail::profiler::device_metadata_key(key) ||
-                         std::find(seen.begin(), seen.end(), key) != seen.end();
+      const bool taken = detail::profiler::written_key(key) || std::find(seen.begin(), seen.end(), key) != seen.end();
       OPTRACE_CHECK(!taken, ArgumentError, "ProfilerOptions::metadata_json: key '", key, "' is already in the trace");
       seen.push_back(key);
       try {

@@ -53,9 +53,7 @@ struct HeldTarget {
 class ExecutionTraceWriter {
  public:
   ExecutionTraceWriter(std::string path, int64_t pid, std::optional<DistributedInfo> distributed = std::nullopt)
-      : ExecutionTraceWriter(HeldTarget{FileTarget::path(path), nullptr}, pid, std::move(distributed)) {
-    existing_ = ExistingFile::Replace;
-  }
+      : ExecutionTraceWriter(HeldTarget{FileTarget::path(path), nullptr}, pid, std::move(distributed)) {}
   ExecutionTraceWriter(HeldTarget target, int64_t pid, std::optional<DistributedInfo> distributed)
       : target_(std::move(target)), path_(target_.target.shown), pid_(pid), start_ms_(steady_ms()),
         distributed_(std::move(distributed)) {
@@ -88,7 +86,8 @@ class ExecutionTraceWriter {
     w.end_array();
     w.key("finish_ts").value(steady_ms());
     w.end_object();
-    write_file_atomic(target_.target, w.take(), existing_);
+    // A held folder's file (OnDemandProfiler's) is new: never one written over; a path is the user's.
+    write_file_atomic(target_.target, w.take(), target_.folder ? ExistingFile::Keep : ExistingFile::Replace);
   }
 
  private:
@@ -341,7 +340,6 @@ class ExecutionTraceWriter {
   }
 
   HeldTarget target_;
-  ExistingFile existing_ = ExistingFile::Keep;
   std::string path_;
   int64_t pid_;
   int64_t start_ms_;

@@ -38,6 +38,15 @@ inline std::string event_head(kineto_names::Category c) {
   return "{\"ph\": \"X\", \"cat\": \"" + std::string(kineto_names::name(c)) + "\", \"name\": ";
 }
 
+// Whether KinetoWriter::write writes the top-level key `key` itself (the device's keys included):
+// what ProfilerOptions::metadata_json may not add. Keep in step with write().
+inline bool written_key(std::string_view key) {
+  for (std::string_view k : {"schemaVersion", "distributedInfo", "record_shapes", "profile_memory", "with_stack", "trace_id",
+                             "traceName", "displayTimeUnit", "baseTimeNanoseconds", "traceEvents"})
+    if (key == k) return true;
+  return device_metadata_key(key);
+}
+
 class KinetoWriter {
  public:
   KinetoWriter(const Window& window, const TraceInfo& info) : window_(window), info_(info) {}
