@@ -937,6 +937,42 @@ TEST_CASE("on demand: a slow step makes the profiler record the steps after it, 
   CHECK(said(od, "slow steps: no more captures: 1 taken (SlowSteps::max_captures)"));
 }
 
+TEST_CASE("on demand: the job's own rule (is_slow) judges the steps, and one that throws is said once", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_rule");
+  std::vector<int64_t> judged;  // the stepping thread's (this one's)
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
+      optrace::SlowSteps().history(3).iterations(2).max_captures(1).is_slow([&](const optrace::StepTime& t) {
+        judged.push_back(t.step);
+        CHECK(t.duration.count() > 0);
+        CHECK(t.median.count() > 0);
+        if (t.step == 6 || t.step == 7) throw std::runtime_error("the rule broke");
+        return t.step == 9;  // by the job's state, not by time
+      })));
+  steps_of(od, 11, 1);  // step() 11 times: step 9 ends at the 11th
+  REQUIRE(eventually([&] { return said(od, "slow steps: step 9 took"); }));
+  steps_of(od, 12, 1);
+  od.flush();
+  // The first step timed is step 1 (step 0 has no start); steps 1..3 fill the history of 3.
+  REQUIRE(!judged.empty());
+  CHECK(judged.front() == 4);
+  const std::vector<std::string> messages = od.messages();
+  CHECK(std::count_if(messages.begin(), messages.end(), [](const std::string& m) {
+          return m.find("SlowSteps::is_slow threw (the rule broke): its steps count as not slow") != std::string::npos;
+        }) == 1);
+  CHECK(said(od, "judged slow by SlowSteps::is_slow, the median"));
+  REQUIRE(od.traces().size() == 1);
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(od.traces()[0]));
+  optrace::json::Node why = doc->root()["optraceCapture"];
+  CHECK(why["step"].as_int() == 9);
+  CHECK(why["judged_by"].as_string() == "is_slow");
+  optrace::json::Node factor = why;
+  CHECK_FALSE(why.find("factor", factor));
+  const int64_t first = why["first_step"].as_int();
+  // The window's steps, and the history's refill after it, are judged by none.
+  for (int64_t s = first; s < first + 2 + 3; ++s) CHECK(std::find(judged.begin(), judged.end(), s) == judged.end());
+  CHECK(judged.back() > first + 2 + 3);
+}
+
 TEST_CASE("on demand: a capture another rank published is recorded here at its steps, and an old one is not", "[on_demand][slow_steps]") {
   const std::string dir = fresh_dir("slow_store");
   auto store = std::make_shared<MemoryStore>();

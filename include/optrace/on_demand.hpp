@@ -37,6 +37,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -48,12 +49,26 @@
 
 namespace optrace {
 
+/// A step as SlowSteps::is_slow sees it: its number (0-based), how long it took, and the median of
+/// the `history` steps before it.
+struct StepTime {
+  int64_t step = 0;
+  std::chrono::nanoseconds duration{0};
+  std::chrono::nanoseconds median{0};
+};
+
 /// The slow-step capture (OnDemandOptions::slow_steps): when a step takes more than `factor` times
-/// the median of the `history` steps before it, every rank records the `iterations` steps after
-/// it, the same steps on every rank when the ranks share `store`.
+/// the median of the `history` steps before it (or `is_slow` says so), every rank records the
+/// `iterations` steps after it, the same steps on every rank when the ranks share `store`.
 struct SlowSteps {
   /// How much longer than the median a slow step is (> 1).
   TORCH_ARG(double, factor) = 3.0;
+  /// The job's own rule, instead of `factor`: whether a step is slow (over a deadline, or a step
+  /// whose loss jumped: the function may read the job's state). Called on the stepping thread for
+  /// each step judged (after the first `history`, at least `min_duration`, no window asked or
+  /// open); it must not block. One that throws counts as false, and is said once. The trace says
+  /// `"judged_by": "is_slow"` where it would give the factor. Default: none (`factor` decides).
+  TORCH_ARG(std::function<bool(const StepTime&)>, is_slow) = nullptr;
   /// How many steps the median is taken over (3 to 10000); the first `history` steps, and those
   /// after each window (which the profiling slowed), are judged by none.
   TORCH_ARG(int64_t, history) = 50;
@@ -276,10 +291,16 @@ class OnDemandProfiler {
       clear_times_.store(false, std::memory_order_relaxed);
       times_->clear();
     }
-    int64_t median = 0;
-    if (last == 0 || !times_->add(now - last, &median)) return;
-    if (attention_.load(std::memory_order_relaxed)) return;  // a window is asked or open: its steps are not judged
     const SlowSteps& o = *options_.slow_steps();
+    int64_t median = 0;
+    if (last == 0) return;
+    if (!o.is_slow()) {
+      if (!times_->add(now - last, &median)) return;
+      if (attention_.load(std::memory_order_relaxed)) return;  // a window is asked or open: its steps are not judged
+    } else {
+      if (!times_->judged(now - last, &median) || attention_.load(std::memory_order_relaxed)) return;
+      if (!ask_is_slow(o, StepTime{s - 1, std::chrono::nanoseconds(now - last), std::chrono::nanoseconds(median)})) return;
+    }
     // Every rank's polling thread must read the capture before its first step: two poll intervals
     // and 100 ms ahead, in steps of the median (at least 1).
     int64_t lead = 1;
@@ -294,6 +315,28 @@ class OnDemandProfiler {
     wake_.notify_all();
   }
 
+  // The job's rule (SlowSteps::is_slow) on a step; one that throws counts as false, said once.
+  bool ask_is_slow(const SlowSteps& o, const StepTime& t) noexcept {
+    try {
+      return o.is_slow()(t);
+    } catch (...) {
+      std::string why = "an exception that is not a std::exception";
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        why = detail::first_line(e);
+      } catch (...) {
+      }
+      try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!is_slow_threw_) say("slow steps: SlowSteps::is_slow threw (" + why + "): its steps count as not slow");
+        is_slow_threw_ = true;
+      } catch (...) {  // no memory for the message: the step counts as not slow all the same
+      }
+      return false;
+    }
+  }
+
   // The polling thread's part (under mutex_, which it releases around the store): publishes the
   // slow step this rank saw, reads what the others published, and serves the latest.
   void poll_slow_steps(std::unique_lock<std::mutex>& lock) {
@@ -304,8 +347,8 @@ class OnDemandProfiler {
       if (!mine) return;
       if (captures_seen_ >= o.max_captures()) return say_limit(o.max_captures());
       ++captures_seen_;
-      say_capture(*mine, "", o.factor());
-      return serve_capture(*mine, o.factor());
+      say_capture(*mine, "", judged_by(o));
+      return serve_capture(*mine, judged_by(o));
     }
     using detail::on_demand::Published;
     Published published = Published::Yes;
@@ -333,14 +376,21 @@ class OnDemandProfiler {
     if (read.empty()) return;
     const detail::on_demand::Capture& c = read.back();
     say_capture(c, c.rank == rank_ && mine && published == Published::Yes ? "" : "rank " + std::to_string(c.rank) + ": ",
-                o.factor());
-    serve_capture(c, o.factor());
+                judged_by(o));
+    serve_capture(c, judged_by(o));
   }
 
-  void say_capture(const detail::on_demand::Capture& c, const std::string& who, double factor) {
-    char text[160];
-    std::snprintf(text, sizeof text, "slow steps: %sstep %lld took %.1f ms, over %g x the median %.1f ms: recording steps %lld..%lld",
-                  who.c_str(), static_cast<long long>(c.step), static_cast<double>(c.step_ns) / 1e6, factor,
+  // The factor that judges steps, or none when the job's rule does (SlowSteps::is_slow).
+  static std::optional<double> judged_by(const SlowSteps& o) {
+    return o.is_slow() ? std::nullopt : std::optional<double>(o.factor());
+  }
+
+  void say_capture(const detail::on_demand::Capture& c, const std::string& who, std::optional<double> factor) {
+    char rule[48] = "judged slow by SlowSteps::is_slow,";
+    if (factor) std::snprintf(rule, sizeof rule, "over %g x", *factor);
+    char text[200];
+    std::snprintf(text, sizeof text, "slow steps: %sstep %lld took %.1f ms, %s the median %.1f ms: recording steps %lld..%lld",
+                  who.c_str(), static_cast<long long>(c.step), static_cast<double>(c.step_ns) / 1e6, rule,
                   static_cast<double>(c.median_ns) / 1e6, static_cast<long long>(c.start),
                   static_cast<long long>(c.start + c.iterations - 1));
     say(text);
@@ -350,7 +400,7 @@ class OnDemandProfiler {
     limit_said_ = true;
     say("slow steps: no more captures: " + std::to_string(max) + " taken (SlowSteps::max_captures)");
   }
-  void serve_capture(const detail::on_demand::Capture& c, double factor) {
+  void serve_capture(const detail::on_demand::Capture& c, std::optional<double> factor) {
     OnDemandRequest r;
     r.start_iteration = c.start;
     r.iterations = c.iterations;
@@ -611,6 +661,7 @@ class OnDemandProfiler {
   int64_t captures_last_ = 0;   // and the last capture number this run may publish
   std::string store_error_;    // the store's last failure, said once
   bool limit_said_ = false;
+  bool is_slow_threw_ = false;  // SlowSteps::is_slow threw, said once
   std::vector<std::string> traces_;
   std::deque<std::string> messages_;  // the last kMaxMessages
   std::thread poller_;

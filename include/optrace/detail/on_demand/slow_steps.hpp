@@ -36,16 +36,22 @@ class StepTimes {
   // factor × the median of the ring and at least min_ns (*median_ns then holds that median).
   // Added to the ring either way.
   bool add(int64_t ns, int64_t* median_ns) {
-    bool slow = false;
-    if (count_ == ring_.size() && ns >= min_ns_) {
-      const int64_t m = median();
-      slow = static_cast<double>(ns) > factor_ * static_cast<double>(m);
-      if (slow && median_ns != nullptr) *median_ns = m;
-    }
+    int64_t m = 0;
+    const bool slow = judged(ns, &m) && static_cast<double>(ns) > factor_ * static_cast<double>(m);
+    if (slow && median_ns != nullptr) *median_ns = m;
+    return slow;
+  }
+
+  // A step of `ns` ended. Whether it is judged at all (the ring is full, and the step at least
+  // min_ns; *median_ns then holds the median of the ring), for a rule of the job's own
+  // (SlowSteps::is_slow). Added to the ring either way.
+  bool judged(int64_t ns, int64_t* median_ns) {
+    const bool judge = count_ == ring_.size() && ns >= min_ns_;
+    if (judge) *median_ns = median();
     ring_[next_] = ns;
     next_ = (next_ + 1) % ring_.size();
     count_ = std::min(count_ + 1, ring_.size());
-    return slow;
+    return judge;
   }
 
   // Forgets every step: the next `history` steps are judged by none (after a window, whose own
@@ -109,17 +115,18 @@ struct Capture {
     return c;
   }
 
-  // What the window's trace says of why it was taken: its "optraceCapture" object.
-  std::string to_json(double factor) const {
+  // What the window's trace says of why it was taken: its "optraceCapture" object, with the
+  // factor that judged the step, or none when the job's own rule did (SlowSteps::is_slow).
+  std::string to_json(std::optional<double> factor) const {
     auto ms = [](int64_t ns) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns) / 1e6);
       return std::string(buf);
     };
-    char f[32];
-    std::snprintf(f, sizeof f, "%g", factor);
+    char f[48] = "\"judged_by\": \"is_slow\"";
+    if (factor) std::snprintf(f, sizeof f, "\"factor\": %g", *factor);
     return "{\"trigger\": \"slow_step\", \"step\": " + std::to_string(step) + ", \"step_ms\": " + ms(step_ns) +
-           ", \"median_ms\": " + ms(median_ns) + ", \"factor\": " + f + ", \"rank\": " + std::to_string(rank) +
+           ", \"median_ms\": " + ms(median_ns) + ", " + f + ", \"rank\": " + std::to_string(rank) +
            ", \"first_step\": " + std::to_string(start) + ", \"iterations\": " + std::to_string(iterations) + "}";
   }
 };
