@@ -1,14 +1,23 @@
 // bench_on_demand: what an OnDemandProfiler costs a running job (docs/performance.md#on-demand).
-//   bench_on_demand [STEPS]
 // 1. step() while idle, in ns per call, against the bare loop (and with the trigger file polled
 //    every millisecond on the side), and with slow_steps armed (each step timed and judged against
 //    the median of the last 50; a factor of 10^6 keeps any step from being taken for a slow one);
+//   bench_on_demand [STEPS] [MODEL.pt]
 // 2. a job's step times (a small MLP's forward and backward) over STEPS steps: without a profiler,
 //    with an idle OnDemandProfiler, and with a 3-step window requested every 100 steps (started and
 //    stopped at step boundaries, written on the writer thread): p50, p99, max; what the step()
 //    calls that open and close windows themselves took, and a Profiler's own start and stop; and
-//    with slow_steps armed.
+//    with slow_steps armed;
+// 3. what recording all the time costs (a ring of the last steps, kept to capture a slow step
+//    itself): a Profiler with record_shapes in back-to-back cycles of 8 steps
+//    (Schedule().active(8)), the last 4 cycles' traces kept (on_trace_ready), against the job
+//    unprofiled, in interleaved rounds: p50, p99, max of the steps (with the step() that ends a
+//    cycle), that step() alone, the events per cycle, and the resident memory the ring added.
+//    On the MLP, and on MODEL.pt when given (a TorchScript module taking one 2x3x112x112 tensor:
+//    benchmarks/profiler.sh makes resnet18's).
 #include <optrace/on_demand.hpp>
+
+#include <torch/script.h>
 
 #include <torch/torch.h>
 
@@ -16,8 +25,11 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -109,6 +121,63 @@ std::vector<double> run(Job& job, int steps, optrace::OnDemandProfiler* od, bool
   return us;
 }
 
+// The process's resident memory, in kB (/proc/self/status's VmRSS; 0 where there is none).
+int64_t rss_kb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  return 0;
+}
+
+// 3. Recording all the time: cycles of kCycle steps back to back, the last kKeep traces kept.
+void ring_cost(const char* what, const std::function<void()>& one_step, int rounds, int steps) {
+  constexpr int64_t kCycle = 8;
+  constexpr size_t kKeep = 4;
+  std::vector<double> plain, ring, ends;
+  int64_t events = 0, cycles = 0, rss_added = 0;
+  for (int r = 0; r < rounds; ++r) {
+    for (int i = 0; i < steps; ++i) {
+      const auto t0 = Clock::now();
+      one_step();
+      plain.push_back(ns_since(t0) / 1000.0);
+    }
+    const int64_t rss0 = rss_kb();
+    std::mutex m;
+    std::deque<optrace::ProfilerTrace> kept;
+    optrace::Profiler prof(optrace::ProfilerOptions()
+                               .activities({optrace::Activity::CPU})
+                               .record_shapes(true)
+                               .schedule(optrace::Schedule().active(kCycle))
+                               .on_trace_ready([&](const optrace::ProfilerTrace& t) {
+                                 std::lock_guard<std::mutex> lock(m);
+                                 kept.push_back(t);
+                                 if (kept.size() > kKeep) kept.pop_front();
+                               }));
+    for (int i = 0; i < steps; ++i) {
+      const auto t0 = Clock::now();
+      one_step();
+      const auto t1 = Clock::now();
+      prof.step();
+      ring.push_back(ns_since(t0) / 1000.0);
+      if (prof.step_num() % kCycle == 0) ends.push_back(ns_since(t1) / 1000.0);
+    }
+    rss_added = std::max(rss_added, rss_kb() - rss0);
+    prof.stop();
+    std::lock_guard<std::mutex> lock(m);
+    for (const optrace::ProfilerTrace& t : kept) events += t.num_events();
+    cycles += static_cast<int64_t>(kept.size());
+  }
+  std::printf("recording all the time (%s; cycles of %lld steps, the last %zu kept; %d rounds x %d steps):\n", what,
+              static_cast<long long>(kCycle), kKeep, rounds, steps);
+  print_row("unprofiled", plain);
+  print_row("recording, record_shapes", ring);
+  print_row("  the step() that ends a cycle", ends);
+  std::printf("  p50 %.3fx; %lld events per cycle; %lld kB resident added with the ring full\n",
+              percentile(ring, 0.5) / percentile(plain, 0.5),
+              static_cast<long long>(cycles > 0 ? events / cycles : 0), static_cast<long long>(rss_added));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -159,5 +228,15 @@ int main(int argc, char** argv) {
   print_row("  a Profiler's own step() that ends its window", own_end);
   std::printf("  (%zu windows written to %s)\n", traces, dir.c_str());
   std::filesystem::remove_all(dir);
+
+  ring_cost("MLP 256x256x2, forward + backward", [&] { job.step(); }, 5, steps / 5);
+  if (argc > 2) {
+    torch::NoGradGuard no_grad;
+    torch::jit::Module model = torch::jit::load(argv[2]);
+    model.eval();
+    std::vector<c10::IValue> inputs{torch::randn({2, 3, 112, 112})};
+    for (int i = 0; i < 5; ++i) model.forward(inputs);
+    ring_cost(argv[2], [&] { model.forward(inputs); }, 5, 40);
+  }
   return 0;
 }
