@@ -1,0 +1,235 @@
+// optrace/detail/rank_summary/blame.hpp: every collective matched across ranks, and the wait it cost blamed on the rank that arrived last (no libtorch)
+#pragma once
+// What `summary --by rank` says of who kept whom waiting (issue 59), decided here once:
+// - a rank's calls are one family of ranges (read.hpp's CallFamily, the first its trace has:
+//   gloo's and NCCL's own ranges, else the dispatcher's c10d ops, else record_param_comms), each
+//   in the ProfilerStep#N its start falls in (calls outside every step are left out);
+// - a collective is the k-th call of a process group within a step: matched across ranks by that
+//   order, as torch's traces number no calls (torch 2.6 writes no sequence number for gloo); the
+//   group is the call's "Process Group Name", and calls whose trace names none form one sequence;
+// - a rank arrives at a collective when its call starts; the last to arrive kept the others
+//   waiting: each rank's wait is the last arrival minus its own. Times are the epoch's ("ts" plus
+//   the trace's "baseTimeNanoseconds", as torch and optrace write both), so ranks compare as far as
+//   their hosts' clocks agree (one host: exactly);
+// - a collective whose longest wait is under kNoiseNs blames nobody: on a loaded machine a
+//   worker thread picks a call up that late for no rank's fault;
+// - a rank that has a step and calls of a group but fewer of that group's calls in the step than
+//   another rank never reached the ones it lacks there (the hang case): named in notes, as is a
+//   collective whose ranks' calls have different names.
+// Linear in the calls, one map entry per collective.
+
+#include <optrace/detail/common/printable.hpp>
+#include <optrace/detail/rank_summary/read.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::rank_summary {
+
+/// A longest wait under this blames nobody (see above).
+inline constexpr int64_t kNoiseNs = 1'000'000;
+
+/// One call of a rank, placed in its step: what matching reads.
+struct StepCall {
+  int64_t step = 0;
+  int64_t start_ns = 0, end_ns = 0;
+  uint32_t name = 0, group = 0;  // indices into the rank's RankCalls tables
+};
+
+/// A rank's calls of one family, by start, each in its step (steps: the rank's, sorted by number
+/// and not overlapping, as a profiler writes them). The tables are the reader's.
+struct StepCalls {
+  std::vector<StepCall> calls;
+  std::vector<std::string> names, groups;
+};
+
+/// The calls of `calls`' first family present, each in the step whose range holds its start, with
+/// their times moved from the trace's clock to the epoch (`base_ns`, its "baseTimeNanoseconds":
+/// torch and optrace floor it to 3-month intervals, so the ranks of a job share it, but a job that
+/// crosses one would compare its ranks' "ts" wrongly), so that the ranks' calls compare.
+inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, int64_t base_ns = 0) {
+  StepCalls out;
+  out.names = std::move(calls.names);
+  out.groups = std::move(calls.groups);
+  if (calls.calls.empty()) return out;
+  CallFamily family = CallFamily::Record;
+  for (const CollectiveCall& c : calls.calls) family = std::min(family, c.family);
+  std::sort(steps.begin(), steps.end(), [](const StepRange& a, const StepRange& b) { return a.start_ns < b.start_ns; });
+  std::vector<CollectiveCall>& c = calls.calls;
+  std::stable_sort(c.begin(), c.end(), [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
+  for (const CollectiveCall& call : c) {
+    if (call.family != family) continue;
+    // The last step that starts at or before the call; the call is in it when it starts before its end.
+    auto it = std::upper_bound(steps.begin(), steps.end(), call.start_ns,
+                               [](int64_t t, const StepRange& s) { return t < s.start_ns; });
+    if (it == steps.begin()) continue;
+    --it;
+    if (call.start_ns >= it->end_ns) continue;
+    auto epoch = [base_ns](int64_t t) {
+      int64_t e = 0;
+      return __builtin_add_overflow(t, base_ns, &e) ? (t < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : e;
+    };
+    out.calls.push_back({it->step, epoch(call.start_ns), epoch(call.end_ns), call.name, call.group});
+  }
+  return out;
+}
+
+/// One collective matched across ranks.
+struct CollectiveWait {
+  int64_t step = 0;
+  std::string group;        ///< its process group's name; "" when the traces name none
+  int64_t index = 0;        ///< its place among the group's calls in the step, from 0
+  std::string name;         ///< the call's name on the last rank to arrive ("gloo:all_reduce")
+  int64_t ranks = 0;        ///< the ranks that made the call
+  int64_t last_rank = 0;    ///< the last to arrive (ties: the lowest rank)
+  int64_t max_wait_ns = 0;  ///< the last arrival minus the first: the longest any rank waited
+  int64_t total_wait_ns = 0;  ///< the sum of every rank's wait
+  bool blamed() const { return max_wait_ns >= kNoiseNs; }
+};
+
+/// One rank's part in the waits.
+struct RankWait {
+  int64_t rank = 0;
+  int64_t caused_ns = 0;    ///< the others' waits at the collectives it arrived last at (blamed ones)
+  int64_t blamed = 0;       ///< how many collectives it was blamed for
+  int64_t waited_ns = 0;    ///< its own waits, at every collective
+  std::vector<int64_t> steps;  ///< the steps of the collectives it was blamed for, ascending, once each
+};
+
+/// Every matched collective and every rank's part.
+struct Waits {
+  std::vector<CollectiveWait> collectives;  ///< by step, group, index
+  std::vector<RankWait> ranks;              ///< by rank
+  std::vector<std::string> notes;           ///< calls never reached, names that differ
+  bool groups_named = false;                ///< some trace names its calls' process groups
+};
+
+/// One rank's input: its number, steps (numbers, ascending) and placed calls.
+struct RankInput {
+  int64_t rank = 0;
+  const std::vector<int64_t>* steps = nullptr;
+  const StepCalls* calls = nullptr;
+};
+
+/// The waits of `ranks` (ascending by rank, one entry each).
+inline Waits blame(const std::vector<RankInput>& ranks) {
+  Waits out;
+  struct Arrival {
+    int64_t rank;
+    int64_t start_ns;
+    const std::string* name;
+  };
+  using Key = std::tuple<int64_t, std::string, int64_t>;  // step, group, index
+  std::map<Key, std::vector<Arrival>> matched;
+  // Per step and group, how many calls each rank made there: the never-reached check.
+  std::map<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, int64_t>>> counts;
+  std::map<std::string, std::vector<int64_t>> members;  // group -> the ranks with calls of it
+  for (const RankInput& r : ranks) {
+    std::map<std::pair<int64_t, uint32_t>, int64_t> next;  // (step, group index) -> the next call's index
+    for (const StepCall& c : r.calls->calls) {
+      const std::string& group = r.calls->groups[c.group];
+      if (!group.empty()) out.groups_named = true;
+      const int64_t k = next[{c.step, c.group}]++;
+      matched[Key{c.step, group, k}].push_back({r.rank, c.start_ns, &r.calls->names[c.name]});
+    }
+    for (const auto& [where, n] : next) counts[{where.first, r.calls->groups[where.second]}].push_back({r.rank, n});
+    std::vector<uint32_t> seen;
+    for (const StepCall& c : r.calls->calls)
+      if (std::find(seen.begin(), seen.end(), c.group) == seen.end()) {
+        seen.push_back(c.group);
+        members[r.calls->groups[c.group]].push_back(r.rank);
+      }
+  }
+
+  constexpr int64_t kMaxNotes = 8;  // of each kind: a job whose calls stop matching would list every later one
+  int64_t differ = 0, unreached = 0;
+  auto group_label = [](const std::string& group) { return group.empty() ? std::string() : " of group " + printable(group); };
+  std::map<int64_t, RankWait> by_rank;
+  for (const RankInput& r : ranks) by_rank[r.rank].rank = r.rank;
+  for (auto& [key, arrivals] : matched) {
+    CollectiveWait w;
+    w.step = std::get<0>(key);
+    w.group = std::get<1>(key);
+    w.index = std::get<2>(key);
+    w.ranks = static_cast<int64_t>(arrivals.size());
+    const Arrival* last = &arrivals.front();
+    int64_t first = arrivals.front().start_ns;
+    for (const Arrival& a : arrivals) {
+      if (a.start_ns > last->start_ns) last = &a;  // ranks ascend: a tie keeps the lowest
+      first = std::min(first, a.start_ns);
+    }
+    w.last_rank = last->rank;
+    w.name = *last->name;
+    // Saturating: hostile times may be far apart.
+    auto wait = [&](const Arrival& a) {
+      int64_t d = 0;
+      return __builtin_sub_overflow(last->start_ns, a.start_ns, &d) ? std::numeric_limits<int64_t>::max() : d;
+    };
+    auto add = [](int64_t& sum, int64_t v) {
+      if (__builtin_add_overflow(sum, v, &sum)) sum = std::numeric_limits<int64_t>::max();
+    };
+    w.max_wait_ns = wait(Arrival{0, first, nullptr});
+    bool names_differ = false;
+    for (const Arrival& a : arrivals) {
+      add(w.total_wait_ns, wait(a));
+      add(by_rank[a.rank].waited_ns, wait(a));
+      names_differ = names_differ || *a.name != w.name;
+    }
+    if (names_differ && ++differ <= kMaxNotes) {
+      std::string which;
+      for (const Arrival& a : arrivals)
+        if (*a.name != w.name) which += (which.empty() ? "" : ", ") + std::to_string(a.rank);
+      out.notes.push_back("step " + std::to_string(w.step) + ", collective #" + std::to_string(w.index) + group_label(w.group) +
+                          ": rank(s) " + which + " called another collective than " + printable(w.name) +
+                          " there: the ranks' calls do not match from this one on");
+    }
+    if (w.blamed()) {
+      RankWait& b = by_rank[w.last_rank];
+      add(b.caused_ns, w.total_wait_ns);
+      ++b.blamed;
+      if (b.steps.empty() || b.steps.back() != w.step) b.steps.push_back(w.step);
+    }
+    out.collectives.push_back(std::move(w));
+  }
+  for (auto& [rank, w] : by_rank) {
+    std::sort(w.steps.begin(), w.steps.end());
+    w.steps.erase(std::unique(w.steps.begin(), w.steps.end()), w.steps.end());
+    out.ranks.push_back(std::move(w));
+  }
+
+  // Never reached: a member of the group that has the step made fewer of its calls there. Ranks,
+  // members and each step's counts all ascend by rank: binary searches.
+  auto input_of = [&](int64_t rank) -> const RankInput* {
+    auto it = std::lower_bound(ranks.begin(), ranks.end(), rank, [](const RankInput& x, int64_t r) { return x.rank < r; });
+    return it != ranks.end() && it->rank == rank ? &*it : nullptr;
+  };
+  for (const auto& [where, per_rank] : counts) {
+    int64_t most = 0;
+    for (const auto& [rank, n] : per_rank) most = std::max(most, n);
+    for (int64_t member : members[where.second]) {
+      const RankInput* r = input_of(member);
+      if (r == nullptr || !std::binary_search(r->steps->begin(), r->steps->end(), where.first)) continue;
+      auto it = std::lower_bound(per_rank.begin(), per_rank.end(), member,
+                                 [](const std::pair<int64_t, int64_t>& x, int64_t rank) { return x.first < rank; });
+      const int64_t made = it != per_rank.end() && it->first == member ? it->second : 0;
+      if (made < most && ++unreached <= kMaxNotes)
+        out.notes.push_back("rank " + std::to_string(member) + " made " + std::to_string(made) + " of the " + std::to_string(most) +
+                            " collective calls" + group_label(where.second) + " that other ranks made in step " +
+                            std::to_string(where.first) + ": it never reached #" + std::to_string(made) +
+                            (made + 1 < most ? ".." + std::to_string(most - 1) : std::string()) + " there (a hang, or a window cut short)");
+    }
+  }
+  if (unreached > kMaxNotes)
+    out.notes.push_back("... and " + std::to_string(unreached - kMaxNotes) + " more steps and ranks with collective calls never reached");
+  if (differ > kMaxNotes)
+    out.notes.push_back("... and " + std::to_string(differ - kMaxNotes) + " more collectives whose ranks called different ones");
+  return out;
+}
+
+}  // namespace optrace::detail::rank_summary
