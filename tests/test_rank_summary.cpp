@@ -13,6 +13,7 @@
 #include <ostream>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -103,6 +104,144 @@ TEST_CASE("rank summary: the straggler is the rank with the most time outside co
   CHECK_THAT(table, OPTRACE_CONTAINS("\nslowest rank per step: 0: 1, 1: 1, 2: 1\nslowest rank: 1 (in 3 of 3 steps;"));
 }
 
+TEST_CASE("rank summary: each step's collectives are matched across ranks, the wait blamed on the last to arrive", "[rank_summary]") {
+  // Rank 1 sleeps 20 ms a step before its all-reduces (80 ms before the first): each step's first
+  // gloo:all_reduce starts that much later on rank 1 than on rank 0. Recomputed in Python from the
+  // traces' gloo:all_reduce starts, matched by order within each step.
+  const RankSummary summary = RankSummary::from_ranks({RankTrace::from_kineto_file(kRank0), RankTrace::from_kineto_file(kRank1)});
+  const optrace::detail::rank_summary::Waits& w = summary.waits();
+  CHECK_FALSE(w.groups_named);  // torch 2.6 writes no process group on gloo's ranges
+  REQUIRE(w.collectives.size() == 12);  // 4 all-reduces in each of 3 steps
+  std::vector<std::string> blamed;  // "step index last-rank wait-ns"
+  for (const auto& c : w.collectives) {
+    CHECK(c.name == "gloo:all_reduce");
+    CHECK(c.ranks == 2);
+    CHECK(c.total_wait_ns == c.max_wait_ns);  // two ranks: one waits
+    if (c.blamed())
+      blamed.push_back(std::to_string(c.step) + " " + std::to_string(c.index) + " " + std::to_string(c.last_rank) + " " +
+                       std::to_string(c.max_wait_ns));
+  }
+  CHECK(blamed == std::vector<std::string>{"0 0 1 79436896", "1 0 1 21305774", "2 0 1 20404592"});
+  REQUIRE(w.ranks.size() == 2);
+  CHECK(w.ranks[1].rank == 1);
+  CHECK(w.ranks[1].caused_ns == 79436896 + 21305774 + 20404592);
+  CHECK(w.ranks[1].blamed == 3);
+  CHECK(w.ranks[1].steps == std::vector<int64_t>{0, 1, 2});
+  CHECK(w.ranks[0].blamed == 0);  // last at six collectives, each by less than 1 ms
+  CHECK(w.ranks[0].waited_ns > w.ranks[1].caused_ns);
+  CHECK(summary.notes().empty());
+  const std::string table = summary.table();
+  CHECK_THAT(table, OPTRACE_CONTAINS("\nwaits at collectives (each step's collective calls matched across ranks in order, the traces "
+                                     "name no process group; a wait under 1 ms blames nobody):\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("  step 0, gloo:all_reduce #0: rank 1 arrived 79.437 ms after the first; 1 other rank(s) waited "
+                                     "79.437 ms in all\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("the rank the others waited for most: 1 (121.147 ms at 3 collective(s), steps 0, 1, 2)\n"));
+  auto doc = optrace::json::Document::parse(summary.to_json());
+  std::vector<std::pair<int64_t, double>> caused;
+  for (optrace::json::Node r : doc->root()["waits"]["ranks"].array()) caused.emplace_back(r["rank"].as_int(), r["caused_us"].as_double());
+  CHECK(caused == std::vector<std::pair<int64_t, double>>{{0, 0.0}, {1, 121147.262}});
+  int64_t listed = 0;
+  for (optrace::json::Node c : doc->root()["waits"]["collectives"].array()) listed += c["blamed"].as_bool() ? 1 : 0;
+  CHECK(listed == 3);
+}
+
+namespace {
+// A rank of a hand-made job: steps 0 and 1 of [0, 100) and [100, 200) ms; `calls` as
+// (start ms, name, group).
+RankTrace hand_made(int64_t rank, const std::vector<std::tuple<double, std::string, std::string>>& calls) {
+  RankTrace r;
+  r.rank = rank;
+  r.file = "rank" + std::to_string(rank);
+  r.steps = {{0, 100000, 0, 100000}, {1, 100000, 0, 100000}};
+  optrace::detail::rank_summary::RankCalls rc;
+  for (const auto& [ms, name, group] : calls) {
+    auto index = [](std::vector<std::string>& table, const std::string& v) {
+      auto it = std::find(table.begin(), table.end(), v);
+      if (it == table.end()) table.push_back(v);
+      return static_cast<uint32_t>(std::find(table.begin(), table.end(), v) - table.begin());
+    };
+    optrace::detail::rank_summary::CollectiveCall c;
+    c.start_ns = std::llround(ms * 1e6);
+    c.end_ns = c.start_ns + 1000;
+    c.name = index(rc.names, name);
+    c.group = index(rc.groups, group);
+    rc.calls.push_back(c);
+  }
+  r.calls = optrace::detail::rank_summary::place_in_steps(std::move(rc), {{0, 0, 100000000}, {1, 100000000, 200000000}});
+  return r;
+}
+}  // namespace
+
+TEST_CASE("rank summary: collectives are matched per process group, and calls never reached or that differ are named", "[rank_summary]") {
+  using C = std::tuple<double, std::string, std::string>;
+  // Group "0" (all ranks) and group "pair" (ranks 0 and 1). In step 0 rank 2 reaches group 0's
+  // all-reduce 30 ms after the others; the pair's broadcast has rank 1 last by 5 ms, and ranks
+  // 0 and 2 tie last at group 0's second call (rank 0 blamed: the lowest). In step 1 rank 1 is
+  // last by exactly 1 ms (the threshold: blamed), never reaches group 0's second call, and rank 2
+  // calls a broadcast where the others all-reduce.
+  std::vector<RankTrace> ranks;
+  ranks.push_back(hand_made(0, {C{10, "gloo:all_reduce", "0"}, C{20, "gloo:broadcast", "pair"}, C{50, "gloo:all_reduce", "0"},
+                                C{110, "gloo:all_reduce", "0"}, C{120, "gloo:all_reduce", "0"}}));
+  ranks.push_back(hand_made(1, {C{11, "gloo:all_reduce", "0"}, C{25, "gloo:broadcast", "pair"}, C{48, "gloo:all_reduce", "0"},
+                                C{111, "gloo:all_reduce", "0"}}));
+  ranks.push_back(hand_made(2, {C{40, "gloo:all_reduce", "0"}, C{50, "gloo:all_reduce", "0"}, C{90.5, "gloo:all_reduce", "0"},
+                                C{110.2, "gloo:broadcast", "0"}, C{120.5, "gloo:all_reduce", "0"}}));
+  // The step-0 call of rank 2 at 90.5 ms is group 0's third there: nobody else made it.
+  const RankSummary summary = RankSummary::from_ranks(std::move(ranks));
+  const auto& w = summary.waits();
+  CHECK(w.groups_named);
+  auto find = [&](int64_t step, const std::string& group, int64_t index) {
+    for (const auto& c : w.collectives)
+      if (c.step == step && c.group == group && c.index == index) return c;
+    FAIL("no collective " << step << " " << group << " " << index);
+    return optrace::detail::rank_summary::CollectiveWait{};
+  };
+  const auto first = find(0, "0", 0);
+  CHECK(first.ranks == 3);
+  CHECK(first.last_rank == 2);
+  CHECK(first.max_wait_ns == 30000000);
+  CHECK(first.total_wait_ns == 30000000 + 29000000);
+  const auto pair = find(0, "pair", 0);
+  CHECK(pair.ranks == 2);
+  CHECK(pair.last_rank == 1);
+  CHECK(pair.max_wait_ns == 5000000);
+  const auto tie = find(0, "0", 1);
+  CHECK(tie.last_rank == 0);  // 0 and 2 at 50 ms: the lowest
+  CHECK(tie.max_wait_ns == 2000000);
+  CHECK(find(1, "0", 0).name == "gloo:all_reduce");
+  CHECK(find(1, "0", 0).max_wait_ns == 1000000);  // exactly the noise threshold: blamed
+  CHECK(find(1, "0", 0).blamed());
+  REQUIRE(w.ranks.size() == 3);
+  CHECK(w.ranks[2].caused_ns == 59000000);
+  CHECK(w.ranks[2].steps == std::vector<int64_t>{0});
+  CHECK(w.ranks[1].caused_ns == 5000000 + 1000000 + 800000);  // step 1: rank 0 waited 1 ms, rank 2 0.8 ms
+  CHECK(w.ranks[0].caused_ns == 2000000);
+  CHECK(w.ranks[1].steps == std::vector<int64_t>{0, 1});
+  const std::vector<std::string>& notes = summary.notes();
+  auto noted = [&](const std::string& text) { return std::find(notes.begin(), notes.end(), text) != notes.end(); };
+  CHECK(noted("step 1, collective #0 of group 0: rank(s) 2 called another collective than gloo:all_reduce there: the ranks' calls do not "
+              "match from this one on"));
+  CHECK(noted("rank 0 made 2 of the 3 collective calls of group 0 that other ranks made in step 0: it never reached #2 there (a hang, "
+              "or a window cut short)"));
+  CHECK(noted("rank 1 made 2 of the 3 collective calls of group 0 that other ranks made in step 0: it never reached #2 there (a hang, "
+              "or a window cut short)"));
+  CHECK(noted("rank 1 made 1 of the 2 collective calls of group 0 that other ranks made in step 1: it never reached #1 there (a hang, "
+              "or a window cut short)"));
+  CHECK(notes.size() == 4);  // rank 2 is not of group "pair": it lacks none of its calls
+  CHECK_THAT(summary.table(), OPTRACE_CONTAINS("the rank the others waited for most: 2 (59.000 ms at 1 collective(s), steps 0)\n"));
+}
+
+TEST_CASE("rank summary: without a wait of 1 ms nobody is blamed", "[rank_summary]") {
+  using C = std::tuple<double, std::string, std::string>;
+  std::vector<RankTrace> ranks;
+  ranks.push_back(hand_made(0, {C{10, "gloo:all_reduce", ""}, C{110, "gloo:all_reduce", ""}}));
+  ranks.push_back(hand_made(1, {C{10.9, "gloo:all_reduce", ""}, C{109.5, "gloo:all_reduce", ""}}));
+  const RankSummary summary = RankSummary::from_ranks(std::move(ranks));
+  REQUIRE(summary.waits().collectives.size() == 2);
+  for (const auto& r : summary.waits().ranks) CHECK(r.blamed == 0);
+  CHECK_THAT(summary.table(), OPTRACE_CONTAINS("no collective kept a rank waiting 1 ms or more: no rank to blame\n"));
+}
+
 TEST_CASE("rank summary: ranks whose steps differ and ranks missing from the world are noted", "[rank_summary]") {
   // Rank 2 of a world of 4 (hand-made): steps 0 and 7; in step 7 [200, 250) us, c10d::allreduce_
   // [210, 220) and gloo:all_reduce [215, 225) overlap (15 us once), an NCCL kernel [240, 260) is
@@ -114,10 +253,13 @@ TEST_CASE("rank summary: ranks whose steps differ and ranks missing from the wor
       RankSummary::from_ranks({RankTrace::from_kineto_file(kRank0), RankTrace::from_kineto_file(kRank1), r2});
   CHECK(summary.steps() == std::vector<int64_t>{0, 1, 2, 7});
   CHECK(summary.slowest_rank(7) == std::optional<int64_t>(2));  // the only rank with step 7
-  REQUIRE(summary.notes().size() == 4);
+  REQUIRE(summary.notes().size() == 5);
   CHECK(summary.notes()[0] == "rank 0 (" + kRank0 + ") lacks steps 7 that other ranks have: its window differs; those steps compare the ranks that have them");
   CHECK_THAT(summary.notes()[2], OPTRACE_STARTS_WITH("rank 2 (" + r2.file + ") lacks steps 1, 2 that other ranks have"));
   CHECK(summary.notes()[3] == "3 traces of a world of 4 ranks: the slowest rank is among those given");
+  // Rank 2 calls collectives (in step 7) but none in step 0, where the others made 4.
+  CHECK(summary.notes()[4] == "rank 2 made 0 of the 4 collective calls that other ranks made in step 0: it never reached #0..3 "
+                              "there (a hang, or a window cut short)");
   // torch 2.6's rank 0 of another run, alone (schedule warmup=1 active=2: steps 1 and 2).
   const RankSummary one = RankSummary::from_ranks(
       {RankTrace::from_kineto_file(optrace_test::data_path("distributed/torch26_gloo_rank0.pt.trace.json.gz"))});

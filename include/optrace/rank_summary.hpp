@@ -16,9 +16,12 @@
 //   synchronizes, every rank's step lasts about as long (the others wait in the collective for
 //   the late one), so the step time alone does not tell the straggler; the rank that waits least
 //   is the one the others wait for. Ties go to the lowest rank.
+// - who kept whom waiting, collective by collective: detail/rank_summary/blame.hpp (each step's
+//   collective calls matched across ranks, the wait blamed on the last rank to arrive).
 
 #include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/text_table.hpp>
+#include <optrace/detail/rank_summary/blame.hpp>
 #include <optrace/detail/rank_summary/read.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/writer.hpp>
@@ -51,6 +54,8 @@ struct RankTrace {
   std::vector<RankStepTime> steps;  ///< by step number
   /// Why the trace was taken, when OnDemandProfiler's slow-step capture took it ("optraceCapture").
   std::optional<detail::rank_summary::CaptureReason> capture;
+  /// Its collective calls, each in its step: what RankSummary matches across ranks (waits()).
+  detail::rank_summary::StepCalls calls;
 
   /// The rank's steps from its Kineto trace at `path` (gzip or not; large and gzip files are
   /// streamed: the memory holds the steps and collectives, not the text). Throws IoError
@@ -70,6 +75,7 @@ struct RankTrace {
     out.world_size = events.world_size;
     out.backend = std::move(events.backend);
     out.capture = events.capture;
+    out.calls = detail::rank_summary::place_in_steps(std::move(events.calls), events.steps, events.base_ns);
     out.steps = step_times(std::move(events), path);
     return out;
   }
@@ -142,6 +148,7 @@ class RankSummary {
     out.ranks_ = std::move(ranks);
     out.index_steps();
     out.note_differences();
+    out.match_collectives();
     return out;
   }
 
@@ -162,8 +169,12 @@ class RankSummary {
       if (worst == nullptr || row.second.outside_us > worst->second.outside_us) worst = &row;
     return worst->first;
   }
-  /// One line each: ranks whose steps differ from the others', ranks missing from the world size.
+  /// One line each: ranks whose steps differ from the others', ranks missing from the world size,
+  /// collective calls a rank never reached, calls that do not match across ranks.
   const std::vector<std::string>& notes() const { return notes_; }
+  /// Each step's collectives matched across ranks, and the wait each cost blamed on the rank that
+  /// arrived last (detail/rank_summary/blame.hpp has the rules).
+  const detail::rank_summary::Waits& waits() const { return waits_; }
 
   /// The table: the files per rank, a row per step and rank (times in ms, the slowest rank marked),
   /// then the slowest rank per step.
@@ -185,13 +196,16 @@ class RankSummary {
     if (by_step_.empty()) out << "no ProfilerStep#N ranges in any trace: no steps to compare\n";
     else t.print(out);
     if (ranks_.size() > 1 && !by_step_.empty()) out << slowest_line();
+    if (ranks_.size() > 1 && !waits_.collectives.empty()) out << waits_text();
     return out.str();
   }
 
   /// The same as JSON: {"ranks": [{"rank", "file", "world_size", "backend", "capture" (when the
   /// trace has one: {"step", "step_ms", "median_ms", "rank", "first_step", "iterations"}), "steps": [{"step",
   /// "step_us", "collective_us", "outside_us"}]}], "steps": [{"step", "ranks", "slowest_rank"}],
-  /// "notes": [...]}. `indent` > 0 pretty-prints.
+  /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps"}], "collectives":
+  /// [{"step", "group", "index", "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
+  /// "blamed"}]}, "notes": [...]}. `indent` > 0 pretty-prints.
   std::string to_json(int indent = 0) const {
     json::Writer w(indent);
     w.begin_object().key("ranks").begin_array();
@@ -214,7 +228,19 @@ class RankSummary {
       for (const auto& [rank, s] : rows) w.value(rank);
       w.end_array().key("slowest_rank").value(*slowest_rank(step)).end_object();
     }
-    w.end_array().key("notes").begin_array();
+    w.end_array().key("waits").begin_object().key("ranks").begin_array();
+    for (const detail::rank_summary::RankWait& r : waits_.ranks) {
+      w.begin_object().key("rank").value(r.rank).key("caused_us").value(us(r.caused_ns)).key("blamed").value(r.blamed);
+      w.key("waited_us").value(us(r.waited_ns)).key("steps").begin_array();
+      for (int64_t step : r.steps) w.value(step);
+      w.end_array().end_object();
+    }
+    w.end_array().key("collectives").begin_array();
+    for (const detail::rank_summary::CollectiveWait& c : waits_.collectives)
+      w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("name").value(c.name)
+          .key("ranks").value(c.ranks).key("last_rank").value(c.last_rank).key("max_wait_us").value(us(c.max_wait_ns))
+          .key("total_wait_us").value(us(c.total_wait_ns)).key("blamed").value(c.blamed()).end_object();
+    w.end_array().end_object().key("notes").begin_array();
     for (const std::string& n : notes_) w.value(n);
     w.end_array().end_object();
     return w.take();
@@ -233,6 +259,69 @@ class RankSummary {
     if (!r.backend.empty()) out += detail::printable(r.backend);
     if (r.world_size > 0) out += (out.empty() ? "" : ", ") + std::string("world size ") + std::to_string(r.world_size);
     return out.empty() ? out : " (" + out + ")";
+  }
+
+  static double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+  void match_collectives() {
+    std::vector<std::vector<int64_t>> steps(ranks_.size());
+    std::vector<detail::rank_summary::RankInput> inputs;
+    for (size_t k = 0; k < ranks_.size(); ++k) {
+      for (const RankStepTime& s : ranks_[k].steps) steps[k].push_back(s.step);
+      inputs.push_back({ranks_[k].rank, &steps[k], &ranks_[k].calls});
+    }
+    waits_ = detail::rank_summary::blame(inputs);
+    notes_.insert(notes_.end(), waits_.notes.begin(), waits_.notes.end());
+  }
+
+  // The ranks that kept others waiting (up to 10, the most first), the longest waits (up to 5),
+  // and the rank the others waited for most, in time: not in steps (slowest_line's count).
+  std::string waits_text() const {
+    using detail::rank_summary::CollectiveWait;
+    using detail::rank_summary::RankWait;
+    const double noise_ms = static_cast<double>(detail::rank_summary::kNoiseNs) / 1e6;
+    std::string out = "\nwaits at collectives (each step's collective calls matched across ranks in order, " +
+                      std::string(waits_.groups_named ? "per process group" : "the traces name no process group") +
+                      "; a wait under " + detail::fixed(noise_ms, 0) + " ms blames nobody):\n";
+    std::vector<const RankWait*> blamed;
+    for (const RankWait& r : waits_.ranks)
+      if (r.blamed > 0) blamed.push_back(&r);
+    if (blamed.empty())
+      return out + "no collective kept a rank waiting " + detail::fixed(noise_ms, 0) + " ms or more: no rank to blame\n";
+    std::stable_sort(blamed.begin(), blamed.end(), [](const RankWait* a, const RankWait* b) { return a->caused_ns > b->caused_ns; });
+    detail::TextTable t({"rank", "others waited ms", "at", "steps", "own waits ms"}, {"rank", "others waited ms", "at", "own waits ms"});
+    for (size_t k = 0; k < blamed.size() && k < 10; ++k) {
+      const RankWait& r = *blamed[k];
+      t.row({std::to_string(r.rank), detail::fixed(us(r.caused_ns) / 1000, 3), std::to_string(r.blamed), step_list(r.steps),
+             detail::fixed(us(r.waited_ns) / 1000, 3)});
+    }
+    std::ostringstream table;
+    t.print(table);
+    out += table.str();
+    std::vector<const CollectiveWait*> longest;
+    for (const CollectiveWait& c : waits_.collectives)
+      if (c.blamed()) longest.push_back(&c);
+    std::stable_sort(longest.begin(), longest.end(),
+                     [](const CollectiveWait* a, const CollectiveWait* b) { return a->max_wait_ns > b->max_wait_ns; });
+    for (size_t k = 0; k < longest.size() && k < 5; ++k) {
+      const CollectiveWait& c = *longest[k];
+      out += "  step " + std::to_string(c.step) + ", " + detail::printable(c.name) + " #" + std::to_string(c.index) +
+             (c.group.empty() ? "" : " of group " + detail::printable(c.group)) + ": rank " + std::to_string(c.last_rank) +
+             " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first; " + std::to_string(c.ranks - 1) +
+             " other rank(s) waited " + detail::fixed(us(c.total_wait_ns) / 1000, 3) + " ms in all\n";
+    }
+    const RankWait& most = *blamed.front();
+    return out + "the rank the others waited for most: " + std::to_string(most.rank) + " (" +
+           detail::fixed(us(most.caused_ns) / 1000, 3) + " ms at " + std::to_string(most.blamed) + " collective(s), steps " +
+           step_list(most.steps) + ")\n";
+  }
+
+  // "3, 4, 5" (up to 8, then "... (N in all)").
+  static std::string step_list(const std::vector<int64_t>& steps) {
+    std::string out;
+    for (size_t k = 0; k < steps.size() && k < 8; ++k) out += (k ? ", " : "") + std::to_string(steps[k]);
+    if (steps.size() > 8) out += ", ... (" + std::to_string(steps.size()) + " in all)";
+    return out;
   }
 
   void index_steps() {
@@ -286,6 +375,7 @@ class RankSummary {
   std::vector<RankTrace> ranks_;
   std::map<int64_t, std::vector<std::pair<int64_t, RankStepTime>>> by_step_;  // step -> (rank, its time), by rank
   std::vector<std::string> notes_;
+  detail::rank_summary::Waits waits_;
 };
 
 }  // namespace optrace

@@ -3,7 +3,8 @@
 // rank, or leaves the text to the whole read; it never reads a text the whole read refuses). A
 // trace it reads becomes a RankTrace, beside a copy as another rank in a RankSummary, whose steps
 // must add up and whose table and JSON are made: one line per row, JSON that parses. The streamed
-// read's rank, steps and capture ("optraceCapture") are the whole read's.
+// read's rank, steps, capture ("optraceCapture") and collective calls are the whole read's; the
+// waits of the collectives matched across the two ranks are possible ones.
 #include "harness.hpp"
 #include "../text_reader.hpp"
 
@@ -28,6 +29,9 @@ std::string shown(const optrace::RankTrace& t) {
            std::to_string(t.capture->first_step) + " " + std::to_string(t.capture->iterations) + "\n";
   for (const optrace::RankStepTime& s : t.steps)
     out += std::to_string(s.step) + " " + std::to_string(s.step_us) + " " + std::to_string(s.collective_us) + "\n";
+  for (const auto& c : t.calls.calls)
+    out += "call " + std::to_string(c.step) + " " + std::to_string(c.start_ns) + " " + std::to_string(c.end_ns) + " " +
+           t.calls.names.at(c.name) + " " + t.calls.groups.at(c.group) + "\n";
   return out;
 }
 
@@ -78,6 +82,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     other.rank = trace->rank == 0 ? 1 : trace->rank - 1;
     other.file = "u";
     const optrace::RankSummary summary = optrace::RankSummary::from_ranks({*trace, other});
+    for (const auto& c : summary.waits().collectives)
+      if (c.max_wait_ns < 0 || c.total_wait_ns < c.max_wait_ns || c.ranks < 1 || c.ranks > 2)
+        optrace_fuzz::property_failed("a collective's waits that cannot be");
     const std::string table = summary.table();
     if (!table.empty() && table.back() != '\n') optrace_fuzz::property_failed("a table whose last line is not ended");
     std::string json = summary.to_json();

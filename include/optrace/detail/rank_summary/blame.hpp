@@ -11,8 +11,8 @@
 //   waiting: each rank's wait is the last arrival minus its own. Times are the epoch's ("ts" plus
 //   the trace's "baseTimeNanoseconds", as torch and optrace write both), so ranks compare as far as
 //   their hosts' clocks agree (one host: exactly);
-// - a collective whose longest wait is under kNoiseNs blames nobody: on a loaded machine a
-//   worker thread picks a call up that late for no rank's fault;
+// - a collective whose longest wait is under kNoiseNs blames nobody. A fixed floor, not a noise
+//   model: 4 forked gloo ranks on 2 cores, none made slow, show waits of up to 5.6 ms;
 // - a rank that has a step and calls of a group but fewer of that group's calls in the step than
 //   another rank never reached the ones it lacks there (the hang case): named in notes, as is a
 //   collective whose ranks' calls have different names.

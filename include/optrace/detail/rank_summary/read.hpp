@@ -12,6 +12,12 @@
 //   on the calling thread) and the GPU kernels whose names start with `nccl`. They nest and
 //   overlap (c10d::allreduce_ around the call, gloo:all_reduce on a worker, several workers), so
 //   only their intervals are kept: the summary takes their union (aggregate in rank_summary.hpp).
+// - each collective call, for matching across ranks (blame.hpp): the ranges that stand for one
+//   call each, with their name and process group ("Process Group Name" in their args, which
+//   optrace's profiler and torch's record_param_comms write, read when the name came before the
+//   args, as every writer orders them; "" where none is written): the backend's `gloo:*` and
+//   `nccl:*` ranges (not the GPU kernels), the dispatcher's `c10d::*` ops, `record_param_comms`;
+//   each family kept apart, as one call appears in several (matching uses one family per trace);
 // - why the trace was taken, where OnDemandProfiler's slow-step capture says so: the top-level
 //   "optraceCapture" object (its step, step_ms, median_ms, rank, first_step, iterations).
 // Times are integer nanoseconds, exactly as kineto::parse_time_ns reads them.
@@ -30,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -58,6 +65,37 @@ struct CaptureReason {
   int64_t iterations = 0;
 };
 
+/// The families of ranges that each stand for one collective call (see above), in the order
+/// matching prefers them: the backend's own range spans the call's wait for the other ranks.
+enum class CallFamily : uint8_t { Backend = 0, Dispatcher = 1, Record = 2 };
+
+/// One collective call: its range on the trace's clock, its name and group (indices into the
+/// rank's tables) and family.
+struct CollectiveCall {
+  int64_t start_ns = 0, end_ns = 0;
+  uint32_t name = 0, group = 0;
+  CallFamily family = CallFamily::Backend;
+};
+
+/// A rank's collective calls in the trace's order, with the names and groups they index ("" is
+/// a group no arg names). At most kMaxCallNames distinct names and as many groups.
+struct RankCalls {
+  std::vector<CollectiveCall> calls;
+  std::vector<std::string> names, groups;
+};
+inline constexpr size_t kMaxCallNames = 4096;
+
+/// The family of a range that stands for one collective call, or nullopt (see above).
+inline std::optional<CallFamily> call_family(std::string_view name, std::string_view cat) {
+  auto starts = [&name](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
+  if (starts("gloo:") || (starts("nccl:") && !kineto_names::is(cat, kineto_names::Category::kernel) &&
+                          !kineto_names::is(cat, kineto_names::Category::kernel_legacy)))
+    return CallFamily::Backend;
+  if (starts("c10d::")) return CallFamily::Dispatcher;
+  if (name == "record_param_comms") return CallFamily::Record;
+  return std::nullopt;
+}
+
 /// What one rank's trace holds for the summary.
 struct RankEvents {
   std::optional<int64_t> rank;    // distributedInfo.rank; nullopt: the trace has none
@@ -66,6 +104,8 @@ struct RankEvents {
   std::vector<StepRange> steps;   // in the trace's order
   std::vector<Interval> collectives;
   std::optional<CaptureReason> capture;  // "optraceCapture", when the trace has one
+  RankCalls calls;
+  int64_t base_ns = 0;  // "baseTimeNanoseconds" (0 where the trace has none)
 };
 
 /// Whether an event named `name` of category `cat` is a collective (see above).
@@ -101,6 +141,11 @@ class Reader {
             read_capture(v);
             return;
           }
+          if (key == "baseTimeNanoseconds") {  // the epoch time of ts 0: the ranks' one clock (blame.hpp)
+            int64_t ns = 0;
+            if (!v.get_int64().get(ns)) out_.base_ns = ns;
+            return;
+          }
           if (key != "distributedInfo") return;
           if (distributed_info_read_) kineto::duplicate_key("/distributedInfo");  // in any piece of the trace
           distributed_info_read_ = true;
@@ -118,7 +163,39 @@ class Reader {
  private:
   struct Event {
     std::string_view ph, cat, name, ts, dur;
+    std::string_view group;  // args' "Process Group Name" of a collective call
   };
+
+  // A collective call's args: its "Process Group Name", the rest skipped. Args that are not an
+  // object are left to the readers that read them (nothing here depends on them).
+  static void read_call_args(kineto::EventMember& m, Event& ev) {
+    od::object args;
+    if (m.value().get_object().get(args)) return;
+    for (auto member : args) {
+      if (auto e = member.error()) kineto::malformed(m.event_path()() + "/args", e);
+      od::field& f = member.value_unsafe();
+      if (!ondemand::key_is(f.key().raw(), "Process Group Name")) continue;
+      const std::string path = m.event_path()() + "/args/Process Group Name";
+      if (ev.group.data() != nullptr) kineto::duplicate_key(path);
+      std::string_view g;
+      if (!ondemand::read_string(f.value(), g)) kineto::expected(f.value(), path, "expected a string");
+      ev.group = g.data() != nullptr ? g : std::string_view("", 0);
+    }
+  }
+
+  // The index of `text` in `table` (added when new); JsonError at `path` past kMaxCallNames.
+  template <class PathFn>
+  static uint32_t intern(std::string_view text, std::vector<std::string>& table, std::unordered_map<std::string, uint32_t>& index,
+                         const char* what, const PathFn& event_path) {
+    std::string key(text);
+    const auto it = index.find(key);
+    if (it != index.end()) return it->second;
+    if (table.size() >= kMaxCallNames)
+      raise_json(event_path(), "more than " + std::to_string(kMaxCallNames) + " distinct collective " + what + " in one trace");
+    index.emplace(key, static_cast<uint32_t>(table.size()));
+    table.push_back(std::move(key));
+    return static_cast<uint32_t>(table.size() - 1);
+  }
 
   void read_distributed_info(od::value& v) {
     od::object info;
@@ -194,7 +271,8 @@ class Reader {
           else if (m.is("name")) m.string(ev.name, "name");
           else if (m.is("ts")) m.number(ev.ts, "ts");  // a time's token, read exactly later (time_of)
           else if (m.is("dur")) m.number(ev.dur, "dur");
-          // The rest (args, pid, tid) is skipped by On-Demand, unread.
+          else if (m.is("args") && ev.name.data() != nullptr && call_family(ev.name, ev.cat)) read_call_args(m, ev);
+          // The rest (pid, tid, other events' args) is skipped by On-Demand, unread.
           return true;
         },
         [this](const Event& ev, const kineto::EventPath& path) {
@@ -211,8 +289,21 @@ class Reader {
     if (dur < 0) raise_json(event_path() + "/dur", "expected a duration of at least 0, got " + std::string(ev.dur));
     int64_t end = 0;
     if (__builtin_add_overflow(start, dur, &end)) raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds");
-    if (step) out_.steps.push_back({*step, start, end});
-    else out_.collectives.push_back({start, end});
+    if (step) {
+      out_.steps.push_back({*step, start, end});
+      return;
+    }
+    out_.collectives.push_back({start, end});
+    if (const std::optional<CallFamily> family = call_family(ev.name, ev.cat)) {
+      RankCalls& c = out_.calls;
+      CollectiveCall call;
+      call.start_ns = start;
+      call.end_ns = end;
+      call.family = *family;
+      call.name = intern(ev.name, c.names, name_index_, "names", event_path);
+      call.group = intern(ev.group, c.groups, group_index_, "process group names", event_path);
+      c.calls.push_back(call);
+    }
   }
 
   template <class PathFn>
@@ -226,6 +317,7 @@ class Reader {
 
   od::parser parser_;
   RankEvents out_;
+  std::unordered_map<std::string, uint32_t> name_index_, group_index_;  // out_.calls' tables
 };
 
 /// The steps and collectives of the Kineto trace at `path` (gzip or not): streamed a piece at a
