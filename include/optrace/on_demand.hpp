@@ -292,15 +292,14 @@ class OnDemandProfiler {
       times_->clear();
     }
     const SlowSteps& o = *options_.slow_steps();
-    int64_t median = 0;
     if (last == 0) return;
-    if (!o.is_slow()) {
-      if (!times_->add(now - last, &median)) return;
-      if (attention_.load(std::memory_order_relaxed)) return;  // a window is asked or open: its steps are not judged
-    } else {
-      if (!times_->judged(now - last, &median) || attention_.load(std::memory_order_relaxed)) return;
-      if (!ask_is_slow(o, StepTime{s - 1, std::chrono::nanoseconds(now - last), std::chrono::nanoseconds(median)})) return;
-    }
+    // Slow by the factor, or judged at all for the job's rule; a window asked or open: its steps
+    // are not judged (nor the rule asked).
+    int64_t median = 0;
+    const bool candidate = o.is_slow() ? times_->judged(now - last, &median) : times_->add(now - last, &median);
+    if (!candidate || attention_.load(std::memory_order_relaxed)) return;
+    if (o.is_slow() && !ask_is_slow(o, StepTime{s - 1, std::chrono::nanoseconds(now - last), std::chrono::nanoseconds(median)}))
+      return;
     // Every rank's polling thread must read the capture before its first step: two poll intervals
     // and 100 ms ahead, in steps of the median (at least 1).
     int64_t lead = 1;
@@ -319,21 +318,20 @@ class OnDemandProfiler {
   bool ask_is_slow(const SlowSteps& o, const StepTime& t) noexcept {
     try {
       return o.is_slow()(t);
+    } catch (const std::exception& e) {
+      say_is_slow_threw(&e);
     } catch (...) {
-      std::string why = "an exception that is not a std::exception";
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        why = detail::first_line(e);
-      } catch (...) {
-      }
-      try {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!is_slow_threw_) say("slow steps: SlowSteps::is_slow threw (" + why + "): its steps count as not slow");
-        is_slow_threw_ = true;
-      } catch (...) {  // no memory for the message: the step counts as not slow all the same
-      }
-      return false;
+      say_is_slow_threw(nullptr);
+    }
+    return false;
+  }
+  void say_is_slow_threw(const std::exception* e) noexcept {
+    try {
+      const std::string why = e != nullptr ? detail::first_line(*e) : "an exception that is not a std::exception";
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!is_slow_threw_) say("slow steps: SlowSteps::is_slow threw (" + why + "): its steps count as not slow");
+      is_slow_threw_ = true;
+    } catch (...) {  // no memory for the message: the step counts as not slow all the same
     }
   }
 

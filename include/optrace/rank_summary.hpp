@@ -292,7 +292,7 @@ class RankSummary {
     detail::TextTable t({"rank", "others waited ms", "at", "steps", "own waits ms"}, {"rank", "others waited ms", "at", "own waits ms"});
     for (size_t k = 0; k < blamed.size() && k < 10; ++k) {
       const RankWait& r = *blamed[k];
-      t.row({std::to_string(r.rank), detail::fixed(us(r.caused_ns) / 1000, 3), std::to_string(r.blamed), step_list(r.steps),
+      t.row({std::to_string(r.rank), detail::fixed(us(r.caused_ns) / 1000, 3), std::to_string(r.blamed), step_list(r.steps, r.steps.size()),
              detail::fixed(us(r.waited_ns) / 1000, 3)});
     }
     std::ostringstream table;
@@ -306,21 +306,23 @@ class RankSummary {
     for (size_t k = 0; k < longest.size() && k < 5; ++k) {
       const CollectiveWait& c = *longest[k];
       out += "  step " + std::to_string(c.step) + ", " + detail::printable(c.name) + " #" + std::to_string(c.index) +
-             (c.group.empty() ? "" : " of group " + detail::printable(c.group)) + ": rank " + std::to_string(c.last_rank) +
+             detail::rank_summary::group_label(c.group) + ": rank " + std::to_string(c.last_rank) +
              " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first; " + std::to_string(c.ranks - 1) +
              " other rank(s) waited " + detail::fixed(us(c.total_wait_ns) / 1000, 3) + " ms in all\n";
     }
     const RankWait& most = *blamed.front();
     return out + "the rank the others waited for most: " + std::to_string(most.rank) + " (" +
            detail::fixed(us(most.caused_ns) / 1000, 3) + " ms at " + std::to_string(most.blamed) + " collective(s), steps " +
-           step_list(most.steps) + ")\n";
+           step_list(most.steps, most.steps.size()) + ")\n";
   }
 
-  // "3, 4, 5" (up to 8, then "... (N in all)").
-  static std::string step_list(const std::vector<int64_t>& steps) {
+  // "3, 4, 5": the first kListed of `count` steps (`steps` holds at least those), then
+  // ", ... (N in all)" when there are more.
+  static constexpr size_t kListed = 8;
+  static std::string step_list(const std::vector<int64_t>& steps, size_t count) {
     std::string out;
-    for (size_t k = 0; k < steps.size() && k < 8; ++k) out += (k ? ", " : "") + std::to_string(steps[k]);
-    if (steps.size() > 8) out += ", ... (" + std::to_string(steps.size()) + " in all)";
+    for (size_t k = 0; k < steps.size() && k < kListed; ++k) out += (k ? ", " : "") + std::to_string(steps[k]);
+    if (count > kListed) out += ", ... (" + std::to_string(count) + " in all)";
     return out;
   }
 
@@ -351,18 +353,17 @@ class RankSummary {
   // Ranks lacking steps that others have; ranks that the world size says exist but no trace is of.
   void note_differences() {
     for (const RankTrace& r : ranks_) {
-      std::string lacking;
+      std::vector<int64_t> lacking;  // the first kListed
       size_t count = 0;
       // Both in step order (r.steps are sorted, by_step_ is a map): one walk of each.
       auto own = r.steps.begin();
       for (const auto& [step, rows] : by_step_) {
         while (own != r.steps.end() && own->step < step) ++own;
         if (own == r.steps.end() || own->step != step)
-          if (++count <= 8) lacking += (count > 1 ? ", " : "") + std::to_string(step);
+          if (++count <= kListed) lacking.push_back(step);
       }
-      if (count > 8) lacking += ", ... (" + std::to_string(count) + " in all)";
       if (count > 0)
-        notes_.push_back("rank " + std::to_string(r.rank) + " (" + detail::printable(r.file) + ") lacks steps " + lacking +
+        notes_.push_back("rank " + std::to_string(r.rank) + " (" + detail::printable(r.file) + ") lacks steps " + step_list(lacking, count) +
                          " that other ranks have: its window differs; those steps compare the ranks that have them");
     }
     int64_t world = 0;

@@ -63,6 +63,10 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   std::sort(steps.begin(), steps.end(), [](const StepRange& a, const StepRange& b) { return a.start_ns < b.start_ns; });
   std::vector<CollectiveCall>& c = calls.calls;
   std::stable_sort(c.begin(), c.end(), [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
+  auto epoch = [base_ns](int64_t t) {
+    int64_t e = 0;
+    return __builtin_add_overflow(t, base_ns, &e) ? (t < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : e;
+  };
   for (const CollectiveCall& call : c) {
     if (call.family != family) continue;
     // The last step that starts at or before the call; the call is in it when it starts before its end.
@@ -71,10 +75,6 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
     if (it == steps.begin()) continue;
     --it;
     if (call.start_ns >= it->end_ns) continue;
-    auto epoch = [base_ns](int64_t t) {
-      int64_t e = 0;
-      return __builtin_add_overflow(t, base_ns, &e) ? (t < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : e;
-    };
     out.calls.push_back({it->step, epoch(call.start_ns), epoch(call.end_ns), call.name, call.group});
   }
   return out;
@@ -110,6 +110,9 @@ struct Waits {
   bool groups_named = false;                ///< some trace names its calls' process groups
 };
 
+/// " of group <name>" for messages, "" for calls whose trace names no group.
+inline std::string group_label(const std::string& group) { return group.empty() ? std::string() : " of group " + printable(group); }
+
 /// One rank's input: its number, steps (numbers, ascending) and placed calls.
 struct RankInput {
   int64_t rank = 0;
@@ -138,18 +141,18 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       const int64_t k = next[{c.step, c.group}]++;
       matched[Key{c.step, group, k}].push_back({r.rank, c.start_ns, &r.calls->names[c.name]});
     }
-    for (const auto& [where, n] : next) counts[{where.first, r.calls->groups[where.second]}].push_back({r.rank, n});
-    std::vector<uint32_t> seen;
-    for (const StepCall& c : r.calls->calls)
-      if (std::find(seen.begin(), seen.end(), c.group) == seen.end()) {
-        seen.push_back(c.group);
-        members[r.calls->groups[c.group]].push_back(r.rank);
-      }
+    std::vector<uint32_t> groups;  // the groups this rank has calls of
+    for (const auto& [where, n] : next) {
+      counts[{where.first, r.calls->groups[where.second]}].push_back({r.rank, n});
+      groups.push_back(where.second);
+    }
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    for (uint32_t g : groups) members[r.calls->groups[g]].push_back(r.rank);
   }
 
   constexpr int64_t kMaxNotes = 8;  // of each kind: a job whose calls stop matching would list every later one
   int64_t differ = 0, unreached = 0;
-  auto group_label = [](const std::string& group) { return group.empty() ? std::string() : " of group " + printable(group); };
   std::map<int64_t, RankWait> by_rank;
   for (const RankInput& r : ranks) by_rank[r.rank].rank = r.rank;
   for (auto& [key, arrivals] : matched) {
@@ -193,15 +196,12 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       RankWait& b = by_rank[w.last_rank];
       add(b.caused_ns, w.total_wait_ns);
       ++b.blamed;
+      // The map walks the collectives by step: a rank's steps come ascending.
       if (b.steps.empty() || b.steps.back() != w.step) b.steps.push_back(w.step);
     }
     out.collectives.push_back(std::move(w));
   }
-  for (auto& [rank, w] : by_rank) {
-    std::sort(w.steps.begin(), w.steps.end());
-    w.steps.erase(std::unique(w.steps.begin(), w.steps.end()), w.steps.end());
-    out.ranks.push_back(std::move(w));
-  }
+  for (auto& [rank, w] : by_rank) out.ranks.push_back(std::move(w));
 
   // Never reached: a member of the group that has the step made fewer of its calls there. Ranks,
   // members and each step's counts all ascend by rank: binary searches.
