@@ -342,13 +342,15 @@ std::vector<std::string> rank_trace_files(const std::vector<std::string>& inputs
 }
 
 // `summary --by rank`: the ranks of a distributed job side by side (rank_summary.hpp), the traces
-// read --jobs at a time; its notes (steps that differ, ranks missing) on stderr, one line each.
+// read --jobs at a time, then the longest waits explained (the two ranks compared at each read
+// again); its notes (steps that differ, ranks missing) on stderr, one line each.
 int summary_by_rank(const Invocation& inv) {
   const std::vector<std::string> paths = rank_trace_files(inv.inputs);
   std::vector<optrace::RankTrace> ranks;
   in_order(paths, inv.jobs, [&paths](size_t i) { return optrace::RankTrace::from_kineto_file(paths[i]); },
            [&ranks](size_t, optrace::RankTrace trace) { ranks.push_back(std::move(trace)); });
-  const optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
+  optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
+  summary.explain_waits();
   for (const std::string& note : summary.notes()) std::cerr << "optrace: note: " << one_line(note) << "\n";
   std::cout << (inv.json ? summary.to_json(1) + "\n" : summary.table());
   return 0;

@@ -74,17 +74,7 @@ class KeyAverages {
   /// "Input Dims"; rows grouped by `group_by` (as from_events). Throws IoError (unreadable) or
   /// JsonError (not a Kineto trace, malformed; at the path of the event), naming the file.
   static KeyAverages from_kineto_file(const std::string& path, GroupBy group_by) {
-    return detail::about_file(path, [&] {
-      {
-        // Gzip and large traces are streamed (bounded memory); what streaming leaves is read whole.
-        detail::FileReader in(path);
-        if (in.gzip() || in.file_size() >= detail::kStreamFromBytes)
-          if (auto read = detail::key_averages::stream_events(in))
-            return read_from(std::move(*read), group_by);
-      }
-      std::string text = detail::read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
-      return from_padded(text, group_by);
-    });
+    return detail::about_file(path, [&] { return read_from(detail::key_averages::read_trace_events(path), group_by); });
   }
 
   /// from_kineto_file for a trace's text. Throws JsonError.

@@ -22,12 +22,14 @@
 #include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/text_table.hpp>
 #include <optrace/detail/rank_summary/blame.hpp>
+#include <optrace/detail/rank_summary/explain.hpp>
 #include <optrace/detail/rank_summary/read.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/writer.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -176,6 +178,34 @@ class RankSummary {
   /// arrived last (detail/rank_summary/blame.hpp has the rules).
   const detail::rank_summary::Waits& waits() const { return waits_; }
 
+  /// Says why the last rank arrived late at each of the longest waits (the five table() lists):
+  /// what it ran on its way there longer than the median rank, op by op (name and input shapes),
+  /// and the time it spent outside any op (detail/rank_summary/explain.hpp has the rules). Reads
+  /// the traces of the ranks compared again (RankTrace::file), each once; one that cannot be read
+  /// is said in notes() and its collectives go unexplained. table() and to_json() then say it.
+  /// Once: a second call does nothing.
+  void explain_waits() {
+    if (explained_) return;
+    explained_ = true;
+    auto trace_of = [this](int64_t rank) -> const RankTrace& {
+      return *std::lower_bound(ranks_.begin(), ranks_.end(), rank, [](const RankTrace& t, int64_t n) { return t.rank < n; });
+    };
+    auto base_of = [&](int64_t rank) { return trace_of(rank).calls.base_ns; };
+    causes_ = detail::rank_summary::explain(waits_, base_of, [&](int64_t rank, const detail::key_averages::Spans& spans)
+                                                                 -> std::optional<detail::key_averages::TraceEvents> {
+      const RankTrace& r = trace_of(rank);
+      try {
+        return detail::about_file(r.file, [&] { return detail::key_averages::read_trace_events(r.file, spans); });
+      } catch (const Error& e) {
+        notes_.push_back("rank " + std::to_string(rank) + "'s trace could not be read again to say why it was late or " +
+                         "how the median rank compares: " + detail::printable(e.what_without_prefix()));
+        return std::nullopt;
+      }
+    });
+  }
+  /// What explain_waits() found: per collective explained, the rows of why.
+  const std::vector<detail::rank_summary::WaitCause>& causes() const { return causes_; }
+
   /// The table: the files per rank, a row per step and rank (times in ms, the slowest rank marked),
   /// then the slowest rank per step.
   std::string table() const {
@@ -205,7 +235,10 @@ class RankSummary {
   /// "step_us", "collective_us", "outside_us"}]}], "steps": [{"step", "ranks", "slowest_rank"}],
   /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps"}], "collectives":
   /// [{"step", "group", "index", "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
-  /// "blamed"}]}, "notes": [...]}. `indent` > 0 pretty-prints.
+  /// "late", "blamed"}], "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
+  /// "at_least_us", "step", "group", "index", "name"}], "causes" (explain_waits(); else empty): [{"step", "group", "index", "rank", "way_us",
+  /// "median_rank", "median_way_us", "set_out_later_us", "rows": [{"name", "input_shapes", "outside", "excess_us",
+  /// "rank_us", "median_us"}]}]}, "notes": [...]}. `indent` > 0 pretty-prints.
   std::string to_json(int indent = 0) const {
     json::Writer w(indent);
     w.begin_object().key("ranks").begin_array();
@@ -239,7 +272,25 @@ class RankSummary {
     for (const detail::rank_summary::CollectiveWait& c : waits_.collectives)
       w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("name").value(c.name)
           .key("ranks").value(c.ranks).key("last_rank").value(c.last_rank).key("max_wait_us").value(us(c.max_wait_ns))
-          .key("total_wait_us").value(us(c.total_wait_ns)).key("blamed").value(c.blamed()).end_object();
+          .key("total_wait_us").value(us(c.total_wait_ns)).key("late").value(c.late).key("blamed").value(c.blamed()).end_object();
+    w.end_array().key("clocks_checked").value(waits_.clock_checked).key("clock_gaps").begin_array();
+    for (const detail::rank_summary::ClockGap& g : waits_.clock_gaps)
+      w.begin_object().key("later_rank").value(g.later).key("earlier_rank").value(g.earlier).key("at_least_us").value(us(g.ns))
+          .key("step").value(g.step).key("group").value(g.group).key("index").value(g.index).key("name").value(g.name).end_object();
+    w.end_array().key("causes").begin_array();
+    for (const detail::rank_summary::WaitCause& why : causes_) {
+      if (!why.read) continue;
+      const detail::rank_summary::CollectiveWait& c = waits_.collectives[why.collective];
+      w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index)
+          .key("rank").value(c.last.rank).key("way_us").value(us(c.last.ns())).key("median_rank").value(c.median.rank)
+          .key("median_way_us").value(us(c.median.ns())).key("set_out_later_us").value(us(set_out_later(c)))
+          .key("rows").begin_array();
+      for (const detail::rank_summary::OpExcess& row : why.rows)
+        w.begin_object().key("name").value(row.name).key("input_shapes").value(row.input_shapes).key("outside").value(row.outside)
+            .key("excess_us").value(us(row.excess_ns())).key("rank_us").value(us(row.late_ns)).key("median_us").value(us(row.median_ns))
+            .end_object();
+      w.end_array().end_object();
+    }
     w.end_array().end_object().key("notes").begin_array();
     for (const std::string& n : notes_) w.value(n);
     w.end_array().end_object();
@@ -282,12 +333,13 @@ class RankSummary {
     const double noise_ms = static_cast<double>(detail::rank_summary::kNoiseNs) / 1e6;
     std::string out = "\nwaits at collectives (each step's collective calls matched across ranks in order, " +
                       std::string(waits_.groups_named ? "per process group" : "the traces name no process group") +
-                      "; a wait under " + detail::fixed(noise_ms, 0) + " ms blames nobody):\n";
+                      "; the last rank is blamed where at most half the ranks arrived late, " + detail::fixed(noise_ms, 0) +
+                      " ms or more after the others and after a gap as wide as the others' spread):\n";
     std::vector<const RankWait*> blamed;
     for (const RankWait& r : waits_.ranks)
       if (r.blamed > 0) blamed.push_back(&r);
     if (blamed.empty())
-      return out + "no collective kept a rank waiting " + detail::fixed(noise_ms, 0) + " ms or more: no rank to blame\n";
+      return out + "no collective had ranks arriving late (their waits are the ranks' spread: noise): no rank to blame\n" + clock_text();
     std::stable_sort(blamed.begin(), blamed.end(), [](const RankWait* a, const RankWait* b) { return a->caused_ns > b->caused_ns; });
     detail::TextTable t({"rank", "others waited ms", "at", "steps", "own waits ms"}, {"rank", "others waited ms", "at", "own waits ms"});
     for (size_t k = 0; k < blamed.size() && k < 10; ++k) {
@@ -298,22 +350,66 @@ class RankSummary {
     std::ostringstream table;
     t.print(table);
     out += table.str();
-    std::vector<const CollectiveWait*> longest;
-    for (const CollectiveWait& c : waits_.collectives)
-      if (c.blamed()) longest.push_back(&c);
-    std::stable_sort(longest.begin(), longest.end(),
-                     [](const CollectiveWait* a, const CollectiveWait* b) { return a->max_wait_ns > b->max_wait_ns; });
-    for (size_t k = 0; k < longest.size() && k < 5; ++k) {
-      const CollectiveWait& c = *longest[k];
+    for (size_t k : detail::rank_summary::longest_waits(waits_, detail::rank_summary::kExplained)) {
+      const CollectiveWait& c = waits_.collectives[k];
       out += "  step " + std::to_string(c.step) + ", " + detail::printable(c.name) + " #" + std::to_string(c.index) +
              detail::rank_summary::group_label(c.group) + ": rank " + std::to_string(c.last_rank) +
+             (c.late > 1 ? " (the last of " + std::to_string(c.late) + " late ranks)" : std::string()) +
              " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first; " + std::to_string(c.ranks - 1) +
              " other rank(s) waited " + detail::fixed(us(c.total_wait_ns) / 1000, 3) + " ms in all\n";
+      for (const detail::rank_summary::WaitCause& why : causes_)
+        if (why.collective == k) out += cause_text(c, why);
     }
     const RankWait& most = *blamed.front();
     return out + "the rank the others waited for most: " + std::to_string(most.rank) + " (" +
            detail::fixed(us(most.caused_ns) / 1000, 3) + " ms at " + std::to_string(most.blamed) + " collective(s), steps " +
-           step_list(most.steps, most.steps.size()) + ")\n";
+           step_list(most.steps, most.steps.size()) + ")\n" + clock_text();
+  }
+
+  // What the collectives prove of the ranks' clocks (Waits::clock_gaps, up to 5), or one line
+  // that they prove nothing wrong; "" where no collective could be checked.
+  std::string clock_text() const {
+    if (waits_.clock_checked == 0) return "";
+    const std::string checked = std::to_string(waits_.clock_checked) + " all-reduce, all-gather, reduce-scatter, all-to-all or barrier call(s)";
+    if (waits_.clock_gaps.empty())
+      return "clocks: at the " + checked + " checked (gloo's ranges), no rank arrived after another's call had ended: consistent "
+             "with one clock\n";
+    std::string out = "clocks: at the " + checked + " checked (gloo's ranges), ranks arrived after another's call had ended, which "
+                      "one clock cannot show; the waits above are read on each rank's own clock:\n";
+    for (size_t k = 0; k < waits_.clock_gaps.size() && k < 5; ++k) {
+      const detail::rank_summary::ClockGap& g = waits_.clock_gaps[k];
+      out += "  rank " + std::to_string(g.later) + "'s clock reads at least " + detail::fixed(us(g.ns) / 1000, 3) + " ms later than rank " +
+             std::to_string(g.earlier) + "'s (step " + std::to_string(g.step) + ", " + detail::printable(g.name) + " #" +
+             std::to_string(g.index) + detail::rank_summary::group_label(g.group) + ")\n";
+    }
+    if (waits_.clock_gaps.size() > 5) out += "  ... and " + std::to_string(waits_.clock_gaps.size() - 5) + " more ranks\n";
+    return out;
+  }
+
+  // How much later than the median rank c's last rank set out on its way (saturating).
+  static int64_t set_out_later(const detail::rank_summary::CollectiveWait& c) {
+    int64_t d = 0;
+    return __builtin_sub_overflow(c.last.since_ns, c.median.since_ns, &d) ? (c.median.since_ns < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min()) : d;
+  }
+
+  // Why c's last rank was late: its way there against the median rank's, and the rows of `why`.
+  static std::string cause_text(const detail::rank_summary::CollectiveWait& c, const detail::rank_summary::WaitCause& why) {
+    if (!why.read) return "";
+    const std::string late = "rank " + std::to_string(c.last.rank), median = "rank " + std::to_string(c.median.rank);
+    std::string out;
+    if (const int64_t later = set_out_later(c); later >= detail::rank_summary::kNoiseNs)
+      out += "    it set out " + detail::fixed(us(later) / 1000, 3) + " ms after the median rank (" + median +
+             "): its step, or its collective before, ended later\n";
+    out += "    its way there took " + detail::fixed(us(c.last.ns()) / 1000, 3) + " ms, the median rank's (" + median +
+                      ") " + detail::fixed(us(c.median.ns()) / 1000, 3) + " ms";
+    if (why.rows.empty()) return out + "; no op took " + late + " longer there\n";
+    out += "; " + late + " spent more time:\n";
+    for (const detail::rank_summary::OpExcess& row : why.rows)
+      out += "      " + detail::fixed(us(row.excess_ns()) / 1000, 3) + " ms more " +
+             (row.outside ? std::string("outside any op") : "in " + detail::printable(row.name) +
+                                                                (row.input_shapes.empty() ? "" : " " + detail::printable(row.input_shapes))) +
+             " (" + detail::fixed(us(row.late_ns) / 1000, 3) + " against " + detail::fixed(us(row.median_ns) / 1000, 3) + " ms)\n";
+    return out;
   }
 
   // "3, 4, 5": the first kListed of `count` steps (`steps` holds at least those), then
@@ -377,6 +473,8 @@ class RankSummary {
   std::map<int64_t, std::vector<std::pair<int64_t, RankStepTime>>> by_step_;  // step -> (rank, its time), by rank
   std::vector<std::string> notes_;
   detail::rank_summary::Waits waits_;
+  std::vector<detail::rank_summary::WaitCause> causes_;  // explain_waits()
+  bool explained_ = false;
 };
 
 }  // namespace optrace

@@ -18,11 +18,20 @@
 // the ranks' first recorded step must start together. Prints the time from the end of the slow
 // step to the last rank's window opening.
 //
-// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N]. Exit status 0 passed, 1 failed.
+// With --straggler N S, N ranks (2 to 64) record 6 steps under the Profiler (steps 1-5 kept) and
+// rank S runs 20 aten::mm of [384, 384] x [384, 384] more before its all-reduces at
+// steps 2 and 4: optrace's RankSummary must blame S for the two longest waits, at those steps,
+// and name aten::mm with those shapes as what it ran longer than the median rank; it must be the
+// rank the others waited for most. Prints the longest wait at the other collectives (the noise of
+// N ranks forked on this machine: summary --by rank's threshold is set by it, docs/cli.md).
+//
+// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N | --straggler N S]. Exit status 0
+// passed, 1 failed.
 #include <optrace/c10d.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/on_demand.hpp>
 #include <optrace/profiler.hpp>
+#include <optrace/rank_summary.hpp>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -35,6 +44,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <regex>
 #include <set>
 #include <string>
@@ -148,6 +158,70 @@ void run_rank_slow_step(int rank, const std::string& out, const std::string& sto
     od.step();
   }
   od.flush();
+}
+
+// 6 steps under a Profiler (steps 1-5 kept); rank `straggler` runs kStragglerMms matrix products
+// more at kStragglerSteps, before its all-reduces. One intra-op thread: N ranks share 2 cores.
+constexpr int kStragglerMms = 20;
+const std::set<int64_t> kStragglerSteps = {2, 4};
+void run_rank_straggler(int rank, int straggler, const std::string& out, const std::string& store_path) {
+  torch::manual_seed(0);
+  torch::set_num_threads(1);
+  Rank job(rank, store_path);
+  const torch::Tensor a = torch::randn({384, 384});
+  optrace::Profiler prof(optrace::ProfilerOptions()
+                             .schedule(optrace::Schedule().warmup(1).active(5).repeat(1))
+                             .on_trace_ready(optrace::tensorboard_trace_handler(out + "/kineto", "rank" + std::to_string(rank)))
+                             .record_shapes(true)
+                             .distributed(optrace::distributed_info(*job.pg)));
+  for (int step = 0; step < 6; ++step) {
+    if (rank == straggler && kStragglerSteps.count(step) > 0)
+      for (int k = 0; k < kStragglerMms; ++k) (void)torch::mm(a, a);
+    job.train_step();
+    prof.step();
+  }
+  prof.stop();
+}
+
+// The straggler, blamed: by RankSummary on the ranks' traces, as `summary --by rank` reads them.
+bool check_straggler(const std::string& out, int straggler) {
+  bool ok = true;
+  auto expect = [&](bool cond, const std::string& what) {
+    if (!cond) std::cerr << "straggler: " << what << "\n";
+    ok = ok && cond;
+  };
+  std::vector<optrace::RankTrace> ranks;
+  for (const auto& e : fs::directory_iterator(out + "/kineto")) ranks.push_back(optrace::RankTrace::from_kineto_file(e.path().string()));
+  expect(static_cast<int>(ranks.size()) == world, std::to_string(ranks.size()) + " traces, expected " + std::to_string(world));
+  optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
+  summary.explain_waits();
+  const auto& waits = summary.waits();
+  const std::vector<size_t> longest = optrace::detail::rank_summary::longest_waits(waits, 2);
+  std::set<int64_t> steps;
+  for (size_t k : longest) {
+    const auto& c = waits.collectives[k];
+    steps.insert(c.step);
+    expect(c.last_rank == straggler, "step " + std::to_string(c.step) + "'s longest wait is for rank " + std::to_string(c.last_rank));
+  }
+  expect(steps == kStragglerSteps, "the two longest waits are not at steps 2 and 4");
+  for (const auto& why : summary.causes()) {
+    const auto& c = waits.collectives[why.collective];
+    if (c.last_rank != straggler || kStragglerSteps.count(c.step) == 0) continue;
+    expect(why.read && !why.rows.empty() && why.rows[0].name == "aten::mm" && why.rows[0].input_shapes == "[[384, 384], [384, 384]]",
+           "step " + std::to_string(c.step) + ": aten::mm [[384, 384], [384, 384]] is not the first reason given");
+  }
+  const auto most = std::max_element(waits.ranks.begin(), waits.ranks.end(),
+                                     [](const auto& a, const auto& b) { return a.caused_ns < b.caused_ns; });
+  expect(most != waits.ranks.end() && most->rank == straggler, "the rank the others waited for most is not rank " + std::to_string(straggler));
+  int64_t noise = 0, injected = std::numeric_limits<int64_t>::max();
+  for (const auto& c : waits.collectives) {
+    if (c.last_rank == straggler && kStragglerSteps.count(c.step) > 0 && c.index == 0) injected = std::min(injected, c.max_wait_ns);
+    else noise = std::max(noise, c.max_wait_ns);
+  }
+  std::cout << world << " ranks: the straggler's shortest injected wait " << injected / 1e6 << " ms; the longest wait elsewhere "
+            << noise / 1e6 << " ms\n";
+  if (!ok) std::cerr << summary.table();
+  return ok;
 }
 
 std::string read(const fs::path& p) {
@@ -296,15 +370,18 @@ bool check(const std::string& out, bool on_demand) {
 int main(int argc, char** argv) {
   const bool on_demand = argc == 3 && std::string(argv[2]) == "--on-demand";
   const bool slow_step = argc == 4 && std::string(argv[2]) == "--slow-step";
-  if (slow_step) world = std::atoi(argv[3]);
-  if ((argc != 2 && !on_demand && !slow_step) || world < 2 || world > 8) {
-    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS]\n";
+  const bool straggling = argc == 5 && std::string(argv[2]) == "--straggler";
+  if (slow_step || straggling) world = std::atoi(argv[3]);
+  const int straggler = straggling ? std::atoi(argv[4]) : -1;
+  if ((argc != 2 && !on_demand && !slow_step && !straggling) || world < 2 || world > (straggling ? 64 : 8) ||
+      (straggling && (straggler < 0 || straggler >= world))) {
+    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS | --straggler RANKS RANK]\n";
     return 2;
   }
   const std::string out = argv[1];
   fs::remove_all(out);
   fs::create_directories(out + "/kineto");
-  if (!slow_step) fs::create_directories(out + "/et");
+  if (!slow_step && !straggling) fs::create_directories(out + "/et");
   const std::string store = out + "/store";
   std::vector<pid_t> children;
   for (int rank = 0; rank < world; ++rank) {
@@ -312,6 +389,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       try {
         if (slow_step) run_rank_slow_step(rank, out, store);
+        else if (straggling) run_rank_straggler(rank, straggler, out, store);
         else if (on_demand) run_rank_on_demand(rank, out, store);
         else run_rank(rank, out, store);
       } catch (const std::exception& e) {
@@ -330,7 +408,7 @@ int main(int argc, char** argv) {
   }
   if (!ok) return 1;
   fs::remove(store);
-  ok = slow_step ? check_slow_step(out) : check(out, on_demand);
+  ok = slow_step ? check_slow_step(out) : straggling ? check_straggler(out, straggler) : check(out, on_demand);
   std::cout << (ok ? "gloo_ranks: " + std::to_string(world) + " ranks traced and checked\n" : std::string("gloo_ranks: FAILED\n"));
   return ok ? 0 : 1;
 }

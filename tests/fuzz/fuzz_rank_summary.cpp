@@ -4,7 +4,9 @@
 // trace it reads becomes a RankTrace, beside a copy as another rank in a RankSummary, whose steps
 // must add up and whose table and JSON are made: one line per row, JSON that parses. The streamed
 // read's rank, steps, capture ("optraceCapture") and collective calls are the whole read's; the
-// waits of the collectives matched across the two ranks are possible ones.
+// waits of the collectives matched across the two ranks are possible ones. Why a rank was late
+// (explain.hpp): what the trace ran on each call's way is the same read whole and read keeping
+// only the ways, and its time outside any op lies within the way.
 #include "harness.hpp"
 #include "../text_reader.hpp"
 
@@ -12,6 +14,8 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
 
@@ -33,6 +37,46 @@ std::string shown(const optrace::RankTrace& t) {
     out += "call " + std::to_string(c.step) + " " + std::to_string(c.start_ns) + " " + std::to_string(c.end_ns) + " " +
            t.calls.names.at(c.name) + " " + t.calls.groups.at(c.group) + "\n";
   return out;
+}
+
+// Each placed call's way measured in `padded` read whole and read keeping only the ways (as
+// RankSummary::explain_waits reads): the same.
+void check_ways(const std::string& padded, const optrace::RankTrace& trace) {
+  namespace ka = optrace::detail::key_averages;
+  namespace rs = optrace::detail::rank_summary;
+  std::optional<ka::TraceEvents> whole;
+  try {
+    whole = ka::Reader().read(padded.data(), padded.size(), padded.capacity());
+  } catch (const optrace::Error&) {
+    return;  // a trace the rank reader takes and the events' reader refuses: explain_waits notes it
+  }
+  ka::Spans spans;
+  for (const rs::StepCall& c : trace.calls.calls) {
+    int64_t from = 0, to = 0;
+    if (__builtin_sub_overflow(c.since_ns, trace.calls.base_ns, &from) || __builtin_sub_overflow(c.start_ns, trace.calls.base_ns, &to))
+      return;  // saturated times: no way to compare
+    spans.emplace_back(from, to);
+  }
+  if (spans.empty()) return;
+  std::sort(spans.begin(), spans.end());
+  ka::Spans merged;
+  for (const auto& sp : spans)
+    if (!merged.empty() && sp.first <= merged.back().second) merged.back().second = std::max(merged.back().second, sp.second);
+    else merged.push_back(sp);
+  const ka::TraceEvents kept = ka::Reader(merged).read(padded.data(), padded.size(), padded.capacity());
+  // The events' float microseconds hold their nanoseconds exactly within ~27 hours of the trace's
+  // start (each read has its own): compare the reads there.
+  bool exact = true;
+  for (const ka::TraceEvents* t : {static_cast<const ka::TraceEvents*>(&*whole), &kept})
+    for (const optrace::TimedEvent& e : t->events) exact = exact && std::fabs(e.start_us) < 1e11 && e.dur_us < 1e11;
+  for (const rs::StepCall& c : trace.calls.calls) {
+    const rs::WayOps a = rs::ops_on_way(*whole, c.since_ns, c.start_ns), b = rs::ops_on_way(kept, c.since_ns, c.start_ns);
+    if (exact && (a.self_ns != b.self_ns || a.outside_ns != b.outside_ns))
+      optrace_fuzz::property_failed("a way's ops differ between the trace read whole and read keeping only the ways");
+    int64_t length = 0;
+    const bool fits = !__builtin_sub_overflow(c.start_ns, c.since_ns, &length);
+    if (a.outside_ns < 0 || (fits && a.outside_ns > length)) optrace_fuzz::property_failed("time outside any op beyond its way");
+  }
 }
 
 }  // namespace
@@ -83,14 +127,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     other.file = "u";
     const optrace::RankSummary summary = optrace::RankSummary::from_ranks({*trace, other});
     for (const auto& c : summary.waits().collectives)
-      if (c.max_wait_ns < 0 || c.total_wait_ns < c.max_wait_ns || c.ranks < 1 || c.ranks > 2)
+      if (c.max_wait_ns < 0 || c.total_wait_ns < c.max_wait_ns || c.ranks < 1 || c.ranks > 2 || c.late < 0 || c.late * 2 > c.ranks ||
+          (c.blamed() && c.max_wait_ns < optrace::detail::rank_summary::kNoiseNs))
         optrace_fuzz::property_failed("a collective's waits that cannot be");
+    for (const auto& g : summary.waits().clock_gaps)
+      if (g.later == g.earlier || g.ns < optrace::detail::rank_summary::kNoiseNs || !optrace::detail::rank_summary::waits_for_all(g.name))
+        optrace_fuzz::property_failed("a clock gap that cannot be");
     const std::string table = summary.table();
     if (!table.empty() && table.back() != '\n') optrace_fuzz::property_failed("a table whose last line is not ended");
     std::string json = summary.to_json();
     simdjson::dom::parser parser;
     simdjson::dom::element root;
     if (parser.parse(json).get(root)) optrace_fuzz::property_failed("RankSummary::to_json is not JSON");
+    check_ways(padded, *trace);
   });
   if (!read && streamed) optrace_fuzz::property_failed("the streamed read read a text the whole read refuses");
   return 0;

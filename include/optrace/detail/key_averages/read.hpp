@@ -32,6 +32,8 @@
 // itself is "baseTimeNanoseconds" + ts (torch's start_ns()), which memory attribution rounds with
 // (aggregate.hpp).
 
+#include <optrace/detail/common/gzip.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/common/ondemand.hpp>
 #include <optrace/detail/kineto/events.hpp>
@@ -104,8 +106,18 @@ struct TraceEvents {
   bool times_measured = true;  // false: the trace says "timesMeasured": false (kineto::save of an op trace)
 };
 
+/// Spans of a trace's own clock (its "ts", in nanoseconds), [first, second), disjoint and sorted:
+/// a reader given some keeps only the timed events that overlap one (and no memory records).
+/// Empty: all.
+using Spans = std::vector<std::pair<int64_t, int64_t>>;
+
 class Reader {
  public:
+  Reader() = default;
+  /// A reader that keeps only what overlaps `keep` (Spans): the rank summary's why reads a trace
+  /// for a few windows, in the memory of their events.
+  explicit Reader(Spans keep) : keep_(std::move(keep)) {}
+
   // Reads the trace `data` (`capacity` readable: simdjson's padding). Throws JsonError naming
   // the event.
   TraceEvents read(const char* data, size_t size, size_t capacity) {
@@ -269,12 +281,15 @@ class Reader {
     int64_t end = 0;
     if (__builtin_add_overflow(ts, dur, &end))
       optrace::detail::raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
+    // The process's main thread is the first op's, kept or not: what the kept events' threads are
+    // does not depend on what is kept.
+    if (counted == Counted::Op && ev.pid.size() > 0 && !process_) process_ = thread_of(ev.pid);
+    if (!keep_.empty() && !overlaps_kept(ts, end)) return;
     if (counted == Counted::DeviceAnnotation && dur >= 2) ts += 1, dur -= 2;  // Kineto's widening, undone
     Ids ids;
     if (counted == Counted::Op) {
       t.correlation_id = ev.external_id.value_or(0);
       if (t.correlation_id > 0) op_ids_.insert(t.correlation_id);
-      if (ev.pid.size() > 0 && !process_) process_ = thread_of(ev.pid);
     } else if (counted == Counted::Runtime || counted == Counted::Device) {
       t.correlation_id = counted == Counted::Runtime ? ev.correlation.value_or(0) : 0;
       ids.external = ev.external_id.value_or(0);
@@ -285,8 +300,16 @@ class Reader {
     ids_.push_back(ids);
   }
 
+  // Whether [start, end) overlaps a span of keep_ (disjoint and sorted; an instant, end == start,
+  // counts inside one): the first span that ends after `start` begins before `end`.
+  bool overlaps_kept(int64_t start, int64_t end) const {
+    auto it = std::upper_bound(keep_.begin(), keep_.end(), start, [](int64_t t, const std::pair<int64_t, int64_t>& s) { return t < s.second; });
+    return it != keep_.end() && (it->first < end || (end == start && it->first <= start));
+  }
+
   template <class PathFn>
   void add_memory(Event& ev, const PathFn& event_path) {
+    if (!keep_.empty()) return;
     if (!ev.bytes) optrace::detail::raise_json(event_path() + "/args", "missing key \"Bytes\"");
     MemoryRecord m;
     m.tid = thread_of(ev.tid);
@@ -350,6 +373,7 @@ class Reader {
   std::optional<int64_t> trace_start_;  // the "Trace" span's ts
   int64_t base_ns_ = 0;  // "baseTimeNanoseconds": the clock's epoch time of ts 0 (newer profilers write it)
   bool times_measured_ = true;  // "timesMeasured"
+  Spans keep_;  // what to keep; empty: all
 };
 
 // The timed events of the Kineto trace `in` hands (detail::FileReader), read a piece of about
@@ -358,10 +382,10 @@ class Reader {
 // names it, with the event's exact path). Throws stream_documents' JsonError (no boundary within
 // kMaxPieceBytes).
 template <class Source>
-std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kStreamPieceBytes) {
-  Reader reader;
+std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kStreamPieceBytes, const Spans& keep = {}) {
+  Reader reader(keep);
   if (!kineto::stream_documents(in, piece_bytes, [&](const char* data, size_t size, size_t capacity, bool first) {
-        if (first) reader = Reader();  // the first piece again, longer
+        if (first) reader = Reader(keep);  // the first piece again, longer
         return reader.feed(data, size, capacity);
       }))
     return std::nullopt;
@@ -370,6 +394,21 @@ std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kStrea
   } catch (const Error&) {
     return std::nullopt;
   }
+}
+
+// The timed events of the Kineto trace file at `path` (gzip or not; only those overlapping
+// `keep`, when given): streamed when it is gzip'd or of kStreamFromBytes or more (memory holds
+// the events, not the text), what streaming leaves read whole. Throws IoError or JsonError (at
+// the event's path); the caller names the file.
+inline TraceEvents read_trace_events(const std::string& path, const Spans& keep = {}) {
+  {
+    FileReader in(path);
+    if (in.gzip() || in.file_size() >= kStreamFromBytes)
+      if (std::optional<TraceEvents> read = stream_events(in, kStreamPieceBytes, keep)) return std::move(*read);
+  }
+  std::string text = read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
+  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) text.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+  return Reader(keep).read(text.data(), text.size(), text.capacity());
 }
 
 }  // namespace optrace::detail::key_averages

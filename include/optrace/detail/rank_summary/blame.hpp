@@ -11,12 +11,22 @@
 //   waiting: each rank's wait is the last arrival minus its own. Times are the epoch's ("ts" plus
 //   the trace's "baseTimeNanoseconds", as torch and optrace write both), so ranks compare as far as
 //   their hosts' clocks agree (one host: exactly);
-// - a collective whose longest wait is under kNoiseNs blames nobody. A fixed floor, not a noise
-//   model: 4 forked gloo ranks on 2 cores, none made slow, show waits of up to 5.6 ms;
+// - a collective blames its last rank only when its arrivals split into the ranks on time and a
+//   late group of at most half of them, after a gap of at least kNoiseNs that is also at least the
+//   on-time ranks' own spread (late_group; the first such gap: the largest late group). Noise
+//   spreads arrivals without such a gap, however long the waits: 16 and 64 forked gloo ranks on
+//   2 cores wait up to 57 and 257 ms at collectives where no rank was made slow, and none splits;
+//   a straggler leaves one (tests/distributed/gloo_ranks.cpp --straggler). Of two ranks, the
+//   later is late when it is kNoiseNs late;
 // - a rank that has a step and calls of a group but fewer of that group's calls in the step than
 //   another rank never reached the ones it lacks there (the hang case): named in notes, as is a
-//   collective whose ranks' calls have different names.
-// Linear in the calls, one map entry per collective.
+//   collective whose ranks' calls have different names;
+// - the clocks are checked, not estimated: at a collective no rank can leave before all arrived
+//   (waits_for_all), a rank that arrived after another's call had ended proves their clocks
+//   disagree by at least that much (ClockGap). Calls do not end together (gloo's ring all-reduce
+//   under load ends rank by rank, tens of ms apart, on one host's one clock: 64 forked ranks, the
+//   starts shifted with the ends), so their ends cannot estimate an offset.
+// One map entry per collective; each sorts its arrivals (late_group).
 
 #include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/rank_summary/read.hpp>
@@ -26,20 +36,43 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 namespace optrace::detail::rank_summary {
 
-/// A longest wait under this blames nobody (see above).
+/// The least gap before a late group (see above).
 inline constexpr int64_t kNoiseNs = 1'000'000;
+
+/// How many ranks arrived late at a collective: those after the first gap in `arrivals` (any
+/// order, sorted here) that is at least kNoiseNs and at least the spread of the arrivals before
+/// it, with at most half the ranks after it; 0 when no gap is such (see above). Saturating:
+/// hostile times may be far apart.
+inline int64_t late_group(std::vector<int64_t> arrivals) {
+  std::sort(arrivals.begin(), arrivals.end());
+  const size_t n = arrivals.size();
+  auto minus = [](int64_t a, int64_t b) {
+    int64_t d = 0;
+    return __builtin_sub_overflow(a, b, &d) ? std::numeric_limits<int64_t>::max() : d;
+  };
+  // After arrivals[i], n - 1 - i ranks are late: at most half, so i >= (n - 1) / 2.
+  for (size_t i = n < 2 ? n : (n - 1) / 2; i + 1 < n; ++i) {
+    const int64_t gap = minus(arrivals[i + 1], arrivals[i]);
+    if (gap >= kNoiseNs && gap >= minus(arrivals[i], arrivals.front())) return static_cast<int64_t>(n - 1 - i);
+  }
+  return 0;
+}
 
 /// One call of a rank, placed in its step: what matching reads.
 struct StepCall {
   int64_t step = 0;
   int64_t start_ns = 0, end_ns = 0;
   uint32_t name = 0, group = 0;  // indices into the rank's RankCalls tables
+  /// Where the rank's way to this call began: the end of its previous call in the step, or the
+  /// step's start (place_in_steps). What it ran in [since_ns, start_ns) is why it arrived when it did.
+  int64_t since_ns = 0;
 };
 
 /// A rank's calls of one family, by start, each in its step (steps: the rank's, sorted by number
@@ -47,6 +80,7 @@ struct StepCall {
 struct StepCalls {
   std::vector<StepCall> calls;
   std::vector<std::string> names, groups;
+  int64_t base_ns = 0;  ///< what was added to the trace's times to put them on the epoch clock
 };
 
 /// The calls of `calls`' first family present, each in the step whose range holds its start, with
@@ -57,6 +91,7 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   StepCalls out;
   out.names = std::move(calls.names);
   out.groups = std::move(calls.groups);
+  out.base_ns = base_ns;
   if (calls.calls.empty()) return out;
   CallFamily family = CallFamily::Record;
   for (const CollectiveCall& c : calls.calls) family = std::min(family, c.family);
@@ -67,6 +102,11 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
     int64_t e = 0;
     return __builtin_add_overflow(t, base_ns, &e) ? (t < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : e;
   };
+  // A call's way began where the calls before it in its step had all ended, or at the step's
+  // start; a call that starts while an earlier one still runs (async collectives overlapping)
+  // shares the way of the call before it.
+  const StepRange* step_of_last = nullptr;
+  int64_t ended = 0, since = 0;  // within step_of_last: the latest end of its calls so far, the last call's since
   for (const CollectiveCall& call : c) {
     if (call.family != family) continue;
     // The last step that starts at or before the call; the call is in it when it starts before its end.
@@ -75,10 +115,25 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
     if (it == steps.begin()) continue;
     --it;
     if (call.start_ns >= it->end_ns) continue;
-    out.calls.push_back({it->step, epoch(call.start_ns), epoch(call.end_ns), call.name, call.group});
+    if (step_of_last != &*it) step_of_last = &*it, ended = since = it->start_ns;
+    if (ended <= call.start_ns) since = ended;
+    ended = std::max(ended, call.end_ns);
+    out.calls.push_back({it->step, epoch(call.start_ns), epoch(call.end_ns), call.name, call.group, epoch(since)});
   }
   return out;
 }
+
+/// A rank's way to a collective, on the epoch clock: from where it began (StepCall::since_ns) to
+/// the rank's arrival (its call's start).
+struct Approach {
+  int64_t rank = -1;  ///< -1: no such rank (a collective of one rank has no median)
+  int64_t since_ns = 0, arrival_ns = 0;
+  /// Its length (saturating: hostile times may be far apart).
+  int64_t ns() const {
+    int64_t d = 0;
+    return __builtin_sub_overflow(arrival_ns, since_ns, &d) ? std::numeric_limits<int64_t>::max() : d;
+  }
+};
 
 /// One collective matched across ranks.
 struct CollectiveWait {
@@ -90,7 +145,10 @@ struct CollectiveWait {
   int64_t last_rank = 0;    ///< the last to arrive (ties: the lowest rank)
   int64_t max_wait_ns = 0;  ///< the last arrival minus the first: the longest any rank waited
   int64_t total_wait_ns = 0;  ///< the sum of every rank's wait
-  bool blamed() const { return max_wait_ns >= kNoiseNs; }
+  Approach last;    ///< the last rank's way there
+  Approach median;  ///< the median way of the other ranks (by its length; of two, the shorter; ties: the lowest rank)
+  int64_t late = 0;  ///< the ranks that arrived late (late_group); 0: nobody is to blame
+  bool blamed() const { return late > 0; }
 };
 
 /// One rank's part in the waits.
@@ -102,13 +160,36 @@ struct RankWait {
   std::vector<int64_t> steps;  ///< the steps of the collectives it was blamed for, ascending, once each
 };
 
+/// A proof that two ranks' clocks disagree: at a collective that no rank can leave before every
+/// rank arrived, `later` arrived `ns` after `earlier`'s call had ended, on their clocks; so
+/// `later`'s clock reads at least `ns` later than `earlier`'s.
+struct ClockGap {
+  int64_t later = 0, earlier = 0;
+  int64_t ns = 0;
+  int64_t step = 0, index = 0;  ///< where: the collective's step and place in its group
+  std::string group, name;
+};
+
 /// Every matched collective and every rank's part.
 struct Waits {
   std::vector<CollectiveWait> collectives;  ///< by step, group, index
   std::vector<RankWait> ranks;              ///< by rank
   std::vector<std::string> notes;           ///< calls never reached, names that differ
   bool groups_named = false;                ///< some trace names its calls' process groups
+  int64_t clock_checked = 0;                ///< the collectives the clocks were checked at (waits_for_all)
+  std::vector<ClockGap> clock_gaps;         ///< per rank that arrived after another's call ended, its widest; widest first
 };
+
+/// Whether no rank can leave a collective so named before every rank arrived, and its range spans
+/// the call to its end: gloo's own ranges of an all-reduce, all-gather, reduce-scatter,
+/// all-to-all or barrier (not a broadcast, whose root may leave first, nor the dispatcher's c10d
+/// ops or NCCL's CPU ranges, which end when the call is enqueued).
+inline bool waits_for_all(std::string_view name) {
+  if (name.substr(0, 5) != "gloo:") return false;
+  for (std::string_view kind : {"all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "alltoall", "all_to_all", "barrier"})
+    if (name.find(kind) != std::string_view::npos) return true;
+  return false;
+}
 
 /// " of group <name>" for messages, "" for calls whose trace names no group.
 inline std::string group_label(const std::string& group) { return group.empty() ? std::string() : " of group " + printable(group); }
@@ -120,6 +201,21 @@ struct RankInput {
   const StepCalls* calls = nullptr;
 };
 
+/// The median of `arrivals`' ways but `last_rank`'s (see CollectiveWait::median). `Arrival` has
+/// rank, start_ns and since_ns.
+template <class Arrival>
+Approach median_approach(const std::vector<Arrival>& arrivals, int64_t last_rank) {
+  std::vector<Approach> others;
+  for (const Arrival& a : arrivals)
+    if (a.rank != last_rank) others.push_back({a.rank, a.since_ns, a.start_ns});
+  if (others.empty()) return {};
+  const auto middle = others.begin() + static_cast<std::ptrdiff_t>((others.size() - 1) / 2);
+  std::nth_element(others.begin(), middle, others.end(), [](const Approach& a, const Approach& b) {
+    return std::make_pair(a.ns(), a.rank) < std::make_pair(b.ns(), b.rank);
+  });
+  return *middle;
+}
+
 /// The waits of `ranks` (ascending by rank, one entry each).
 inline Waits blame(const std::vector<RankInput>& ranks) {
   Waits out;
@@ -127,6 +223,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     int64_t rank;
     int64_t start_ns;
     const std::string* name;
+    int64_t since_ns, end_ns;
   };
   using Key = std::tuple<int64_t, std::string, int64_t>;  // step, group, index
   std::map<Key, std::vector<Arrival>> matched;
@@ -139,7 +236,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       const std::string& group = r.calls->groups[c.group];
       if (!group.empty()) out.groups_named = true;
       const int64_t k = next[{c.step, c.group}]++;
-      matched[Key{c.step, group, k}].push_back({r.rank, c.start_ns, &r.calls->names[c.name]});
+      matched[Key{c.step, group, k}].push_back({r.rank, c.start_ns, &r.calls->names[c.name], c.since_ns, c.end_ns});
     }
     std::vector<uint32_t> groups;  // the groups this rank has calls of
     for (const auto& [where, n] : next) {
@@ -154,6 +251,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   constexpr int64_t kMaxNotes = 8;  // of each kind: a job whose calls stop matching would list every later one
   int64_t differ = 0, unreached = 0;
   std::map<int64_t, RankWait> by_rank;
+  std::map<int64_t, ClockGap> gaps;  // later rank -> its widest gap
   for (const RankInput& r : ranks) by_rank[r.rank].rank = r.rank;
   for (auto& [key, arrivals] : matched) {
     CollectiveWait w;
@@ -177,12 +275,29 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     auto add = [](int64_t& sum, int64_t v) {
       if (__builtin_add_overflow(sum, v, &sum)) sum = std::numeric_limits<int64_t>::max();
     };
-    w.max_wait_ns = wait(Arrival{0, first, nullptr});
+    w.max_wait_ns = wait(Arrival{0, first, nullptr, 0, 0});
+    std::vector<int64_t> starts;
+    for (const Arrival& a : arrivals) starts.push_back(a.start_ns);
+    w.late = late_group(std::move(starts));
+    w.last = {last->rank, last->since_ns, last->start_ns};
+    w.median = median_approach(arrivals, last->rank);
     bool names_differ = false;
     for (const Arrival& a : arrivals) {
       add(w.total_wait_ns, wait(a));
       add(by_rank[a.rank].waited_ns, wait(a));
       names_differ = names_differ || *a.name != w.name;
+    }
+    // The clocks: the last to arrive came after the first call to end had ended? (Saturating.)
+    if (!names_differ && arrivals.size() > 1 && waits_for_all(w.name)) {
+      ++out.clock_checked;
+      const Arrival* ended = &arrivals.front();
+      for (const Arrival& a : arrivals)
+        if (a.end_ns < ended->end_ns) ended = &a;
+      int64_t gap = 0;
+      if (ended->rank != last->rank && !__builtin_sub_overflow(last->start_ns, ended->end_ns, &gap) && gap >= kNoiseNs) {
+        ClockGap& g = gaps[last->rank];
+        if (gap > g.ns) g = {last->rank, ended->rank, gap, w.step, w.index, w.group, w.name};
+      }
     }
     if (names_differ && ++differ <= kMaxNotes) {
       std::string which;
@@ -202,6 +317,8 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     out.collectives.push_back(std::move(w));
   }
   for (auto& [rank, w] : by_rank) out.ranks.push_back(std::move(w));
+  for (auto& [rank, g] : gaps) out.clock_gaps.push_back(std::move(g));
+  std::stable_sort(out.clock_gaps.begin(), out.clock_gaps.end(), [](const ClockGap& a, const ClockGap& b) { return a.ns > b.ns; });
 
   // Never reached: a member of the group that has the step made fewer of its calls there. Ranks,
   // members and each step's counts all ascend by rank: binary searches.
