@@ -29,7 +29,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -386,10 +385,9 @@ class RankSummary {
     return out;
   }
 
-  // How much later than the median rank c's last rank set out on its way (saturating).
+  // How much later than the median rank c's last rank set out on its way.
   static int64_t set_out_later(const detail::rank_summary::CollectiveWait& c) {
-    int64_t d = 0;
-    return __builtin_sub_overflow(c.last.since_ns, c.median.since_ns, &d) ? (c.median.since_ns < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min()) : d;
+    return detail::rank_summary::saturating_sub(c.last.since_ns, c.median.since_ns);
   }
 
   // Why c's last rank was late: its way there against the median rank's, and the rows of `why`.

@@ -14,7 +14,6 @@
 
 #include <simdjson.h>
 
-#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -58,12 +57,7 @@ void check_ways(const std::string& padded, const optrace::RankTrace& trace) {
     spans.emplace_back(from, to);
   }
   if (spans.empty()) return;
-  std::sort(spans.begin(), spans.end());
-  ka::Spans merged;
-  for (const auto& sp : spans)
-    if (!merged.empty() && sp.first <= merged.back().second) merged.back().second = std::max(merged.back().second, sp.second);
-    else merged.push_back(sp);
-  const ka::TraceEvents kept = ka::Reader(merged).read(padded.data(), padded.size(), padded.capacity());
+  const ka::TraceEvents kept = ka::Reader(ka::union_of(std::move(spans))).read(padded.data(), padded.size(), padded.capacity());
   // The events' float microseconds hold their nanoseconds exactly within ~27 hours of the trace's
   // start (each read has its own): compare the reads there.
   bool exact = true;

@@ -111,6 +111,17 @@ struct TraceEvents {
 /// Empty: all.
 using Spans = std::vector<std::pair<int64_t, int64_t>>;
 
+/// `spans` ([first, second) each, any order) as Spans: sorted, the overlapping and touching ones
+/// merged into their union.
+inline Spans union_of(Spans spans) {
+  std::sort(spans.begin(), spans.end());
+  Spans out;
+  for (const auto& s : spans)
+    if (!out.empty() && s.first <= out.back().second) out.back().second = std::max(out.back().second, s.second);
+    else out.push_back(s);
+  return out;
+}
+
 class Reader {
  public:
   Reader() = default;

@@ -46,21 +46,26 @@ namespace optrace::detail::rank_summary {
 /// The least gap before a late group (see above).
 inline constexpr int64_t kNoiseNs = 1'000'000;
 
+/// a - b and a + b, held at the int64 bound they pass: a hostile trace's times may lie far apart.
+inline int64_t saturating_sub(int64_t a, int64_t b) {
+  int64_t d = 0;
+  return __builtin_sub_overflow(a, b, &d) ? (b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min()) : d;
+}
+inline int64_t saturating_add(int64_t a, int64_t b) {
+  int64_t s = 0;
+  return __builtin_add_overflow(a, b, &s) ? (b < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : s;
+}
+
 /// How many ranks arrived late at a collective: those after the first gap in `arrivals` (any
 /// order, sorted here) that is at least kNoiseNs and at least the spread of the arrivals before
-/// it, with at most half the ranks after it; 0 when no gap is such (see above). Saturating:
-/// hostile times may be far apart.
+/// it, with at most half the ranks after it; 0 when no gap is such (see above).
 inline int64_t late_group(std::vector<int64_t> arrivals) {
   std::sort(arrivals.begin(), arrivals.end());
   const size_t n = arrivals.size();
-  auto minus = [](int64_t a, int64_t b) {
-    int64_t d = 0;
-    return __builtin_sub_overflow(a, b, &d) ? std::numeric_limits<int64_t>::max() : d;
-  };
   // After arrivals[i], n - 1 - i ranks are late: at most half, so i >= (n - 1) / 2.
   for (size_t i = n < 2 ? n : (n - 1) / 2; i + 1 < n; ++i) {
-    const int64_t gap = minus(arrivals[i + 1], arrivals[i]);
-    if (gap >= kNoiseNs && gap >= minus(arrivals[i], arrivals.front())) return static_cast<int64_t>(n - 1 - i);
+    const int64_t gap = saturating_sub(arrivals[i + 1], arrivals[i]);
+    if (gap >= kNoiseNs && gap >= saturating_sub(arrivals[i], arrivals.front())) return static_cast<int64_t>(n - 1 - i);
   }
   return 0;
 }
@@ -98,10 +103,7 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   std::sort(steps.begin(), steps.end(), [](const StepRange& a, const StepRange& b) { return a.start_ns < b.start_ns; });
   std::vector<CollectiveCall>& c = calls.calls;
   std::stable_sort(c.begin(), c.end(), [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
-  auto epoch = [base_ns](int64_t t) {
-    int64_t e = 0;
-    return __builtin_add_overflow(t, base_ns, &e) ? (t < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : e;
-  };
+  auto epoch = [base_ns](int64_t t) { return saturating_add(t, base_ns); };
   // A call's way began where the calls before it in its step had all ended, or at the step's
   // start; a call that starts while an earlier one still runs (async collectives overlapping)
   // shares the way of the call before it.
@@ -128,11 +130,8 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
 struct Approach {
   int64_t rank = -1;  ///< -1: no such rank (a collective of one rank has no median)
   int64_t since_ns = 0, arrival_ns = 0;
-  /// Its length (saturating: hostile times may be far apart).
-  int64_t ns() const {
-    int64_t d = 0;
-    return __builtin_sub_overflow(arrival_ns, since_ns, &d) ? std::numeric_limits<int64_t>::max() : d;
-  }
+  /// Its length.
+  int64_t ns() const { return saturating_sub(arrival_ns, since_ns); }
 };
 
 /// One collective matched across ranks.
@@ -267,14 +266,8 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     }
     w.last_rank = last->rank;
     w.name = *last->name;
-    // Saturating: hostile times may be far apart.
-    auto wait = [&](const Arrival& a) {
-      int64_t d = 0;
-      return __builtin_sub_overflow(last->start_ns, a.start_ns, &d) ? std::numeric_limits<int64_t>::max() : d;
-    };
-    auto add = [](int64_t& sum, int64_t v) {
-      if (__builtin_add_overflow(sum, v, &sum)) sum = std::numeric_limits<int64_t>::max();
-    };
+    auto wait = [&](const Arrival& a) { return saturating_sub(last->start_ns, a.start_ns); };
+    auto add = [](int64_t& sum, int64_t v) { sum = saturating_add(sum, v); };
     w.max_wait_ns = wait(Arrival{0, first, nullptr, 0, 0});
     std::vector<int64_t> starts;
     for (const Arrival& a : arrivals) starts.push_back(a.start_ns);

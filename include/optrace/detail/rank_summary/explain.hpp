@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -46,15 +45,11 @@ struct WayOps {
 
 /// What `trace` ran in [from_ns, to_ns) of the epoch clock (see above).
 inline WayOps ops_on_way(const key_averages::TraceEvents& trace, int64_t from_ns, int64_t to_ns) {
-  auto minus = [](int64_t a, int64_t b) {
-    int64_t d = 0;
-    return __builtin_sub_overflow(a, b, &d) ? (b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min()) : d;
-  };
   // On the events' clock: nanoseconds from trace.time_zero_ns (their microseconds hold them exactly).
-  const int64_t from = minus(from_ns, trace.time_zero_ns), to = minus(to_ns, trace.time_zero_ns);
+  const int64_t from = saturating_sub(from_ns, trace.time_zero_ns), to = saturating_sub(to_ns, trace.time_zero_ns);
   WayOps out;
   std::vector<TimedEvent> clipped;
-  std::vector<std::pair<int64_t, int64_t>> spans;
+  key_averages::Spans spans;
   for (const TimedEvent& e : trace.events) {
     if (e.on_device || (e.user_annotation && step_number(e.name))) continue;
     const double start = std::round(e.start_us * 1000.0), end = start + std::round(e.dur_us * 1000.0);
@@ -70,14 +65,9 @@ inline WayOps ops_on_way(const key_averages::TraceEvents& trace, int64_t from_ns
     clipped.push_back(std::move(c));
     spans.emplace_back(s, t);
   }
-  std::sort(spans.begin(), spans.end());
-  int64_t covered = 0, reach = from;
-  for (const auto& [s, t] : spans) {
-    if (t <= reach) continue;
-    covered += t - std::max(s, reach);
-    reach = t;
-  }
-  out.outside_ns = std::max<int64_t>(0, minus(to, from) - covered);
+  int64_t covered = 0;
+  for (const auto& [s, t] : key_averages::union_of(std::move(spans))) covered = saturating_add(covered, saturating_sub(t, s));
+  out.outside_ns = std::max<int64_t>(0, saturating_sub(saturating_sub(to, from), covered));
   for (const KeyAverage& row : key_averages::aggregate(std::move(clipped), {}, GroupBy::InputShape, 0))
     out.self_ns[{row.name, row.input_shapes}] += std::llround(row.self_cpu_us * 1000.0);
   return out;
@@ -88,7 +78,7 @@ struct OpExcess {
   std::string name, input_shapes;  ///< "" and "" for the time outside any op
   bool outside = false;            ///< the time no event covers
   int64_t late_ns = 0, median_ns = 0;
-  int64_t excess_ns() const { return late_ns - median_ns; }
+  int64_t excess_ns() const { return saturating_sub(late_ns, median_ns); }
 };
 
 /// Why one collective's last rank arrived late.
@@ -102,7 +92,7 @@ struct WaitCause {
 inline std::vector<OpExcess> excess(const WayOps& late, const WayOps& median) {
   std::vector<OpExcess> rows;
   auto consider = [&rows](OpExcess row) {
-    if (row.late_ns - row.median_ns >= kMinExcessNs) rows.push_back(std::move(row));
+    if (row.excess_ns() >= kMinExcessNs) rows.push_back(std::move(row));
   };
   for (const auto& [key, ns] : late.self_ns) {
     const auto it = median.self_ns.find(key);
@@ -146,22 +136,13 @@ std::vector<WaitCause> explain(const Waits& waits, const BaseOf& base_of, const 
     ways[c.median.rank].push_back({out.size(), false, c.median.since_ns, c.median.arrival_ns});
     out.push_back({k, true, {}});
   }
-  auto minus = [](int64_t a, int64_t b) {
-    int64_t d = 0;
-    return __builtin_sub_overflow(a, b, &d) ? (b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min()) : d;
-  };
   std::vector<std::pair<WayOps, WayOps>> measured(out.size());  // late, median
   for (const auto& [rank, list] : ways) {
     // The ways on the trace's clock, merged: the reader keeps what overlaps them.
     const int64_t base = base_of(rank);
     key_averages::Spans spans;
-    for (const Way& w : list) spans.emplace_back(minus(w.from_ns, base), minus(w.to_ns, base));
-    std::sort(spans.begin(), spans.end());
-    key_averages::Spans merged;
-    for (const auto& s : spans)
-      if (!merged.empty() && s.first <= merged.back().second) merged.back().second = std::max(merged.back().second, s.second);
-      else merged.push_back(s);
-    const std::optional<key_averages::TraceEvents> trace = read(rank, merged);
+    for (const Way& w : list) spans.emplace_back(saturating_sub(w.from_ns, base), saturating_sub(w.to_ns, base));
+    const std::optional<key_averages::TraceEvents> trace = read(rank, key_averages::union_of(std::move(spans)));
     for (const Way& w : list) {
       if (!trace) out[w.cause].read = false;
       else (w.late ? measured[w.cause].first : measured[w.cause].second) = ops_on_way(*trace, w.from_ns, w.to_ns);
