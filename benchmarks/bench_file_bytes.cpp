@@ -68,4 +68,5 @@ int main(int argc, char** argv) {
   std::printf("%10s %10s %10s %14s\n", "bytes", "map us", "read us", "read, fresh us");
   for (size_t k = 0; k < 8; ++k) std::printf("%10zu %10.1f %10.1f %14.1f\n", sizes[k], map[k] * 1e6, read[k] * 1e6, fresh[k] * 1e6);
   std::printf("FileBytes reads files below %zu bytes, maps the others (%lu)\n", optrace::detail::FileBytes::kReadBelow, sink % 2);
+  return 0;
 }

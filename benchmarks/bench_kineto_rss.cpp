@@ -27,4 +27,5 @@ int main(int argc, char** argv) {
     std::printf("%s\n", e.what());
     return 1;
   }
+  return 0;
 }

@@ -69,3 +69,20 @@ inline bool python_torch_available() {
 #ifndef OPTRACE_TEST_ASAN
 #define OPTRACE_TEST_ASAN 0
 #endif
+#if defined(__SANITIZE_THREAD__)
+#define OPTRACE_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define OPTRACE_TEST_TSAN 1
+#endif
+#endif
+#ifndef OPTRACE_TEST_TSAN
+#define OPTRACE_TEST_TSAN 0
+#endif
+
+namespace optrace_test {
+// Built with a sanitizer (cmake/sanitize.sh, tsan.sh: clang at -O0, 5-20x slower than Release):
+// the heaviest repetitions run fewer rounds there, every path still taken once or more; the
+// Release stages run them whole (CI's time, docs/ci.md).
+inline constexpr bool kSanitized = OPTRACE_TEST_ASAN || OPTRACE_TEST_TSAN;
+}  // namespace optrace_test

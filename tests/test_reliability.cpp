@@ -365,8 +365,8 @@ TEST_CASE("reliability: the kept regressions answer as they did when found", "[r
 
 // ---- load ----------------------------------------------------------------------------------
 
-TEST_CASE("reliability: 8 threads x 100000 calls through one InputObserver give exact counts", "[reliability][stress]") {
-  constexpr int kThreads = 8, kCalls = 100000;
+TEST_CASE("reliability: 8 threads' calls through one InputObserver give exact counts", "[reliability][stress]") {
+  constexpr int kThreads = 8, kCalls = optrace_test::kSanitized ? 25000 : 100000;
   auto fn = [](const torch::Tensor& x, int64_t k) { return x.size(0) + k; };
   optrace::InputObserver<decltype(fn)> observer(fn, optrace::ObserverOptions().store_n_calls(3));
   std::vector<torch::Tensor> inputs;
@@ -397,8 +397,8 @@ TEST_CASE("reliability: 8 threads x 100000 calls through one InputObserver give 
   CHECK(observer.infer_dynamic_shapes().to_python() == "({0: Dim.AUTO}, None)");
 }
 
-TEST_CASE("reliability: 8 threads x 100000 calls past max_signatures give exact counts", "[reliability][stress]") {
-  constexpr int kThreads = 8, kCalls = 100000;
+TEST_CASE("reliability: 8 threads' calls past max_signatures give exact counts", "[reliability][stress]") {
+  constexpr int kThreads = 8, kCalls = optrace_test::kSanitized ? 25000 : 100000;
   auto fn = [](const torch::Tensor& x) { return x.size(0); };
   optrace::InputObserver<decltype(fn)> observer(fn, optrace::ObserverOptions().max_signatures(5).store_n_calls(1));
   std::vector<torch::Tensor> inputs;
@@ -417,8 +417,8 @@ TEST_CASE("reliability: 8 threads x 100000 calls past max_signatures give exact 
   CHECK(ds[0].dims[0].max == 64);
 }
 
-TEST_CASE("reliability: 8 threads x 100000 ops under one OpTracer give exact counts", "[reliability][stress]") {
-  constexpr int kThreads = 8, kCalls = 100000;
+TEST_CASE("reliability: 8 threads' ops under one OpTracer give exact counts", "[reliability][stress]") {
+  constexpr int kThreads = 8, kCalls = optrace_test::kSanitized ? 25000 : 100000;
   std::vector<torch::Tensor> own;
   for (int t = 0; t < kThreads; ++t) own.push_back(torch::ones({t + 1}));
   torch::Tensor shared = torch::ones({2, 2});
@@ -586,13 +586,14 @@ TEST_CASE("reliability: a process killed while saving an op trace leaves a compl
       in.count = 1 + i % 7;
       docs[v].add(v == 0 ? "add.Tensor" : "mul.Tensor", in);
     }
+  const int kKills = 60;
   const std::string path = optrace_test::temp_path("killed_save.hf_op_trace.json");
   const std::string a = docs[0].to_json(), b = docs[1].to_json();
   int mid_write = kill_while_saving(
       path, [&](int which) { docs[which].save(path); }, a, b,
-      [&](const std::string& text) { CHECK(optrace::OpTrace::from_json(text).total_calls() > 0); }, 60);
-  INFO(mid_write << " of 60 kills came mid-write");
-  CHECK(mid_write >= 60 / 4);  // the waiting half lands mid-write nearly always
+      [&](const std::string& text) { CHECK(optrace::OpTrace::from_json(text).total_calls() > 0); }, kKills);
+  INFO(mid_write << " of " << kKills << " kills came mid-write");
+  CHECK(mid_write >= kKills / 4);  // the waiting half lands mid-write nearly always
   std::remove(path.c_str());
 }
 
@@ -610,13 +611,14 @@ TEST_CASE("reliability: a process killed while saving an observation file leaves
     docs.push_back(optrace::load_observations(tmp));
     std::remove(tmp.c_str());
   }
+  const int kKills = 40;
   const std::string path = optrace_test::temp_path("killed_save.observations.json");
   const std::string a = docs[0].to_json() + "\n", b = docs[1].to_json() + "\n";
   int mid_write = kill_while_saving(
       path, [&](int which) { docs[which].save(path); }, a, b,
-      [&](const std::string& text) { CHECK(optrace::Observations::from_json(text).num_calls() == 1000); }, 40);
-  INFO(mid_write << " of 40 kills came mid-write");
-  CHECK(mid_write >= 40 / 4);  // the waiting half lands mid-write nearly always
+      [&](const std::string& text) { CHECK(optrace::Observations::from_json(text).num_calls() == 1000); }, kKills);
+  INFO(mid_write << " of " << kKills << " kills came mid-write");
+  CHECK(mid_write >= kKills / 4);  // the waiting half lands mid-write nearly always
   std::remove(path.c_str());
 }
 
