@@ -50,8 +50,8 @@ else
   status=0
   # A test that hangs fails after OPTRACE_TEST_TIMEOUT seconds (the longest passes in ~140 s on 2
   # cores), named with its output, instead of holding the run until an outer limit kills it.
-  # OPTRACE_TEST_EXCLUDE (a ctest -E regex) leaves tests out: CI's trixie stage leaves out those
-  # its bookworm stage runs on the same code (docs/ci.md).
+  # OPTRACE_TEST_EXCLUDE (a ctest -E regex) leaves tests out: CI runs two long ones in one of its
+  # Release stages each (.ci/run, docs/ci.md).
   [ -n "${OPTRACE_TEST_EXCLUDE:-}" ] && echo "== dev.sh test: leaving out the tests matching $OPTRACE_TEST_EXCLUDE"
   ctest --test-dir "$build" --output-on-failure --parallel "$jobs" --timeout "${OPTRACE_TEST_TIMEOUT:-900}" \
     ${OPTRACE_TEST_EXCLUDE:+-E "$OPTRACE_TEST_EXCLUDE"} || status=$?

@@ -586,14 +586,13 @@ TEST_CASE("reliability: a process killed while saving an op trace leaves a compl
       in.count = 1 + i % 7;
       docs[v].add(v == 0 ? "add.Tensor" : "mul.Tensor", in);
     }
-  const int kKills = 60;
   const std::string path = optrace_test::temp_path("killed_save.hf_op_trace.json");
   const std::string a = docs[0].to_json(), b = docs[1].to_json();
   int mid_write = kill_while_saving(
       path, [&](int which) { docs[which].save(path); }, a, b,
-      [&](const std::string& text) { CHECK(optrace::OpTrace::from_json(text).total_calls() > 0); }, kKills);
-  INFO(mid_write << " of " << kKills << " kills came mid-write");
-  CHECK(mid_write >= kKills / 4);  // the waiting half lands mid-write nearly always
+      [&](const std::string& text) { CHECK(optrace::OpTrace::from_json(text).total_calls() > 0); }, 60);
+  INFO(mid_write << " of 60 kills came mid-write");
+  CHECK(mid_write >= 60 / 4);  // the waiting half lands mid-write nearly always
   std::remove(path.c_str());
 }
 
@@ -611,14 +610,13 @@ TEST_CASE("reliability: a process killed while saving an observation file leaves
     docs.push_back(optrace::load_observations(tmp));
     std::remove(tmp.c_str());
   }
-  const int kKills = 40;
   const std::string path = optrace_test::temp_path("killed_save.observations.json");
   const std::string a = docs[0].to_json() + "\n", b = docs[1].to_json() + "\n";
   int mid_write = kill_while_saving(
       path, [&](int which) { docs[which].save(path); }, a, b,
-      [&](const std::string& text) { CHECK(optrace::Observations::from_json(text).num_calls() == 1000); }, kKills);
-  INFO(mid_write << " of " << kKills << " kills came mid-write");
-  CHECK(mid_write >= kKills / 4);  // the waiting half lands mid-write nearly always
+      [&](const std::string& text) { CHECK(optrace::Observations::from_json(text).num_calls() == 1000); }, 40);
+  INFO(mid_write << " of 40 kills came mid-write");
+  CHECK(mid_write >= 40 / 4);  // the waiting half lands mid-write nearly always
   std::remove(path.c_str());
 }
 
