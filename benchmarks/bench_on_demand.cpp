@@ -15,6 +15,7 @@
 //    cycle), that step() alone, the events per cycle, and the resident memory the ring added.
 //    On the MLP, and on MODEL.pt when given (a TorchScript module taking one 2x3x112x112 tensor:
 //    benchmarks/profiler.sh makes resnet18's).
+#include <optrace/detail/common/io.hpp>
 #include <optrace/on_demand.hpp>
 
 #include <torch/script.h>
@@ -61,7 +62,7 @@ void idle_step(const std::string& dir) {
   for (int64_t i = 0; i < kCalls; ++i) sink = sink + 1;
   const double bare = ns_since(t0) / kCalls;
   for (const bool polled : {false, true}) {
-    std::filesystem::remove_all(dir);
+    optrace::detail::remove_tree(dir);
     optrace::OnDemandOptions o = optrace::OnDemandOptions().output_dir(dir);
     if (polled) {
       std::filesystem::create_directories(dir);
@@ -76,7 +77,7 @@ void idle_step(const std::string& dir) {
                 static_cast<long long>(kCalls));
   }
   constexpr int64_t kTimed = 5'000'000;
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir).slow_steps(armed()));
   t0 = Clock::now();
   for (int64_t i = 0; i < kTimed; ++i) od.step();
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
   std::vector<double> opened, closed;
   size_t traces = 0;
   {
-    std::filesystem::remove_all(dir);
+    optrace::detail::remove_tree(dir);
     optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir));
     print_row("OnDemandProfiler, idle", run(job, steps, &od, false, nullptr, nullptr));
     print_row("OnDemandProfiler, 3-step window every 100", run(job, steps, &od, true, &opened, &closed));
@@ -201,7 +202,7 @@ int main(int argc, char** argv) {
     traces = od.traces().size();
   }
   {
-    std::filesystem::remove_all(dir);
+    optrace::detail::remove_tree(dir);
     optrace::OnDemandProfiler od(optrace::OnDemandOptions().output_dir(dir).slow_steps(armed()));
     print_row("OnDemandProfiler, slow_steps armed", run(job, steps, &od, false, nullptr, nullptr));
   }
@@ -227,7 +228,7 @@ int main(int argc, char** argv) {
   print_row("  a Profiler's own start (20 times)", own_start);
   print_row("  a Profiler's own step() that ends its window", own_end);
   std::printf("  (%zu windows written to %s)\n", traces, dir.c_str());
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 
   ring_cost("MLP 256x256x2, forward + backward", [&] { job.step(); }, 5, steps / 5);
   if (argc > 2) {

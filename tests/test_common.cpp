@@ -213,7 +213,7 @@ TEST_CASE("beneath: a name a file gives stays beneath its folder, by name and by
   CHECK(beneath_name_problem(std::string("a\0b", 3)) == "a NUL in the name");
 
   const std::string dir = optrace_test::temp_path("beneath");
-  fs::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   fs::create_directories(dir + "/plan/sub");
   fs::create_directories(dir + "/outside");
   std::ofstream(dir + "/plan/sub/in.json") << "in";
@@ -248,10 +248,47 @@ TEST_CASE("beneath: a name a file gives stays beneath its folder, by name and by
 // A file written atomically goes through a temporary file that nobody can plant ahead: its name
 // cannot be guessed and it is created, never opened (the pid-named one was opened with O_TRUNC,
 // so a hard link planted under that name had the write land in the file it links to).
+TEST_CASE("remove_tree: a tree goes, what its links name stays", "[common]") {
+  namespace fs = std::filesystem;
+  using optrace::detail::remove_tree;
+  const std::string dir = optrace_test::temp_path("remove_tree");
+  REQUIRE(remove_tree(dir));
+  fs::create_directories(dir + "/tree/a/b/c");
+  fs::create_directories(dir + "/outside/kept");
+  std::ofstream(dir + "/tree/a/b/c/deep") << "x";
+  std::ofstream(dir + "/tree/top") << "x";
+  std::ofstream(dir + "/outside/secret") << "secret";
+  fs::create_directory_symlink(dir + "/outside", dir + "/tree/a/to_folder");
+  fs::create_symlink(dir + "/outside/secret", dir + "/tree/to_file");
+  REQUIRE(::mkfifo((dir + "/tree/a/fifo").c_str(), 0600) == 0);
+  CHECK(remove_tree(dir + "/tree"));
+  CHECK_FALSE(fs::exists(fs::symlink_status(dir + "/tree")));
+  CHECK(fs::exists(dir + "/outside/secret"));
+  CHECK(fs::exists(dir + "/outside/kept"));
+  CHECK(remove_tree(dir + "/tree"));  // nothing there: done
+  // A link as the root goes itself; a file too.
+  fs::create_directory_symlink(dir + "/outside", dir + "/root_link");
+  CHECK(remove_tree(dir + "/root_link"));
+  CHECK(fs::exists(dir + "/outside/kept"));
+  CHECK(remove_tree(dir + "/outside/secret"));
+  CHECK_FALSE(fs::exists(dir + "/outside/secret"));
+  // A folder it may not empty: false, and what it could not remove stays.
+  if (::geteuid() != 0) {
+    fs::create_directories(dir + "/locked/in");
+    std::ofstream(dir + "/locked/in/f") << "x";
+    fs::permissions(dir + "/locked/in", fs::perms::owner_read | fs::perms::owner_exec);
+    CHECK_FALSE(remove_tree(dir + "/locked"));
+    CHECK(fs::exists(dir + "/locked/in/f"));
+    fs::permissions(dir + "/locked/in", fs::perms::owner_all);
+  }
+  CHECK(remove_tree(dir));
+  CHECK_FALSE(fs::exists(dir));
+}
+
 TEST_CASE("atomic writes: a link planted under the temporary file's old name is not written through", "[common]") {
   namespace fs = std::filesystem;
   const std::string dir = optrace_test::temp_path("atomic_plant");
-  fs::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   fs::create_directories(dir + "/out");
   std::ofstream(dir + "/victim") << "keep me";
   const std::string target = dir + "/out/plan.json";
@@ -271,7 +308,7 @@ TEST_CASE("atomic writes: a link planted under the temporary file's old name is 
 TEST_CASE("can_create_beside: the probe neither truncates nor follows what is planted beside it", "[common]") {
   namespace fs = std::filesystem;
   const std::string dir = optrace_test::temp_path("probe_plant");
-  fs::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   fs::create_directories(dir + "/out");
   std::ofstream(dir + "/victim") << "keep me";
   // The fixed names the profiler's and the CLI's probes had: a hard link and a symbolic link.

@@ -170,3 +170,27 @@ TEST_CASE("layers: the checks see violations", "[layers]") {
   CHECK(layer_of("detail/no_such_folder/x.hpp") == -1);
   CHECK(layer_of("detail/kineto/sub/x.hpp") == -1);  // a folder entry covers its own files only
 }
+
+// std::filesystem::remove_all crashes a program linked to PyTorch's wheels (2.5 to at least 2.11,
+// pytorch#133437: libtorch.so exports its own copy, which calls a weak symbol left null; seen on an
+// H200 with 2.11, 2026-12-01): optrace removes trees with detail::remove_tree (common/io.hpp).
+TEST_CASE("layers: no source of optrace's calls std::filesystem::remove_all", "[layers]") {
+  const std::filesystem::path root(OPTRACE_SOURCE_DIR);
+  const std::string needle = std::string("remove_") + "all(";  // spelled apart: this file is read too
+  std::vector<std::string> calls;
+  size_t files = 0;
+  for (const char* folder : {"include", "tests", "benchmarks", "examples"})
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root / folder)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".hpp" && ext != ".cpp")) continue;
+      ++files;
+      std::ifstream in(entry.path());
+      int n = 0;
+      for (std::string line; std::getline(in, line);)
+        if (++n, line.find(needle) != std::string::npos)
+          calls.push_back(entry.path().lexically_relative(root).string() + ":" + std::to_string(n));
+    }
+  for (const std::string& c : calls) UNSCOPED_INFO(c << ": use optrace::detail::remove_tree");
+  CHECK(calls.empty());
+  CHECK(files > 100);
+}

@@ -37,7 +37,7 @@ using optrace::OnDemandRequest;
 
 std::string fresh_dir(const std::string& name) {
   const std::string dir = optrace_test::temp_path("on_demand/" + name);
-  fs::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   fs::create_directories(dir);
   return dir;
 }

@@ -1,4 +1,5 @@
 // Tests for optrace/plan.hpp: packages planned from observed calls, their files, and the drift of new traffic.
+#include <optrace/detail/common/io.hpp>
 #include <optrace/observer.hpp>
 #include <optrace/plan.hpp>
 
@@ -32,7 +33,7 @@ optrace::Observations traffic(const Shapes& masked, const Shapes& unmasked) {
 
 std::string temp_dir(const std::string& name) {
   auto dir = std::filesystem::temp_directory_path() / ("optrace_test_plan_" + name + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   return dir.string();
 }
 
@@ -253,7 +254,7 @@ TEST_CASE("drift and assign judge calls by the ranges compile_plan recorded, by 
   refused_in_spec(guard, R"([1, {"type": null, "context": null, "children_spec": []}])",
                   "JsonError at /packages/0/in_spec: the package's in_spec is not ((args...), {kwargs...})");
   refused_in_spec("{", "[2, {}]", "JsonError at /packages/0/guard");
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }
 
 TEST_CASE("drift does not cover a call with an argument no package has, as every package refuses it", "[plan]") {
@@ -299,7 +300,7 @@ TEST_CASE("call counts that would overflow are refused in one line, never printe
   write_text(dir + "/plan.json", std::regex_replace(saved, std::regex("(\"calls\": )4611686018427387904,\n(\\s*\"signatures\")"),
                                                     "$1-1,\n$2"));
   CHECK_THROWS_WITH(optrace::Plan::load(dir), OPTRACE_CONTAINS("JsonError at /packages/0/calls: the packages' calls add up past"));
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }
 
 TEST_CASE("max_packages splits the widest structure by its widest dim", "[plan]") {
@@ -336,7 +337,7 @@ TEST_CASE("a plan saved and loaded back is the same plan", "[plan]") {
   CHECK(back.sources() == std::vector<std::string>{"served.json"});
   CHECK(back.drift({traffic({}, {{2, 40}})}).rows.at(0).planned_max == 11);
   CHECK(back.id() == plan.id());
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }
 
 TEST_CASE("packages that name one observation file share one copy of its calls", "[plan]") {
@@ -362,7 +363,7 @@ TEST_CASE("packages that name one observation file share one copy of its calls",
   CHECK(&optrace::detail::call_set_of(copied.packages()[0].observations) !=
         &optrace::detail::call_set_of(copied.packages()[1].observations));
   CHECK(copied.packages()[1].observations.to_json() == first.to_json());
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }
 
 TEST_CASE("a plan's id is its content's: the same calls give the same id, other calls another", "[plan]") {
@@ -381,7 +382,7 @@ TEST_CASE("a plan's id is its content's: the same calls give the same id, other 
   CHECK(optrace::Plan::load(dir).id().empty());
   write_text(path, std::regex_replace(good, std::regex("\"id\": \"[0-9a-f]+\""), "\"id\": \"bert-base_v2.1\""));
   CHECK(optrace::Plan::load(dir).id() == "bert-base_v2.1");
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }
 
 TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
@@ -423,7 +424,7 @@ TEST_CASE("a bad plan file is refused in one line naming the file", "[plan]") {
   refused("\"id\": \"[0-9a-f]+\"", "\"id\": 7", "/id");
   write_text(path, "{\"format\": ");
   CHECK_THROWS_AS(optrace::Plan::load(dir), optrace::JsonError);
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }
 
 namespace plan_property {
@@ -670,5 +671,5 @@ TEST_CASE("property: for fuzzed plans and calls, drift and assign judge calls as
   CHECK(refused_sizes > planned_refusals);
   CHECK(planned_refusals > 0);
   CHECK(refused_structure > 0);
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
 }

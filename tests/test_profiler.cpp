@@ -1,5 +1,6 @@
 // Tests for optrace/profiler.hpp: schedules as torch.profiler's, true timings, the Kineto trace
 // read back by optrace's importer and by torch's and HTA's readers (tests/python/).
+#include <optrace/detail/common/io.hpp>
 #include <optrace/kineto.hpp>
 #include <optrace/op_tracer.hpp>
 #include <optrace/profiler.hpp>
@@ -81,7 +82,7 @@ std::vector<std::string> profiler_steps(const std::string& trace_json) {
 
 std::string temp_dir(const std::string& name) {
   std::string dir = optrace_test::temp_path(name);
-  std::filesystem::remove_all(dir);
+  optrace::detail::remove_tree(dir);
   return dir;
 }
 

@@ -1,6 +1,7 @@
 // Reliability: readers turn every bad input into an optrace::Error (the fuzzers' regressions),
 // exact counts under load ([stress]), and saves that a killed process cannot leave half-written.
 #include <optrace/detail/aoti/zip_names.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/kineto.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/key_averages.hpp>
@@ -310,7 +311,7 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
     // Each is the plan.json of a folder planted as fuzz_plan_folder plants it; each names a file
     // outside the folder, through a link or a path.
     const std::string base = optrace_test::temp_path("reliability_plan_folder");
-    std::filesystem::remove_all(base);
+    optrace::detail::remove_tree(base);
     const std::string dir = base + "/plan", outside = base + "/outside";
     std::filesystem::create_directories(outside);
     const std::string masked = read_text(optrace_test::data_path("observations/masked.json"));
@@ -324,7 +325,7 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
       CHECK_THAT(answer([&] { optrace::Plan::load(dir); }),
                  OPTRACE_CONTAINS("is a symbolic link") || OPTRACE_CONTAINS("is not a file name inside the plan's folder"));
     }
-    std::filesystem::remove_all(base);
+    optrace::detail::remove_tree(base);
   }
   for (const std::string& path : regressions("operator_inputs")) {
     INFO(path);

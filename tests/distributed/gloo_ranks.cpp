@@ -28,6 +28,7 @@
 // Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N | --straggler N S]. Exit status 0
 // passed, 1 failed.
 #include <optrace/c10d.hpp>
+#include <optrace/detail/common/io.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/on_demand.hpp>
 #include <optrace/profiler.hpp>
@@ -379,7 +380,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  fs::remove_all(out);
+  optrace::detail::remove_tree(out);
   fs::create_directories(out + "/kineto");
   if (!slow_step && !straggling) fs::create_directories(out + "/et");
   const std::string store = out + "/store";

@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <cstring>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -47,10 +46,7 @@ class ExtractionFolder {
   }
   ExtractionFolder(const ExtractionFolder&) = delete;
   ExtractionFolder& operator=(const ExtractionFolder&) = delete;
-  ~ExtractionFolder() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  ~ExtractionFolder() { remove_tree(path_); }
   const std::string& path() const { return path_; }
 
  private:

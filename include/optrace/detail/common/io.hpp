@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -254,6 +255,21 @@ inline void write_file_atomic(const FileTarget& target, std::string_view content
 inline void write_file_atomic(const std::string& path, std::string_view content,
                               ExistingFile existing = ExistingFile::Replace) {
   write_file_atomic(FileTarget::path(path), content, existing);
+}
+
+/// Removes `path` and everything beneath it, following no link (a link is removed, not what it
+/// names); true when nothing is left, or nothing was there. The one way optrace removes a tree.
+/// Not std::filesystem::remove_all: PyTorch's wheels (2.5 to at least 2.11, pytorch#133437)
+/// export their own statically linked copy of it from libtorch.so, which a program linked to
+/// libtorch binds first and which calls a weak symbol left null: the process crashes (seen on
+/// torch 2.11.0+cu130, 2026-12-01).
+inline bool remove_tree(const std::string& path) noexcept {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+  if (!S_ISDIR(st.st_mode)) return ::unlink(path.c_str()) == 0;
+  // Depth first (a folder after what it holds), physical (links not followed).
+  auto remove_one = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : -1; };
+  return ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) == 0;
 }
 
 /// A regular file's bytes in memory, read-only, followed by at least `spare` readable zero bytes
