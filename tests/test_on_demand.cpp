@@ -642,13 +642,112 @@ TEST_CASE("on demand: a duration window is closed by the polling thread that ope
   size_t written = 0;
   for (const auto& e : fs::directory_iterator(dir)) written += e.path().string().find(".pt.trace.json") != std::string::npos;
   CHECK(written == 2);
-  // A window of steps flushed from a thread that does not step: closed there, and said.
+  // A window of steps flushed from a thread that does not step: closed there, and said. What the
+  // window put on the stepping thread (the memory reporter, as libtorch's CUDA profiler state)
+  // only that thread can pop: it stays until its next step.
   OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("b"));
-  od.request(steps_request(0, 100));
+  OnDemandRequest with_memory = steps_request(0, 100);
+  with_memory.profile_memory = true;
+  od.request(with_memory);
   od.step();
+  auto profiler_state = [] { return c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE); };
+  CHECK(profiler_state() != nullptr);
   std::thread([&] { od.flush(); }).join();
   CHECK(said(od, "the window closes on another thread than the one that opened it"));
   CHECK(od.traces().size() == 1);
+  CHECK(said(od, "the window's profiler state stays on the thread that opened it until that thread's next step()"));
+  CHECK(profiler_state() != nullptr);
+  od.step();
+  CHECK(profiler_state() == nullptr);
+  CHECK(said(od, "released at step 2"));
+}
+
+// The kernels of a trace file.
+int kernels_in(const std::string& path) {
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(path));
+  int kernels = 0;
+  for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
+    optrace::json::Node cat(e);
+    kernels += e.find("cat", cat) && cat.is_string() && cat.as_string() == "kernel" ? 1 : 0;
+  }
+  return kernels;
+}
+
+// The same windows with the CUDA activity (tests/gpu/run.sh): libtorch's profiler starts and stops
+// on the thread that opened the window, the kernels are in its trace, and a window closed on
+// another thread neither throws nor leaves libtorch's profiler running.
+TEST_CASE("on demand: windows with CUDA activity record kernels, and close on any thread without a crash", "[on_demand][cuda]") {
+  if (!torch::cuda::is_available()) OPTRACE_SKIP("no CUDA device");
+  auto gpu_work = [] {
+    torch::NoGradGuard no_grad;
+    auto a = torch::ones({256, 256}, torch::kCUDA);
+    (void)torch::relu(torch::mm(a, a)).sum().cpu();
+  };
+  gpu_work();  // cuBLAS's handle made before recording
+  const std::string dir = fresh_dir("cuda");
+  auto cuda_request = [](OnDemandRequest r) {
+    r.device_activity = true;
+    return r;
+  };
+  auto files_of = [&](const std::string& worker) {
+    std::vector<std::string> files;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().filename().string().rfind(worker + ".", 0) == 0) files.push_back(e.path().string());
+    return files;
+  };
+  SECTION("a window of steps, closed by the stepping thread") {
+    OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("steps"));
+    od.request(cuda_request(steps_request(2, 3)));
+    for (int i = 0; i < 8; ++i) {
+      gpu_work();
+      od.step();
+    }
+    od.flush();
+    for (const std::string& m : od.messages()) UNSCOPED_INFO(m);
+    REQUIRE(od.traces().size() == 1);
+    CHECK(kernels_in(od.traces()[0]) >= 3 * 3);  // mm, relu, sum in each of the three steps
+    CHECK_FALSE(said(od, "no kernels"));
+  }
+  SECTION("a duration window, opened by the polling thread and closed by it on destruction") {
+    {
+      OnDemandRequest r;
+      r.duration_ms = 60000;
+      OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("duration"));
+      od.request(cuda_request(r));
+      REQUIRE(eventually([&] { return said(od, "recording 60000 ms"); }));
+      for (int i = 0; i < 5; ++i) gpu_work();
+      torch::cuda::synchronize();
+    }  // destroyed with the window open
+    const std::vector<std::string> files = files_of("duration");
+    REQUIRE(files.size() == 1);
+    CHECK(kernels_in(files[0]) >= 5 * 3);
+  }
+  SECTION("a window of steps flushed from another thread: no kernels, said; released at the next step") {
+    OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("elsewhere"));
+    OnDemandRequest r = cuda_request(steps_request(0, 100));
+    r.profile_memory = true;
+    od.request(r);
+    od.step();
+    gpu_work();
+    std::thread([&] { od.flush(); }).join();
+    for (const std::string& m : od.messages()) UNSCOPED_INFO(m);
+    CHECK(said(od, "this window has no kernels"));
+    CHECK(said(od, "stays on the thread that opened it"));
+    CHECK(od.traces().size() == 1);
+    od.step();
+    CHECK(c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) == nullptr);
+    CHECK(said(od, "released at step 2"));
+    // libtorch's profiler is off again: the next window on this thread records kernels.
+    od.request(cuda_request(steps_request(0, 2)));
+    for (int i = 0; i < 5; ++i) {
+      gpu_work();
+      od.step();
+    }
+    od.flush();
+    REQUIRE(od.traces().size() == 2);
+    CHECK(kernels_in(od.traces()[1]) >= 3);
+    CHECK_FALSE(said(od, "could not start"));
+  }
 }
 
 // The state machine alone (detail/on_demand/scheduler.hpp): every transition, no threads.

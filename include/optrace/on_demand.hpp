@@ -174,6 +174,7 @@ class OnDemandProfiler {
     wake_.notify_all();
     if (poller_.joinable()) poller_.join();
     flush();  // what a request made meanwhile left
+    left_.release();  // destroyed on the stepping thread: what a window closed elsewhere left on it
   }
 
   /// Ends the job's current step and begins the next, on the thread that runs the steps. Idle:
@@ -207,8 +208,10 @@ class OnDemandProfiler {
 
   /// Closes the open window (its trace written with the steps recorded so far), drops a request
   /// whose window has not started (saying so), and waits until every trace is written. Call it on
-  /// the stepping thread, or once it has stopped stepping. A duration window is closed by the
-  /// polling thread, which opened it (with CUDA activities libtorch needs that), and waited for.
+  /// the stepping thread, or once it has stopped stepping: a window of steps closed on another
+  /// thread has no CUDA kernels (libtorch's profiler stops only where it started), and what
+  /// libtorch left on the stepping thread is released at its next step() (both said). A duration
+  /// window is closed by the polling thread, which opened it, and waited for.
   void flush() {
     std::vector<std::unique_ptr<Profiler>> done;
     {
@@ -435,7 +438,7 @@ class OnDemandProfiler {
       window_.reset();
       scheduler_.on_window_failed();
     }
-    attention_.store(scheduler_.wants_steps(), std::memory_order_release);
+    attention_.store(scheduler_.wants_steps() || !left_.empty(), std::memory_order_release);
   }
 
   // A new request (under mutex_): its trace's name checked here, the rest by the scheduler.
@@ -458,6 +461,10 @@ class OnDemandProfiler {
   // The stepping thread's part, when a request or a window needs it.
   void on_step(int64_t s) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (!left_.empty() && left_.release()) {
+      say("the profiler state a window closed elsewhere left on this thread was released at step " + std::to_string(s));
+      left_ = {};
+    }
     try {
       // A window cancelled closes at this boundary: the step that begins here is not one of it.
       if (window_ && scheduler_.request().by_iteration() && !scheduler_.closing()) window_->step();
@@ -521,16 +528,26 @@ class OnDemandProfiler {
     });
     window_.reset(new Profiler(std::move(o), s, std::move(et)));
     window_thread_ = std::this_thread::get_id();
+    for (const std::string& note : window_->notes()) say(note);  // e.g. CUDA asked for without a device
     say(r.by_iteration() ? "recording steps " + std::to_string(s) + ".." + std::to_string(s + r.iterations - 1) + " to " + path
                          : "recording " + std::to_string(r.duration_ms) + " ms to " + path);
   }
 
   // The open window stops recording; its trace goes to its writer (under mutex_, without waiting).
   void retire_window() {
-    if (std::this_thread::get_id() != window_thread_)
+    const bool elsewhere = std::this_thread::get_id() != window_thread_;
+    if (elsewhere)
       say("the window closes on another thread than the one that opened it (flush() from a thread that does not "
           "step?): with CUDA activities libtorch needs the opening thread");
+    const size_t notes = window_->notes().size();
     window_->stop_recording();
+    for (size_t i = notes; i < window_->notes().size(); ++i) say(window_->notes()[i]);
+    if (elsewhere && !window_->left_state_.empty()) {
+      // libtorch's state (and the memory reporter) stay on the stepping thread until its next step.
+      left_ = std::move(window_->left_state_);
+      window_->left_state_ = {};
+      say("the window's profiler state stays on the thread that opened it until that thread's next step()");
+    }
     retired_.push_back(std::move(window_));
     wake_.notify_all();
     closed_.notify_all();
@@ -586,6 +603,12 @@ class OnDemandProfiler {
         continue;
       }
       wake_.wait_until(lock, until);
+    }
+    // A duration window opened after the destructor's first flush (a request meanwhile) closes
+    // here, on the thread that opened it, not on the destructor's.
+    if (window_ && window_thread_ == std::this_thread::get_id()) {
+      apply(scheduler_.on_flush(step_num()));
+      apply(scheduler_.on_tick(steady_ms(), step_num()));
     }
     polling_ = false;
     closed_.notify_all();
@@ -650,6 +673,7 @@ class OnDemandProfiler {
   detail::on_demand::Scheduler scheduler_;  // when windows open and close
   std::unique_ptr<Profiler> window_;        // the open window (scheduler_ is Recording)
   std::thread::id window_thread_;           // the thread that opened it, which closes it
+  detail::profiler::OpeningThreadState left_;  // a window closed elsewhere left this on its thread
   std::vector<std::unique_ptr<Profiler>> retired_;
   std::optional<std::string> config_;  // the trigger file's last content (at start: a leftover)
   std::string refused_state_;          // the last refused trigger file, said once

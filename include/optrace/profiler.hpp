@@ -340,6 +340,7 @@ class Profiler {
       std::cerr << "optrace: Profiler: " << e.what() << "\n";
     } catch (...) {
     }
+    left_state_.release();  // on the thread that opened a window stopped elsewhere
   }
 
   /// Starts profiling at step 0 (the constructor does). Throws Error when this or another
@@ -476,6 +477,7 @@ class Profiler {
     if (op_view_.install(op_session_)) w->op_session = op_session_;
     w->start_ns = detail::profiler::now_ns();
     recording_.install(w);  // no other window is open: one Profiler is active at a time (start)
+    opened_on_ = std::this_thread::get_id();
     // libtorch's Kineto puts its own state on the thread's PROFILER_STATE: it goes first, so that
     // the allocators report to ours, above it.
     if (device_trace_) {
@@ -500,17 +502,35 @@ class Profiler {
   void close_window(bool ready) {
     if (!window_) return;
     recording_.remove_callbacks();
+    // What the window put on the opening thread's PROFILER_STATE only that thread can pop: closed
+    // on another, it stays there (left_state_) and the CUDA events are lost, said in notes().
+    const bool opening_thread = std::this_thread::get_id() == opened_on_;
+    if (!opening_thread) left_state_.thread = opened_on_;
     if (reporter_) {
       reporter_->enabled = false;
-      try {
-        c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
-      } catch (...) {  // the user's own debug info above ours: ours stays, disabled
+      if (opening_thread) {
+        try {
+          c10::ThreadLocalDebugInfo::_pop(c10::DebugInfoKind::PROFILER_STATE);
+        } catch (...) {  // the user's own debug info above ours: ours stays, disabled
+        }
+      } else {
+        left_state_.reporter = reporter_;
       }
       reporter_.reset();
     }
     window_->end_ns = detail::profiler::now_ns();
     recording_.retract();
-    if (device_capture_.running()) device_capture_.stop(info_.steady_to_epoch, *window_);
+    if (device_capture_.running()) {
+      std::string note;
+      if (opening_thread) {
+        note = device_capture_.stop(info_.steady_to_epoch, *window_);
+      } else {
+        left_state_.device = device_capture_.left();
+        note = "CUDA activity: the window closed on another thread than the one that opened it, and libtorch's "
+               "profiler stops only there: this window has no kernels";
+      }
+      if (!note.empty()) notes_.push_back(std::move(note));
+    }
     op_view_.retract();
     // Other threads may still be inside an event: once each buffer's lock was taken after
     // `closed`, nothing more is appended.
@@ -584,6 +604,8 @@ class Profiler {
   std::shared_ptr<detail::profiler::MemoryReporter> reporter_;
   bool device_trace_ = false;  // the CUDA activity asked for and a device present
   detail::profiler::DeviceCapture device_capture_;
+  std::thread::id opened_on_;                          // the open window's thread
+  detail::profiler::OpeningThreadState left_state_;  // what a window closed elsewhere left on it
   detail::profiler::ActiveWindow recording_;  // the open window and the callbacks
   std::shared_ptr<detail::op_tracer::Session> op_session_;
   detail::op_tracer::ActiveSession op_view_;  // op_session_, while a window is open and no OpTracer records

@@ -22,6 +22,8 @@
 #include <optrace/detail/profiler/device_details.hpp>
 #include <optrace/detail/profiler/window.hpp>
 
+#include <c10/util/ThreadLocalDebugInfo.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -32,6 +34,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -126,7 +129,39 @@ inline std::string save_device_details(torch::autograd::profiler::ProfilerResult
 }
 #endif
 
-// Runs libtorch's Kineto profiler for the CUDA activity over one recording window.
+// What a window leaves on the thread that opened it when it closes on another: libtorch's profiler
+// state (the CUDA activity: CUPTI records until it is popped) and the Profiler's memory reporter
+// above it, disabled. Only that thread can pop them: libtorch's disableProfiler pops the calling
+// thread's state, and another thread's pop would take whatever that thread holds (its own
+// profiler's state) or throw.
+struct OpeningThreadState {
+  std::thread::id thread;
+  std::shared_ptr<c10::DebugInfoBase> reporter;  // popped if still the top of the thread's PROFILER_STATE
+  const c10::DebugInfoBase* device = nullptr;    // libtorch's state, known by address
+
+  bool empty() const { return !reporter && device == nullptr; }
+
+  // On `thread`: pops what is still ours, the top first, and nothing else (a state the job pushed
+  // above ours stays, and so does ours beneath it); true when done. Elsewhere: false.
+  bool release() noexcept {
+    if (std::this_thread::get_id() != thread) return false;
+    constexpr auto kind = c10::DebugInfoKind::PROFILER_STATE;
+    try {
+      if (reporter && c10::ThreadLocalDebugInfo::get(kind) == reporter.get()) c10::ThreadLocalDebugInfo::_pop(kind);
+#if OPTRACE_PROFILER_DEVICE_TRACE
+      if (device != nullptr && c10::ThreadLocalDebugInfo::get(kind) == device)
+        (void)torch::autograd::profiler::disableProfiler();
+#endif
+    } catch (...) {  // not ours on top after all: left as it is
+    }
+    reporter.reset();
+    device = nullptr;
+    return true;
+  }
+};
+
+// Runs libtorch's Kineto profiler for the CUDA activity over one recording window, on the thread
+// that opens the window.
 class DeviceCapture {
  public:
   // Starts CUPTI's recording; false (and why in `note`) where it cannot.
@@ -138,6 +173,7 @@ class DeviceCapture {
       const std::set<impl::ActivityType> activities{impl::ActivityType::CUDA};
       torch::autograd::profiler::prepareProfiler(config, activities);
       torch::autograd::profiler::enableProfiler(config, activities);
+      state_ = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
       running_ = true;
       return true;
     } catch (const std::exception& e) {
@@ -154,55 +190,77 @@ class DeviceCapture {
 
   // Stops it and gives `window` what CUPTI recorded, on the steady clock, and the reading of the
   // rest (read_device_details: the first writer of the trace runs it). Call on the starting
-  // thread.
-  void stop(int64_t steady_to_epoch, Window& window) {
+  // thread (left() elsewhere). libtorch's failures are caught: returns why the CUDA events are
+  // missing, or "".
+  std::string stop(int64_t steady_to_epoch, Window& window) {
     std::vector<DeviceEvent>& out = window.device_events;
     out.clear();
 #if OPTRACE_PROFILER_DEVICE_TRACE
-    if (!running_) return;
+    if (!running_) return {};
     running_ = false;
-    std::shared_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
-    if (!result) return;
-    bool offset_known = false;
-    int64_t offset = 0;
-    for (const auto& e : result->events()) {
-      DeviceEvent d;
-      if (!device_kind_of(e.activityType(), d.kind)) continue;
-      const auto start = static_cast<int64_t>(e.startNs());
-      if (!offset_known) {
-        offset = to_steady_offset(start, steady_to_epoch);
-        offset_known = true;
+    state_ = nullptr;
+    try {
+      std::shared_ptr<torch::autograd::profiler::ProfilerResult> result = torch::autograd::profiler::disableProfiler();
+      if (!result) return {};
+      bool offset_known = false;
+      int64_t offset = 0;
+      for (const auto& e : result->events()) {
+        DeviceEvent d;
+        if (!device_kind_of(e.activityType(), d.kind)) continue;
+        const auto start = static_cast<int64_t>(e.startNs());
+        if (!offset_known) {
+          offset = to_steady_offset(start, steady_to_epoch);
+          offset_known = true;
+        }
+        d.name = e.name();
+        d.start_ns = start + offset;
+        d.dur_ns = static_cast<int64_t>(e.durationNs());
+        d.correlation = e.correlationId();
+        if (on_host(d.kind)) {
+          d.stream = static_cast<int64_t>(e.startThreadId());
+        } else {
+          d.device = e.deviceIndex();
+          d.stream = e.deviceResourceId();
+        }
+        out.push_back(std::move(d));
       }
-      d.name = e.name();
-      d.start_ns = start + offset;
-      d.dur_ns = static_cast<int64_t>(e.durationNs());
-      d.correlation = e.correlationId();
-      if (on_host(d.kind)) {
-        d.stream = static_cast<int64_t>(e.startThreadId());
-      } else {
-        d.device = e.deviceIndex();
-        d.stream = e.deviceResourceId();
-      }
-      out.push_back(std::move(d));
+      std::sort(out.begin(), out.end(), [](const DeviceEvent& a, const DeviceEvent& b) { return a.start_ns < b.start_ns; });
+      if (!out.empty())
+        window.read_device_details = [result](Window& w) {
+          const std::string error = save_device_details(*result, w);
+          if (!error.empty())
+            std::cerr << "optrace: Profiler: the CUDA events are written without what libtorch's saved trace adds "
+                         "(launch configurations, bytes, cbid, deviceProperties): "
+                      << error << "\n";
+        };
+    } catch (const std::exception& e) {
+      out.clear();
+      return std::string("CUDA activity: libtorch's Kineto profiler did not stop (") + first_line(e) +
+             "): this window has no kernels";
+    } catch (...) {
+      out.clear();
+      return "CUDA activity: libtorch's Kineto profiler did not stop: this window has no kernels";
     }
-    std::sort(out.begin(), out.end(), [](const DeviceEvent& a, const DeviceEvent& b) { return a.start_ns < b.start_ns; });
-    if (!out.empty())
-      window.read_device_details = [result](Window& w) {
-        const std::string error = save_device_details(*result, w);
-        if (!error.empty())
-          std::cerr << "optrace: Profiler: the CUDA events are written without what libtorch's saved trace adds "
-                       "(launch configurations, bytes, cbid, deviceProperties): "
-                    << error << "\n";
-      };
 #else
     (void)steady_to_epoch;
 #endif
+    return {};
+  }
+
+  // Gives up a capture running on another thread (the window closes elsewhere): no CUDA event is
+  // taken, and libtorch's state stays on its thread until OpeningThreadState::release() there.
+  const c10::DebugInfoBase* left() noexcept {
+    running_ = false;
+    const c10::DebugInfoBase* s = state_;
+    state_ = nullptr;
+    return s;
   }
 
   bool running() const { return running_; }
 
  private:
   bool running_ = false;
+  const c10::DebugInfoBase* state_ = nullptr;  // libtorch's, on the starting thread
 };
 
 // The innermost recorded range of thread buffer `b` that encloses [start, end], or -1. Events
