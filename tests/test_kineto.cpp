@@ -1,5 +1,6 @@
 // tests/test_kineto.cpp: Kineto trace import and export (optrace/kineto.hpp)
 #include <optrace/detail/common/op_catalog.hpp>
+#include <optrace/key_averages.hpp>
 #include <optrace/kineto.hpp>
 
 #include "optrace_catch.hpp"
@@ -430,6 +431,18 @@ TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
   CHECK_THROWS_WITH(kineto::load_any(optrace_test::temp_path("kineto_other.json")),
                     "optrace: " + optrace_test::temp_path("kineto_other.json") + ": JsonError at /: expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with "
                     "\"unique_inputs\"), got an object");
+  // A large file of junk is refused by its first bytes, not read whole first; one that may begin
+  // JSON (a byte order mark, white space, '[') still is, for the parser to name what is wrong.
+  const std::string junk = write_temp("kineto_junk.bin", std::string(size_t(5) << 20, '\x07'));
+  const std::string not_json = "optrace: " + junk + ": JsonError at /: not a trace: its first bytes begin no JSON object or list";
+  CHECK_THROWS_WITH(kineto::load_any(junk), not_json);
+  CHECK_THROWS_WITH(kineto::detect_format(junk), not_json);
+  CHECK_THROWS_WITH(kineto::load(junk), not_json);  // the streamed readers' rule (stream_pieces)
+  CHECK_THROWS_WITH(optrace::KeyAverages::from_kineto_file(junk, optrace::GroupBy::Name), not_json);
+  const std::string junk_gz = write_temp("kineto_junk.bin.gz", std::string(size_t(5) << 20, '\x07'), true);
+  CHECK_THROWS_WITH(kineto::load_any(junk_gz), OPTRACE_CONTAINS(": JsonError at /: not a trace: its first bytes begin no JSON"));
+  const std::string array = write_temp("kineto_junk_array.json", "\xEF\xBB\xBF \n[" + std::string(size_t(5) << 20, '\x07'));
+  CHECK_THROWS_WITH(kineto::load_any(array), OPTRACE_STARTS_WITH("optrace: " + array + ": JsonError at /: malformed JSON"));
 }
 
 TEST_CASE("kineto: escaped strings, events left unread, bytes parsed in place", "[kineto]") {

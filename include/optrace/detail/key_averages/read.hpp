@@ -414,8 +414,10 @@ std::optional<TraceEvents> stream_events(Source& in, size_t piece_bytes = kStrea
 inline TraceEvents read_trace_events(const std::string& path, const Spans& keep = {}) {
   {
     FileReader in(path);
-    if (in.gzip() || in.file_size() >= kStreamFromBytes)
+    if (in.gzip() || in.file_size() >= kStreamFromBytes) {
       if (std::optional<TraceEvents> read = stream_events(in, kStreamPieceBytes, keep)) return std::move(*read);
+      kineto::refuse_unless_json(in);
+    }
   }
   std::string text = read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
   if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) text.reserve(text.size() + simdjson::SIMDJSON_PADDING);

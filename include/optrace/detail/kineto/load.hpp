@@ -7,6 +7,7 @@
 #include <optrace/detail/common/gzip.hpp>
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/op_schema.hpp>
+#include <optrace/detail/kineto/events.hpp>
 #include <optrace/detail/kineto/importer.hpp>
 #include <optrace/detail/op_trace/operator_inputs_read.hpp>
 #include <optrace/error.hpp>
@@ -52,6 +53,7 @@ inline ImportResult import_file(optrace::detail::FileBytes& file, const ImportOp
 inline ImportResult stream_file(optrace::detail::FileReader& in, const std::string& path, const ImportOptions& options,
                                 const OpCatalog& catalog) {
   return import_stream(in, options, catalog, [&] {
+    refuse_unless_json(in);
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     return import_text(data, options, catalog);
   });
@@ -70,11 +72,12 @@ inline ImportResult load(const std::string& path, const ImportOptions& options, 
 }
 
 // What the first `bytes` of `in` (rewound after) surely tell of its format: a log, a Kineto trace,
-// or Unknown, where only more of it tells.
-inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes) {
+// or Unknown, where only more of it tells. `json`, when given: whether they may begin JSON at all.
+inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes, bool* json = nullptr) {
   std::string head(bytes, '\0');
   head.resize(in.read(head.data(), head.size()));
   in.rewind();
+  if (json != nullptr) *json = may_begin_json(head);
   if (operator_inputs::looks_like(head)) return TraceFormat::OperatorInputs;
   return surely_kineto(head) ? TraceFormat::Kineto : TraceFormat::Unknown;
 }
@@ -84,9 +87,11 @@ inline TraceFormat detect_format(const std::string& path) {
     optrace::detail::FileReader in(path);
     if (in.gzip() || in.file_size() >= kStreamFromBytes) {
       // Told by the first MiB, or by reading it as an hf op trace (streamed), as load_any tells it:
-      // what neither tells is read whole below.
-      const TraceFormat format = format_by_head(in, size_t(1) << 20);
+      // what neither tells is read whole below, if it may be JSON.
+      bool json = true;
+      const TraceFormat format = format_by_head(in, size_t(1) << 20, &json);
       if (format != TraceFormat::Unknown) return format;
+      if (!json) refuse_not_json();  // and not read whole
       if (op_trace::stream_ops(in)) return TraceFormat::HfOpTrace;
     }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
@@ -117,7 +122,9 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
         return import_file(file, options, catalog);
     }
     // The first bytes tell a log, and a large Kineto trace: both are streamed.
-    const TraceFormat by_head = format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
+    bool json = true;
+    const TraceFormat by_head =
+        format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024), &json);
     if (by_head == TraceFormat::OperatorInputs) {
       operator_inputs::ReadResult read = op_trace::oplog::read_log(in, path);
       ImportResult result;
@@ -133,6 +140,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
     }
     if (large && by_head == TraceFormat::Kineto) return stream_file(in, path, options, catalog);
     if (large) {
+      if (!json) refuse_not_json();
       // An hf op trace, streamed; anything else leaves it at its first bytes and is told below.
       if (auto ops = op_trace::stream_ops(in)) return hf_result(OpTrace::from_entries(std::move(*ops)));
     }

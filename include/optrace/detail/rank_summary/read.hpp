@@ -335,6 +335,7 @@ inline RankEvents read_rank_events(const std::string& path) {
               return reader.feed(data, size, capacity);
             }))
           return reader.take();
+        kineto::refuse_unless_json(in);
       }
     }
     std::string text = read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
