@@ -24,6 +24,10 @@ struct HasGroupUid : std::false_type {};
 template <class G>
 struct HasGroupUid<G, std::void_t<decltype(std::declval<const G&>().getGroupUid())>> : std::true_type {};
 template <class G, class = void>
+struct HasGroupName : std::false_type {};
+template <class G>
+struct HasGroupName<G, std::void_t<decltype(std::declval<const G&>().getGroupName())>> : std::true_type {};
+template <class G, class = void>
 struct HasGroupDesc : std::false_type {};
 template <class G>
 struct HasGroupDesc<G, std::void_t<decltype(std::declval<const G&>().getGroupDesc())>> : std::true_type {};
@@ -40,8 +44,14 @@ DistributedInfo of(const G& group) {
   config.backend_config = "cpu:" + info.backend + ",cuda:" + info.backend;
   config.pg_size = info.world_size;
   for (int64_t r = 0; r < info.world_size; ++r) config.ranks.push_back(r);
-  if constexpr (HasGroupUid<G>::value) {
+  if constexpr (HasGroupUid<G>::value) {  // a Backend (2.x)
     if (!group.getGroupUid().empty()) config.pg_name = group.getGroupUid();
+  } else if constexpr (HasGroupName<G>::value) {  // a ProcessGroup (2.x): its backend's name
+    try {
+      const std::string& name = group.getGroupName();
+      if (!name.empty()) config.pg_name = name;
+    } catch (const std::exception&) {  // no backend set yet: c10d's "ProcessGroup name not set"
+    }
   }
   if constexpr (HasGroupDesc<G>::value) {
     if (!group.getGroupDesc().empty()) config.pg_desc = group.getGroupDesc();

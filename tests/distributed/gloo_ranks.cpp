@@ -11,12 +11,13 @@
 // exactly its steps 20, 21 and 22, to OUT/kineto/rank<r>.<ns>.pt.trace.json and
 // OUT/et/rank<r>.<ns>.et.json, and the ranks' ProfilerStep#20 must start together on one clock.
 //
-// With --slow-step N, N ranks (2 or 4) run 60 steps of ~10 ms under an OnDemandProfiler with
+// With --slow-step N, N ranks (2 or 4) run 60 steps of ~16 ms under an OnDemandProfiler with
 // SlowSteps sharing the job's FileStore (optrace::rank_store), and the last rank sleeps 300 ms
 // before its step 25's all-reduce: every rank (the others wait in that all-reduce) must write one
 // trace of the same 3 steps after step 25, saying in "optraceCapture" that step 25 was slow, and
 // the ranks' first recorded step must start together. Prints the time from the end of the slow
-// step to the last rank's window opening.
+// step to the last rank's window opening. A third argument sets the poll interval in ms (10 by
+// default; the job runs longer with longer polls): `--slow-step 4 1000` measures the default's.
 //
 // With --straggler N S, N ranks (2 to 64) record 6 steps under the Profiler (steps 1-5 kept) and
 // rank S runs 20 aten::mm of [384, 384] x [384, 384] more before its all-reduces at
@@ -25,7 +26,10 @@
 // rank the others waited for most. Prints the longest wait at the other collectives (the noise of
 // N ranks forked on this machine: summary --by rank's threshold is set by it, docs/cli.md).
 //
-// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N | --straggler N S]. Exit status 0
+// In the default mode, each rank also checks that distributed_info of a c10d::ProcessGroup over its
+// gloo backend names the group as the backend is named (libtorch 2.x).
+//
+// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N [POLL_MS] | --straggler N S]. Exit status 0
 // passed, 1 failed.
 #include <optrace/c10d.hpp>
 #include <optrace/detail/common/io.hpp>
@@ -90,10 +94,33 @@ struct Rank {
   }
 };
 
+// A c10d::ProcessGroup (what torch.distributed hands out on 2.x) over the rank's gloo backend:
+// distributed_info names it as its backend is named (ProcessGroup::getGroupName). Throws if not.
+void check_process_group_name(Rank& job) {
+#if TORCH_VERSION_MAJOR >= 2
+  auto group = c10::make_intrusive<c10d::ProcessGroup>(job.store, job.rank, world);
+  const optrace::DistributedInfo unnamed = optrace::distributed_info(*group);  // no backend yet: no name
+  group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, job.pg);
+  group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+  const std::string uid = job.pg->getGroupUid();
+  group->setGroupName("optrace_group");  // the backend's uid: put back below, the traces keep "0"
+  const optrace::DistributedInfo info = optrace::distributed_info(*group);
+  group->setGroupName(uid);
+  if (unnamed.pg_config.at(0).pg_name != "0")
+    throw std::runtime_error("a ProcessGroup without a backend got the name '" + unnamed.pg_config.at(0).pg_name + "'");
+  if (info.pg_config.at(0).pg_name != "optrace_group" || info.backend != "gloo" || info.rank != job.rank)
+    throw std::runtime_error("distributed_info of a c10d::ProcessGroup: name '" + info.pg_config.at(0).pg_name +
+                             "', backend '" + info.backend + "'");
+#else
+  (void)job;  // 1.13's ProcessGroupGloo is the ProcessGroup, and groups have no names
+#endif
+}
+
 // 4 steps under a Profiler with a schedule.
 void run_rank(int rank, const std::string& out, const std::string& store_path) {
   torch::manual_seed(0);
   Rank job(rank, store_path);
+  check_process_group_name(job);
   const std::string name = "rank" + std::to_string(rank);
   optrace::Profiler prof(optrace::ProfilerOptions()
                              .schedule(optrace::Schedule().warmup(1).active(2).repeat(1))
@@ -134,22 +161,24 @@ void run_rank_on_demand(int rank, const std::string& out, const std::string& sto
   od.flush();
 }
 
-// 60 steps of ~10 ms under an OnDemandProfiler that captures slow steps through the job's store;
-// the last rank is late at step kSlowStep. Each rank writes OUT/rank<r>.slow_end: when (system
-// clock, ns) its slow step ended.
-void run_rank_slow_step(int rank, const std::string& out, const std::string& store_path) {
+// Steps of ~10 ms under an OnDemandProfiler polling every `poll_ms` that captures slow steps
+// through the job's store; the last rank is late at step kSlowStep. Enough steps for the window,
+// which opens two polls and 100 ms after the slow step: 60 with 10 ms polls. Each rank writes
+// OUT/rank<r>.slow_end: when (system clock, ns) its slow step ended.
+void run_rank_slow_step(int rank, const std::string& out, const std::string& store_path, int poll_ms) {
   torch::manual_seed(0);
   Rank job(rank, store_path);
+  const int steps = kSlowStep + 35 + (2 * poll_ms + 100) / 10 - 12;
   optrace::OnDemandProfiler od(
       optrace::OnDemandOptions()
-          .poll_interval(std::chrono::milliseconds(10))
+          .poll_interval(std::chrono::milliseconds(poll_ms))
           .output_dir(out + "/kineto")
           .worker_name("rank" + std::to_string(rank))
           .profiler(optrace::ProfilerOptions().distributed(optrace::distributed_info(*job.pg)))
           // 150 ms at least: no step of a loaded CI machine is taken for the slow one.
           .slow_steps(optrace::SlowSteps().history(10).iterations(3).max_captures(1).min_duration(std::chrono::milliseconds(150))
                           .store(optrace::rank_store(job.store))));
-  for (int step = 0; step < 60; ++step) {
+  for (int step = 0; step < steps; ++step) {
     if (rank == world - 1 && step == kSlowStep) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     job.train_step();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -370,13 +399,14 @@ bool check(const std::string& out, bool on_demand) {
 
 int main(int argc, char** argv) {
   const bool on_demand = argc == 3 && std::string(argv[2]) == "--on-demand";
-  const bool slow_step = argc == 4 && std::string(argv[2]) == "--slow-step";
+  const bool slow_step = (argc == 4 || argc == 5) && std::string(argv[2]) == "--slow-step";
+  const int poll_ms = slow_step && argc == 5 ? std::atoi(argv[4]) : 10;
   const bool straggling = argc == 5 && std::string(argv[2]) == "--straggler";
   if (slow_step || straggling) world = std::atoi(argv[3]);
   const int straggler = straggling ? std::atoi(argv[4]) : -1;
   if ((argc != 2 && !on_demand && !slow_step && !straggling) || world < 2 || world > (straggling ? 64 : 8) ||
-      (straggling && (straggler < 0 || straggler >= world))) {
-    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS | --straggler RANKS RANK]\n";
+      (straggling && (straggler < 0 || straggler >= world)) || poll_ms < 10 || poll_ms > 5000) {
+    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS [POLL_MS] | --straggler RANKS RANK]\n";
     return 2;
   }
   const std::string out = argv[1];
@@ -389,7 +419,7 @@ int main(int argc, char** argv) {
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        if (slow_step) run_rank_slow_step(rank, out, store);
+        if (slow_step) run_rank_slow_step(rank, out, store, poll_ms);
         else if (straggling) run_rank_straggler(rank, straggler, out, store);
         else if (on_demand) run_rank_on_demand(rank, out, store);
         else run_rank(rank, out, store);
