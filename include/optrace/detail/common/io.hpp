@@ -258,7 +258,9 @@ inline void write_file_atomic(const std::string& path, std::string_view content,
 }
 
 /// Removes `path` and everything beneath it, following no link (a link is removed, not what it
-/// names); true when nothing is left, or nothing was there. The one way optrace removes a tree.
+/// names); true when nothing is left, or nothing was there. The one way optrace removes a tree,
+/// for folders the process made itself: the walk goes by paths, so a folder that others may
+/// write in could be swapped for a link between a look and a removal.
 /// Not std::filesystem::remove_all: PyTorch's wheels (2.5 to at least 2.11, pytorch#133437)
 /// export their own statically linked copy of it from libtorch.so, which a program linked to
 /// libtorch binds first and which calls a weak symbol left null: the process crashes (seen on
