@@ -461,10 +461,8 @@ class OnDemandProfiler {
   // The stepping thread's part, when a request or a window needs it.
   void on_step(int64_t s) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!left_.empty() && left_.release()) {
+    if (!left_.empty() && left_.release())  // release() empties it
       say("the profiler state a window closed elsewhere left on this thread was released at step " + std::to_string(s));
-      left_ = {};
-    }
     try {
       // A window cancelled closes at this boundary: the step that begins here is not one of it.
       if (window_ && scheduler_.request().by_iteration() && !scheduler_.closing()) window_->step();

@@ -161,14 +161,15 @@ void run_rank_on_demand(int rank, const std::string& out, const std::string& sto
   od.flush();
 }
 
-// Steps of ~10 ms under an OnDemandProfiler polling every `poll_ms` that captures slow steps
-// through the job's store; the last rank is late at step kSlowStep. Enough steps for the window,
-// which opens two polls and 100 ms after the slow step: 60 with 10 ms polls. Each rank writes
-// OUT/rank<r>.slow_end: when (system clock, ns) its slow step ended.
+// Steps of ~16 ms (10 ms of them asleep) under an OnDemandProfiler polling every `poll_ms` that
+// captures slow steps through the job's store; the last rank is late at step kSlowStep. Enough
+// steps for the window, which opens two polls and 100 ms after the slow step: 60 with 10 ms polls,
+// and two more for each 10 ms of poll beyond. Each rank writes OUT/rank<r>.slow_end: when (system
+// clock, ns) its slow step ended.
 void run_rank_slow_step(int rank, const std::string& out, const std::string& store_path, int poll_ms) {
   torch::manual_seed(0);
   Rank job(rank, store_path);
-  const int steps = kSlowStep + 35 + (2 * poll_ms + 100) / 10 - 12;
+  const int steps = 60 + 2 * (poll_ms - 10) / 10;
   optrace::OnDemandProfiler od(
       optrace::OnDemandOptions()
           .poll_interval(std::chrono::milliseconds(poll_ms))

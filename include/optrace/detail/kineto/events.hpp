@@ -434,13 +434,14 @@ inline bool may_begin_json(std::string_view head) {
   optrace::detail::raise_json("", "not a trace: its first bytes begin no JSON object or list");
 }
 
-// What a streamed read leaves (it returned false) is read whole, to be read or to name its
-// error; a file whose first bytes may not begin JSON is refused here instead (refuse_not_json).
+// Before a large file is read whole (to be read, or for the parser to name its error): refuses
+// it (refuse_not_json) when its first bytes may not begin JSON. `in` is rewound, before and after.
 template <class Source>
 void refuse_unless_json(Source& in) {
   in.rewind();
   std::string head(size_t(64) << 10, '\0');
   head.resize(in.read(head.data(), head.size()));
+  in.rewind();
   if (!may_begin_json(head)) refuse_not_json();
 }
 

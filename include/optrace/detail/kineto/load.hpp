@@ -72,12 +72,11 @@ inline ImportResult load(const std::string& path, const ImportOptions& options, 
 }
 
 // What the first `bytes` of `in` (rewound after) surely tell of its format: a log, a Kineto trace,
-// or Unknown, where only more of it tells. `json`, when given: whether they may begin JSON at all.
-inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes, bool* json = nullptr) {
+// or Unknown, where only more of it tells.
+inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes) {
   std::string head(bytes, '\0');
   head.resize(in.read(head.data(), head.size()));
   in.rewind();
-  if (json != nullptr) *json = may_begin_json(head);
   if (operator_inputs::looks_like(head)) return TraceFormat::OperatorInputs;
   return surely_kineto(head) ? TraceFormat::Kineto : TraceFormat::Unknown;
 }
@@ -88,10 +87,9 @@ inline TraceFormat detect_format(const std::string& path) {
     if (in.gzip() || in.file_size() >= kStreamFromBytes) {
       // Told by the first MiB, or by reading it as an hf op trace (streamed), as load_any tells it:
       // what neither tells is read whole below, if it may be JSON.
-      bool json = true;
-      const TraceFormat format = format_by_head(in, size_t(1) << 20, &json);
+      const TraceFormat format = format_by_head(in, size_t(1) << 20);
       if (format != TraceFormat::Unknown) return format;
-      if (!json) refuse_not_json();  // and not read whole
+      refuse_unless_json(in);
       if (op_trace::stream_ops(in)) return TraceFormat::HfOpTrace;
     }
     std::string data = optrace::detail::read_file_maybe_gzip(path);
@@ -122,9 +120,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
         return import_file(file, options, catalog);
     }
     // The first bytes tell a log, and a large Kineto trace: both are streamed.
-    bool json = true;
-    const TraceFormat by_head =
-        format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024), &json);
+    const TraceFormat by_head = format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
     if (by_head == TraceFormat::OperatorInputs) {
       operator_inputs::ReadResult read = op_trace::oplog::read_log(in, path);
       ImportResult result;
@@ -140,7 +136,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
     }
     if (large && by_head == TraceFormat::Kineto) return stream_file(in, path, options, catalog);
     if (large) {
-      if (!json) refuse_not_json();
+      refuse_unless_json(in);
       // An hf op trace, streamed; anything else leaves it at its first bytes and is told below.
       if (auto ops = op_trace::stream_ops(in)) return hf_result(OpTrace::from_entries(std::move(*ops)));
     }
