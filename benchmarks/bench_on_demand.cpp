@@ -8,12 +8,11 @@
 //    stopped at step boundaries, written on the writer thread): p50, p99, max; what the step()
 //    calls that open and close windows themselves took, and a Profiler's own start and stop; and
 //    with slow_steps armed;
-// 3. what recording all the time costs (a ring of the last steps, kept to capture a slow step
-//    itself): a Profiler with record_shapes in back-to-back cycles of 8 steps
-//    (Schedule().active(8)), the last 4 cycles' traces kept (on_trace_ready), against the job
-//    unprofiled, in interleaved rounds: p50, p99, max of the steps (with the step() that ends a
-//    cycle), that step() alone, the events per cycle, and the resident memory the ring added.
-//    On the MLP, and on MODEL.pt when given (a TorchScript module taking one 2x3x112x112 tensor:
+// 3. what the ring costs (SlowSteps::ring_steps(8): every step recorded, to capture a slow step
+//    itself), without and with record_shapes, against the job unprofiled, in interleaved rounds
+//    long enough to fill the ring: p50, p99, max of the steps (with the step() that ends a
+//    cycle), that step() alone, and the resident memory the ring added. On the MLP, and on
+//    MODEL.pt when given (a TorchScript module taking one 2x3x112x112 tensor:
 //    benchmarks/profiler.sh makes resnet18's).
 #include <optrace/detail/common/io.hpp>
 #include <optrace/on_demand.hpp>
@@ -26,11 +25,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <mutex>
+#include <malloc.h>
 #include <string>
 #include <vector>
 
@@ -122,63 +120,56 @@ std::vector<double> run(Job& job, int steps, optrace::OnDemandProfiler* od, bool
   return us;
 }
 
-// The process's resident memory, in kB (/proc/self/status's VmRSS; 0 where there is none).
-int64_t rss_kb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+// The heap's bytes in use, in kB (glibc's mallinfo2: allocated chunks and mmapped blocks; 0
+// elsewhere): what the ring holds, unlike the resident size, which a heap grown earlier hides.
+int64_t heap_kb() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+  const struct mallinfo2 m = mallinfo2();
+  return static_cast<int64_t>((m.uordblks + m.hblkhd) / 1024);
+#else
   return 0;
+#endif
 }
 
-// 3. Recording all the time: cycles of kCycle steps back to back, the last kKeep traces kept.
-void ring_cost(const char* what, const std::function<void()>& one_step, int rounds, int steps) {
+// 3. The ring (SlowSteps::ring_steps): every step recorded, in cycles of kCycle steps, each
+// finished cycle kept for two poll intervals and 500 ms (the default poll, 1 s: at most 64
+// cycles), against the job unprofiled, in interleaved rounds long enough to fill the ring.
+void ring_cost(const std::string& dir, const char* what, const std::function<void()>& one_step, int rounds, int steps,
+               bool shapes) {
   constexpr int64_t kCycle = 8;
-  constexpr size_t kKeep = 4;
   std::vector<double> plain, ring, ends;
-  int64_t events = 0, cycles = 0, rss_added = 0;
+  int64_t held = 0;
   for (int r = 0; r < rounds; ++r) {
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
       one_step();
       plain.push_back(ns_since(t0) / 1000.0);
     }
-    const int64_t rss0 = rss_kb();
-    std::mutex m;
-    std::deque<optrace::ProfilerTrace> kept;
-    optrace::Profiler prof(optrace::ProfilerOptions()
-                               .activities({optrace::Activity::CPU})
-                               .record_shapes(true)
-                               .schedule(optrace::Schedule().active(kCycle))
-                               .on_trace_ready([&](const optrace::ProfilerTrace& t) {
-                                 std::lock_guard<std::mutex> lock(m);
-                                 kept.push_back(t);
-                                 if (kept.size() > kKeep) kept.pop_front();
-                               }));
+    const int64_t held0 = heap_kb();
+    optrace::detail::remove_tree(dir);
+    optrace::OnDemandProfiler od(optrace::OnDemandOptions()
+                                     .output_dir(dir)
+                                     .profiler(optrace::ProfilerOptions().record_shapes(shapes))
+                                     .slow_steps(armed().ring_steps(kCycle)));
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
       one_step();
       const auto t1 = Clock::now();
-      prof.step();
+      od.step();
+      if (od.step_num() <= kCycle) continue;  // the ring starts at step 8
       ring.push_back(ns_since(t0) / 1000.0);
-      if (prof.step_num() % kCycle == 0) ends.push_back(ns_since(t1) / 1000.0);
+      if (od.step_num() % kCycle == 0) ends.push_back(ns_since(t1) / 1000.0);
     }
-    rss_added = std::max(rss_added, rss_kb() - rss0);
-    prof.stop();
-    std::lock_guard<std::mutex> lock(m);
-    for (const optrace::ProfilerTrace& t : kept) events += t.num_events();
-    cycles += static_cast<int64_t>(kept.size());
+    held = std::max(held, heap_kb() - held0);
   }
-  std::printf("recording all the time (%s; cycles of %lld steps, the last %zu kept; %d rounds x %d steps):\n", what,
-              static_cast<long long>(kCycle), kKeep, rounds, steps);
+  std::printf("the ring (%s; cycles of %lld steps%s; %d rounds x %d steps):\n", what, static_cast<long long>(kCycle),
+              shapes ? ", record_shapes" : "", rounds, steps);
   print_row("unprofiled", plain);
-  print_row("recording, record_shapes", ring);
+  print_row("recording in the ring", ring);
   print_row("  the step() that ends a cycle", ends);
-  std::printf("  p50 %.3fx; %lld events per cycle; %lld kB resident added with the ring full\n",
-              percentile(ring, 0.5) / percentile(plain, 0.5),
-              static_cast<long long>(cycles > 0 ? events / cycles : 0), static_cast<long long>(rss_added));
+  std::printf("  p50 %.3fx, p99 %.3fx; %lld kB of memory held by the ring when full\n", percentile(ring, 0.5) / percentile(plain, 0.5),
+              percentile(ring, 0.99) / percentile(plain, 0.99), static_cast<long long>(held));
 }
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,14 +221,16 @@ int main(int argc, char** argv) {
   std::printf("  (%zu windows written to %s)\n", traces, dir.c_str());
   optrace::detail::remove_tree(dir);
 
-  ring_cost("MLP 256x256x2, forward + backward", [&] { job.step(); }, 5, steps / 5);
+  for (const bool shapes : {false, true})
+    ring_cost(dir, "MLP 256x256x2, forward + backward", [&] { job.step(); }, 3, std::max(steps / 2, 700), shapes);
   if (argc > 2) {
     torch::NoGradGuard no_grad;
     torch::jit::Module model = torch::jit::load(argv[2]);
     model.eval();
     std::vector<c10::IValue> inputs{torch::randn({2, 3, 112, 112})};
     for (int i = 0; i < 5; ++i) model.forward(inputs);
-    ring_cost(argv[2], [&] { model.forward(inputs); }, 5, 40);
+    for (const bool shapes : {false, true}) ring_cost(dir, argv[2], [&] { model.forward(inputs); }, 3, 250, shapes);
   }
+  optrace::detail::remove_tree(dir);
   return 0;
 }

@@ -953,10 +953,15 @@ TEST_CASE("on demand: a capture reads back from the store's text, and nothing el
   CHECK(c.to_json(3) == "{\"trigger\": \"slow_step\", \"step\": 57, \"step_ms\": 312.000, \"median_ms\": 31.000, "
                         "\"factor\": 3, \"rank\": 1, \"first_step\": 70, \"iterations\": 3}");
   for (const char* bad : {"", "1", "2 57 312000000 31000000 1 70 3", "1 57 312000000 31000000 1 70 3 ", " 1 57 3 3 1 70 3",
-                          "1 57 3 3 1 57 3", "1 57 3 3 1 70 0", "1 -1 3 3 1 70 3", "1 57 3 3 -2 70 3",
+                          "1 57 3 3 1 50 3", "1 57 3 3 1 -1 3", "1 57 3 3 1 70 0", "1 -1 3 3 1 70 3", "1 57 3 3 -2 70 3",
                           "1 57 3 3 1 70 1001000000000", "1 57 3 3 1 70 99999999999999999999", "1  57 3 3 1 70 3",
                           "1 57 3 3 1 70 3\n", "1 0x39 3 3 1 70 3"})
     CHECK_FALSE(slow::Capture::from_text(bad));
+  // The ring's steps hold the slow step: they begin before it and end after it.
+  const std::optional<slow::Capture> ring = slow::Capture::from_text("1 25 3 3 1 16 16");
+  REQUIRE(ring);
+  CHECK(ring->start == 16);
+  CHECK(slow::Capture::from_text("1 25 3 3 1 25 1"));
 }
 
 TEST_CASE("on demand: one capture per slowdown: the first claim publishes, the ranks that saw it too do not", "[on_demand][slow_steps]") {
@@ -1134,6 +1139,110 @@ TEST_CASE("on demand: a store that fails is said once and the job goes on", "[on
   CHECK(od.traces().empty());
 }
 
+// The names of a trace's threads (its "thread_name" metadata events), in order.
+std::vector<int64_t> named_threads(const std::string& path) {
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(path));
+  std::vector<int64_t> tids;
+  for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
+    optrace::json::Node name(e);
+    if (e.find("name", name) && name.is_string() && name.as_string() == "thread_name") tids.push_back(e["tid"].as_int());
+  }
+  return tids;
+}
+
+TEST_CASE("on demand: the ring writes the slow step itself and the cycle before it, as one trace", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_ring");
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
+      optrace::SlowSteps().history(5).max_captures(2).min_duration(std::chrono::milliseconds(150)).ring_steps(4)));
+  steps_of(od, 22, 1);  // step 22 begins
+  CHECK(said(od, "the ring records from step 4, in cycles of 4 steps"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  steps_of(od, 1, 1);  // step 22 ends: slow; its cycle is 20..23, the one before 16..19
+  REQUIRE(eventually([&] { return said(od, "slow steps: step 22 took"); }));
+  CHECK(said(od, ": writing the ring's steps 16..23"));
+  CHECK(od.traces().empty());  // written once its cycle ends, at step 24
+  // Step 23 slow too: within those steps, the same slowdown.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  steps_of(od, 1, 1);
+  REQUIRE(eventually([&] { return od.traces().size() == 1; }));
+  CHECK(said(od, "slow steps: wrote steps 16..23 from the ring to " + od.traces()[0]));
+  bool has_mm = false;
+  const std::vector<std::string> steps = profiler_steps(od.traces()[0], &has_mm);
+  std::vector<std::string> expected;
+  for (int k = 16; k <= 23; ++k) expected.push_back("ProfilerStep#" + std::to_string(k));
+  CHECK(steps == expected);
+  CHECK(has_mm);
+  const std::vector<int64_t> tids = named_threads(od.traces()[0]);  // each thread named once, though in two cycles
+  CHECK(std::set<int64_t>(tids.begin(), tids.end()).size() == tids.size());
+  auto doc = optrace::json::Document::parse(optrace::detail::read_file_maybe_gzip(od.traces()[0]));
+  optrace::json::Node why = doc->root()["optraceCapture"];
+  CHECK(why["step"].as_int() == 22);
+  CHECK(why["first_step"].as_int() == 16);
+  CHECK(why["iterations"].as_int() == 8);
+  CHECK(why["step_ms"].as_double() >= 250);
+  // Each cycle's mm (one per step) is in the trace, timed within its step.
+  int mms = 0;
+  for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
+    optrace::json::Node name(e);
+    mms += e.find("name", name) && name.is_string() && name.as_string() == "aten::mm";
+  }
+  CHECK(mms >= 8);
+  // A later slow step is a capture of its own, written by flush() before its cycle ends (the
+  // steps recorded so far).
+  steps_of(od, 10, 1);  // step 34 begins
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  steps_of(od, 1, 1);  // step 34 (cycle 32..35) ends: slow
+  REQUIRE(eventually([&] { return said(od, "slow steps: step 34 took"); }));
+  od.flush();
+  REQUIRE(od.traces().size() == 2);
+  CHECK_FALSE(said(od, "step 23 took"));
+  CHECK(said(od, "slow steps: wrote steps 28..35 from the ring to " + od.traces()[1]));
+  CHECK_FALSE(said(od, "not kept"));
+  CHECK(profiler_steps(od.traces()[1]).back() == "ProfilerStep#35");  // as recorded so far: it had begun
+}
+
+TEST_CASE("on demand: beside the ring a window of steps pauses it and a duration is refused; old steps are dropped", "[on_demand][slow_steps]") {
+  const std::string dir = fresh_dir("slow_ring_window");
+  auto store = std::make_shared<MemoryStore>();
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir).worker_name("w").poll_interval(std::chrono::milliseconds(10)).slow_steps(
+      optrace::SlowSteps().history(1000).ring_steps(4).store(store)));
+  steps_of(od, 6, 1);
+  OnDemandRequest duration;
+  duration.duration_ms = 100;
+  od.request(duration);
+  CHECK(said(od, "request refused: a window of a duration cannot run beside the ring (SlowSteps::ring_steps)"));
+  od.request(steps_request(10, 2));
+  steps_of(od, 14, 1);  // the window records 10 and 11; the ring records again from step 12
+  CHECK(said(od, "the ring pauses for the window from step 10"));
+  CHECK(said(od, "the ring records again from step 12"));
+  REQUIRE(eventually([&] { return od.traces().size() == 1; }));
+  CHECK(profiler_steps(od.traces()[0]) == std::vector<std::string>{"ProfilerStep#10", "ProfilerStep#11"});
+  // Other ranks' captures: of step 13 (steps 8..15, of which the window had 10 and 11), of step 22
+  // (16..23), and of steps long gone (4..11: dropped).
+  int64_t g = 0;
+  steps_of(od, 10, 1);  // step 30 begins
+  slow::publish_capture(*store, slow::Capture{13, 300000000, 1000000, 1, 8, 8}, 0, 10, &g);
+  REQUIRE(eventually([&] { return od.traces().size() == 2; }));
+  CHECK(said(od, "slow steps: wrote steps 8..15 from the ring to " + od.traces()[1] +
+                     " (of steps 8..15, 2 not kept: the ring was not recording them)"));
+  CHECK(profiler_steps(od.traces()[1]) == std::vector<std::string>{"ProfilerStep#8", "ProfilerStep#9", "ProfilerStep#12",
+                                                                   "ProfilerStep#13", "ProfilerStep#14", "ProfilerStep#15"});
+  slow::publish_capture(*store, slow::Capture{22, 300000000, 1000000, 1, 16, 8}, 0, 10, &g);
+  REQUIRE(eventually([&] { return od.traces().size() == 3; }));
+  CHECK(profiler_steps(od.traces()[2]).size() == 8);
+  CHECK(profiler_steps(od.traces()[2]).front() == "ProfilerStep#16");
+  // A capture of a step far ahead (a foreign or broken writer) waits for nothing.
+  slow::publish_capture(*store, slow::Capture{100000000000, 300000000, 1000000, 1, 100000000001, 3}, 0, 10, &g);
+  REQUIRE(eventually([&] { return said(od, "slow steps: a capture of step 100000000000 (steps 100000000001..100000000003) does not fit the ring at step"); }));
+  for (int k = 0; k < 120; ++k) steps_of(od, 1, 10);  // over a second: 2 polls and 500 ms
+  // (Set by hand: publish_capture drops it, as it ends before the last capture's steps do.)
+  store->set(std::string(slow::kStorePrefix) + "4", slow::Capture{9, 300000000, 1000000, 1, 4, 8}.to_text());
+  store->add(std::string(slow::kStorePrefix) + "count", 1);
+  REQUIRE(eventually([&] { return said(od, "slow steps: the ring kept none of steps 4..11"); }));
+  od.flush();
+  CHECK(od.traces().size() == 3);
+}
+
 TEST_CASE("on demand: SlowSteps that cannot work are one line", "[on_demand][slow_steps]") {
   const std::string dir = fresh_dir("slow_options");
   auto make = [&](optrace::SlowSteps s) { OnDemandProfiler od(OnDemandOptions().output_dir(dir).slow_steps(s)); };
@@ -1142,6 +1251,8 @@ TEST_CASE("on demand: SlowSteps that cannot work are one line", "[on_demand][slo
   CHECK_THROWS_WITH(make(optrace::SlowSteps().history(2)), OPTRACE_CONTAINS("SlowSteps: history must be 3 to 10000 steps"));
   CHECK_THROWS_WITH(make(optrace::SlowSteps().iterations(0)), OPTRACE_CONTAINS("SlowSteps: iterations must be 1 to 1000"));
   CHECK_THROWS_WITH(make(optrace::SlowSteps().max_captures(0)), OPTRACE_CONTAINS("SlowSteps: max_captures must be >= 1"));
+  for (int64_t m : {-1, 1, 1001})
+    CHECK_THROWS_WITH(make(optrace::SlowSteps().ring_steps(m)), OPTRACE_CONTAINS("SlowSteps: ring_steps must be 0 (no ring) or 2 to 1000"));
 }
 
 TEST_CASE("on demand: a trace's metadata_json is written at its top level, and a bad one is refused unechoed", "[on_demand][profiler]") {

@@ -711,6 +711,10 @@ TEST_CASE("rank summary: why a trace was taken (optraceCapture) is read and prin
   CHECK_THAT(summary.table(), OPTRACE_CONTAINS("\n  captured after a slow step: step 25 took 314.3 ms, the median 15.8 ms (seen by rank 3); steps 34..36\n"));
   auto doc = optrace::json::Document::parse(summary.to_json());
   for (optrace::json::Node rank : doc->root()["ranks"].array()) CHECK(rank["capture"]["median_ms"].as_double() == 15.8);
+  // The ring's steps hold the slow step.
+  const std::string ring = trace("ring", R"({"trigger": "slow_step", "step": 25, "step_ms": 314.3, "median_ms": 15.8, "factor": 3, "rank": 3, "first_step": 16, "iterations": 16})");
+  CHECK_THAT(RankSummary::from_ranks({RankTrace::from_kineto_file(ring)}).table(),
+             OPTRACE_CONTAINS("\n  captured with a slow step: step 25 took 314.3 ms, the median 15.8 ms (seen by rank 3); steps 16..31\n"));
   // A trace without one has no "capture".
   CHECK(RankSummary::from_ranks({RankTrace::from_kineto_file(kRank0)}).to_json().find("capture") == std::string::npos);
   const std::pair<const char*, const char*> bad[] = {

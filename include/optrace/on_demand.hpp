@@ -27,6 +27,7 @@
 
 #include <torch/arg.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -59,7 +60,8 @@ struct StepTime {
 
 /// The slow-step capture (OnDemandOptions::slow_steps): when a step takes more than `factor` times
 /// the median of the `history` steps before it (or `is_slow` says so), every rank records the
-/// `iterations` steps after it, the same steps on every rank when the ranks share `store`.
+/// `iterations` steps after it, or with `ring_steps` writes the slow step itself and the steps
+/// before it: the same steps on every rank when the ranks share `store`.
 struct SlowSteps {
   /// How much longer than the median a slow step is (> 1).
   TORCH_ARG(double, factor) = 3.0;
@@ -74,8 +76,17 @@ struct SlowSteps {
   TORCH_ARG(int64_t, history) = 50;
   /// A slow step is also at least this long: a job of 1 ms steps may ignore a 4 ms one.
   TORCH_ARG(std::chrono::milliseconds, min_duration) = std::chrono::milliseconds(0);
-  /// The steps recorded after a slow step (1 to 1000).
+  /// The steps recorded after a slow step (1 to 1000); with ring_steps, none are.
   TORCH_ARG(int64_t, iterations) = 3;
+  /// Keep recording every step, in cycles of this many (2 to 1000), so that a capture holds the
+  /// slow step itself: the cycle that holds it and the one before (steps 16..31 for step 25 with
+  /// 8), the same steps on every rank, written when that cycle ends. The ring records CPU ops and
+  /// ranges (record_shapes and with_stack as OnDemandOptions::profiler says), no CUDA kernels,
+  /// allocations or execution trace, and keeps the cycles that ended in the last two poll
+  /// intervals and 500 ms (at most 64, and always the last two). It holds the process's Profiler
+  /// for good: a request for steps pauses it, one for a duration is refused. What it costs per
+  /// step: docs/performance.md. Default 0: no ring (`iterations` after the slow step).
+  TORCH_ARG(int64_t, ring_steps) = 0;
   /// At most this many captures: of the whole job when the ranks share a store (counted from the
   /// store's count when the profiler starts: an earlier run's do not count), else of this
   /// process. A job that is slow every hundred steps (a checkpoint) fills no disk.
@@ -166,6 +177,7 @@ class OnDemandProfiler {
 
   /// Stops polling and flushes (see flush()).
   ~OnDemandProfiler() {
+    if (ring_) stop_ring(step_num(), /*within=*/true);  // on any thread: a CPU-only Profiler leaves nothing behind
     flush();  // while the polling thread runs: it closes a duration window it opened
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -180,11 +192,12 @@ class OnDemandProfiler {
   /// Ends the job's current step and begins the next, on the thread that runs the steps. Idle:
   /// one atomic increment and one atomic load. Several threads may call it: each call counts once
   /// (a window's steps are then those of all of them).
-  /// With slow_steps, one thread steps (the step times are its).
+  /// With slow_steps, one thread steps (the step times are its, and the ring's Profiler).
   void step() noexcept {
     const int64_t s = step_.fetch_add(1, std::memory_order_relaxed) + 1;
     if (times_) time_step(s);
-    if (attention_.load(std::memory_order_acquire)) on_step(s);
+    if (attention_.load(std::memory_order_acquire)) on_step(s);  // a window opening stops the ring first
+    if (ring_steps_ > 0) ring_step(s);
   }
 
   /// The job's current step (0-based: the number of step() calls).
@@ -211,11 +224,16 @@ class OnDemandProfiler {
   /// the stepping thread, or once it has stopped stepping: a window of steps closed on another
   /// thread has no CUDA kernels (libtorch's profiler stops only where it started), and what
   /// libtorch left on the stepping thread is released at its next step() (both said). A duration
-  /// window is closed by the polling thread, which opened it, and waited for.
+  /// window is closed by the polling thread, which opened it, and waited for. With the ring
+  /// (SlowSteps::ring_steps), a capture waiting for its cycle's end is written with the steps
+  /// recorded so far; on the stepping thread, the ring's cycle ends here (a new one begins at
+  /// the next multiple of ring_steps).
   void flush() {
+    if (ring_steps_ > 0 && ring_thread_.load() == std::this_thread::get_id() && ring_) stop_ring(step_num(), /*within=*/true);
     std::vector<std::unique_ptr<Profiler>> done;
     {
       std::unique_lock<std::mutex> lock(mutex_);
+      serve_ring(lock, /*now=*/true);
       apply(scheduler_.on_flush(step_num()));
       while (scheduler_.state() == detail::on_demand::State::Recording) {  // a duration window closing
         if (!polling_) {  // its thread is gone (only in the destructor): here, rather than never
@@ -267,6 +285,9 @@ class OnDemandProfiler {
     OPTRACE_CHECK(o.iterations() >= 1 && o.iterations() <= 1000, ArgumentError, "SlowSteps: iterations must be 1 to 1000");
     OPTRACE_CHECK(o.max_captures() >= 1, ArgumentError, "SlowSteps: max_captures must be >= 1");
     OPTRACE_CHECK(o.min_duration().count() >= 0, ArgumentError, "SlowSteps: min_duration must be >= 0");
+    OPTRACE_CHECK(o.ring_steps() == 0 || (o.ring_steps() >= 2 && o.ring_steps() <= 1000), ArgumentError,
+                  "SlowSteps: ring_steps must be 0 (no ring) or 2 to 1000");
+    ring_steps_ = o.ring_steps();
     times_.emplace(o.history(), o.factor(), std::chrono::duration_cast<std::chrono::nanoseconds>(o.min_duration()).count());
     if (!o.store()) return;
     captures_last_ = o.max_captures();
@@ -303,6 +324,16 @@ class OnDemandProfiler {
     if (!candidate || attention_.load(std::memory_order_relaxed)) return;
     if (o.is_slow() && !ask_is_slow(o, StepTime{s - 1, std::chrono::nanoseconds(now - last), std::chrono::nanoseconds(median)}))
       return;
+    // With the ring: the cycle that holds the slow step and the one before.
+    const int64_t slow = s - 1;
+    if (ring_steps_ > 0) {
+      const auto [first, end] = ring_window(slow);
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (detected_ || scheduler_.state() != detail::on_demand::State::Idle) return;
+      detected_ = detail::on_demand::Capture{slow, now - last, median, rank_, first, end - first + 1};
+      wake_.notify_all();
+      return;
+    }
     // Every rank's polling thread must read the capture before its first step: two poll intervals
     // and 100 ms ahead, in steps of the median (at least 1).
     int64_t lead = 1;
@@ -346,6 +377,8 @@ class OnDemandProfiler {
     mine.swap(detected_);
     if (!o.store()) {
       if (!mine) return;
+      // The ring: a slow step inside the last capture's steps is the same slowdown (as with a store).
+      if (ring_steps_ > 0 && mine->step < ring_covered_end_) return;
       if (captures_seen_ >= o.max_captures()) return say_limit(o.max_captures());
       ++captures_seen_;
       say_capture(*mine, "", judged_by(o));
@@ -390,10 +423,10 @@ class OnDemandProfiler {
     char rule[48] = "judged slow by SlowSteps::is_slow,";
     if (factor) std::snprintf(rule, sizeof rule, "over %g x", *factor);
     char text[200];
-    std::snprintf(text, sizeof text, "slow steps: %sstep %lld took %.1f ms, %s the median %.1f ms: recording steps %lld..%lld",
+    std::snprintf(text, sizeof text, "slow steps: %sstep %lld took %.1f ms, %s the median %.1f ms: %s steps %lld..%lld",
                   who.c_str(), static_cast<long long>(c.step), static_cast<double>(c.step_ns) / 1e6, rule,
-                  static_cast<double>(c.median_ns) / 1e6, static_cast<long long>(c.start),
-                  static_cast<long long>(c.start + c.iterations - 1));
+                  static_cast<double>(c.median_ns) / 1e6, ring_steps_ > 0 ? "writing the ring's" : "recording",
+                  static_cast<long long>(c.start), static_cast<long long>(c.start + c.iterations - 1));
     say(text);
   }
   void say_limit(int64_t max) {
@@ -402,6 +435,7 @@ class OnDemandProfiler {
     say("slow steps: no more captures: " + std::to_string(max) + " taken (SlowSteps::max_captures)");
   }
   void serve_capture(const detail::on_demand::Capture& c, std::optional<double> factor) {
+    if (ring_steps_ > 0) return hold_ring_capture(c, factor);
     OnDemandRequest r;
     r.start_iteration = c.start;
     r.iterations = c.iterations;
@@ -422,6 +456,234 @@ class OnDemandProfiler {
   static int64_t wall_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
+  }
+
+  // The ring (SlowSteps::ring_steps). The stepping thread runs a CPU-only Profiler whose cycles
+  // of ring_steps steps begin at multiples of it (the same steps on every rank), and keeps each
+  // finished cycle's trace (its window, shared) in ring_cycles_; the polling thread drops those no
+  // capture can still ask for (trim_ring) and writes a capture from the cycles that hold its steps
+  // (serve_ring), joined into one trace: one file per rank, as HTA reads a folder.
+
+  // One finished cycle: its trace, its steps, and when it ended (steady clock, ms).
+  struct RingCycle {
+    std::shared_ptr<const ProfilerTrace> trace;
+    int64_t first = 0, last = 0;
+    int64_t end_ms = 0;
+  };
+  // A capture waiting for the cycle that ends its steps.
+  struct RingCapture {
+    detail::on_demand::Capture capture;
+    std::optional<double> factor;
+  };
+  static constexpr size_t kRingCycles = 64;  // at most this many kept (and the last two always)
+  static constexpr size_t kRingPending = 16;  // captures waiting for their cycle, at most
+
+  // The steps a capture of slow step `step` holds: the cycle that holds it and the one before.
+  std::pair<int64_t, int64_t> ring_window(int64_t step) const {
+    const int64_t cycle = step / ring_steps_ * ring_steps_;
+    return {std::max<int64_t>(0, cycle - ring_steps_), cycle + ring_steps_ - 1};
+  }
+
+  // A capture (this rank's, or read from the store: any text that parses) waits for its cycle
+  // (under mutex_). Its steps are those of this ring's window around its slow step, whatever it
+  // says (another rank's ring_steps, a trigger's window after the step); one whose slow step is
+  // far ahead of this rank, or whose steps miss that window, is ignored: nothing waits forever.
+  void hold_ring_capture(detail::on_demand::Capture c, std::optional<double> factor) {
+    const auto [first, end] = ring_window(c.step);
+    const int64_t start = std::max(c.start, first), last = std::min(c.start + c.iterations - 1, end);
+    if (c.step > step_num() + detail::on_demand::kMaxStepsAhead || start > last) {
+      say("slow steps: a capture of step " + std::to_string(c.step) + " (steps " + std::to_string(c.start) + ".." +
+          std::to_string(c.start + c.iterations - 1) + ") does not fit the ring at step " + std::to_string(step_num()) +
+          ": ignored");
+      return;
+    }
+    c.start = start;
+    c.iterations = last - start + 1;
+    if (ring_pending_.size() == kRingPending) {
+      say("slow steps: " + std::to_string(kRingPending) + " captures wait for their cycles: the oldest, of step " +
+          std::to_string(ring_pending_.front().capture.step) + ", is dropped");
+      ring_pending_.erase(ring_pending_.begin());
+    }
+    ring_pending_.push_back(RingCapture{c, factor});
+    ring_covered_end_ = std::max(ring_covered_end_, last + 1);
+    ring_waiting_.store(true, std::memory_order_relaxed);
+  }
+
+  // The stepping thread's part: a cycle ends at each multiple of ring_steps_; the ring starts at
+  // one when no window is asked or open (a window takes the Profiler's place meanwhile).
+  void ring_step(int64_t s) noexcept {
+    if (s % ring_steps_ != 0) {
+      if (ring_) step_ring();
+      return;
+    }
+    if (ring_) {
+      if (step_ring()) keep_cycle(s);
+    } else if (!attention_.load(std::memory_order_acquire)) {
+      start_ring(s);
+    }
+  }
+
+  bool step_ring() noexcept {
+    try {
+      ring_->step();
+      return true;
+    } catch (const std::exception& e) {
+      ring_failed(e.what());
+    }
+    return false;
+  }
+
+  void start_ring(int64_t s) noexcept {
+    try {
+      ProfilerOptions o = options_.profiler();
+      o.activities({Activity::CPU})
+          .profile_memory(false)
+          .execution_trace(std::string())
+          .on_trace_ready(nullptr)
+          .schedule(Schedule().active(ring_steps_));
+      ring_.reset(new Profiler(std::move(o), s));
+      ring_thread_.store(std::this_thread::get_id());
+      ring_cycle_first_ = s;
+      if (ring_said_ && !ring_paused_) return;
+      std::lock_guard<std::mutex> lock(mutex_);
+      say(ring_said_ ? "the ring records again from step " + std::to_string(s)
+                     : "the ring records from step " + std::to_string(s) + ", in cycles of " + std::to_string(ring_steps_) + " steps");
+      ring_said_ = true;
+      ring_paused_ = false;
+    } catch (const std::exception& e) {
+      ring_failed(e.what());  // another Profiler or an OpTracer: tried again at the next cycle
+    }
+  }
+
+  void ring_failed(const char* what) noexcept {
+    ring_.reset();
+    try {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ring_error_ != what) say(std::string("the ring stopped: ") + what + " (tried again at the next cycle)");
+      ring_error_ = what;
+    } catch (...) {
+    }
+  }
+
+  // The cycle that ended as step s began, kept for the polling thread.
+  void keep_cycle(int64_t s) noexcept {
+    bool crowded = false;
+    try {
+      std::lock_guard<std::mutex> lock(ring_mutex_);
+      ring_cycles_.push_back(RingCycle{ring_->last_trace(), ring_cycle_first_, s - 1, steady_ms()});
+      crowded = ring_cycles_.size() > kRingCycles;
+    } catch (...) {  // no memory for one more: the cycle is not kept
+    }
+    ring_cycle_first_ = s;
+    if (crowded || ring_waiting_.load(std::memory_order_relaxed)) wake_.notify_all();
+  }
+
+  // Stops the ring (on its thread; in the destructor, on any) before step s begins (a window
+  // opens: the ring has not begun s), or `within` it (flush: s as recorded so far); the steps of
+  // its open cycle are kept.
+  void stop_ring(int64_t s, bool within) noexcept {
+    try {
+      ring_->stop();
+      const int64_t last = within ? s : s - 1;
+      if (last >= ring_cycle_first_) {
+        std::lock_guard<std::mutex> lock(ring_mutex_);
+        ring_cycles_.push_back(RingCycle{ring_->last_trace(), ring_cycle_first_, last, steady_ms()});
+      }
+    } catch (...) {  // no memory: that cycle is not kept
+    }
+    ring_.reset();
+  }
+
+  // Writes the captures whose steps the ring holds (under mutex_, released while writing): each
+  // once the cycle that ends its steps is kept, or the job is a cycle past them (the ring was not
+  // recording: a window had its place), or `now` (flush: what is kept so far).
+  void serve_ring(std::unique_lock<std::mutex>& lock, bool now) {
+    for (size_t next = 0; next < ring_pending_.size();) {
+      const RingCapture c = ring_pending_[next];
+      const int64_t last = c.capture.start + c.capture.iterations - 1;
+      std::vector<RingCycle> parts;
+      bool ended = false;
+      {
+        std::lock_guard<std::mutex> ring_lock(ring_mutex_);
+        ended = !ring_cycles_.empty() && ring_cycles_.back().last >= last;
+        for (const RingCycle& k : ring_cycles_)
+          if (k.last >= c.capture.start && k.first <= last) parts.push_back(k);
+      }
+      if (!ended && !now && step_num() <= last + ring_steps_ + 1) {
+        ++next;  // its cycle has not ended
+        continue;
+      }
+      ring_pending_.erase(ring_pending_.begin() + static_cast<std::ptrdiff_t>(next));
+      ring_waiting_.store(!ring_pending_.empty(), std::memory_order_relaxed);
+      if (parts.empty()) {
+        say("slow steps: the ring kept none of steps " + std::to_string(c.capture.start) + ".." + std::to_string(last) +
+            " (it was not recording, or they were dropped): nothing written for step " + std::to_string(c.capture.step));
+        continue;
+      }
+      const int64_t first = std::max(parts.front().first, c.capture.start);
+      const int64_t end = std::min(parts.back().last, last);
+      detail::on_demand::Capture written = c.capture;
+      written.start = first;
+      written.iterations = end - first + 1;
+      ++joining_;  // flush() waits for this write
+      lock.unlock();
+      std::string path, error;
+      try {
+        path = write_ring_capture(parts, written.to_json(c.factor));
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      lock.lock();
+      --joining_;
+      joined_.notify_all();
+      if (!error.empty()) {
+        say("slow steps: the ring's trace was not written: " + error);
+        continue;
+      }
+      traces_.push_back(path);
+      int64_t held = 0;
+      for (const RingCycle& k : parts) held += std::min(k.last, end) - std::max(k.first, first) + 1;
+      say("slow steps: wrote steps " + std::to_string(first) + ".." + std::to_string(end) + " from the ring to " + path +
+          (first > c.capture.start || end < last || held < end - first + 1
+               ? " (of steps " + std::to_string(c.capture.start) + ".." + std::to_string(last) + ", " +
+                     std::to_string(last - c.capture.start + 1 - held) + " not kept: the ring was not recording them)"
+               : std::string()));
+    }
+  }
+
+  // The cycles' trace, joined, with why it was taken, written as a window's (off the stepping
+  // thread, without mutex_).
+  std::string write_ring_capture(const std::vector<RingCycle>& parts, const std::string& why) {
+    std::vector<std::shared_ptr<detail::profiler::Window>> windows;
+    for (const RingCycle& k : parts) windows.push_back(k.trace->window_);
+    ProfilerTrace trace(detail::profiler::joined_windows(windows), parts.back().trace->info_);
+    trace.info_.metadata.emplace_back("optraceCapture", why);
+    const int64_t ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string relative = worker_ + "." + std::to_string(ns) + ".pt.trace.json" + (options_.use_gzip() ? ".gz" : "");
+    auto [folder, leaf] = detail::open_folder_beneath(dir_.string(), relative, detail::MissingFolder::Make);
+    const std::string path = (dir_ / relative).string();
+    trace.save(detail::FileTarget{folder.get(), leaf, path}, detail::ExistingFile::Keep);
+    return path;
+  }
+
+  // Drops the cycles no capture can still ask for (the polling thread, under mutex_): those that
+  // ended more than two poll intervals and 500 ms ago (every rank has read a capture by then)
+  // unless a waiting capture needs them, and the oldest beyond kRingCycles whatever waits; never
+  // the last two.
+  void trim_ring() {
+    int64_t needed = std::numeric_limits<int64_t>::max();
+    for (const RingCapture& c : ring_pending_) needed = std::min(needed, c.capture.start);
+    const int64_t horizon = steady_ms() - 2 * options_.poll_interval().count() - 500;
+    std::vector<RingCycle> dropped;  // freed after the lock: the stepping thread may wait for it
+    {
+      std::lock_guard<std::mutex> ring_lock(ring_mutex_);
+      while (ring_cycles_.size() > 2 && (ring_cycles_.size() > kRingCycles ||
+                                         (ring_cycles_.front().end_ms < horizon && ring_cycles_.front().last < needed))) {
+        dropped.push_back(std::move(ring_cycles_.front()));
+        ring_cycles_.pop_front();
+      }
+    }
   }
 
   // Does what the scheduler decided (under mutex_): the open window closes, the request's window
@@ -446,6 +708,11 @@ class OnDemandProfiler {
     if (r.cancel) {
       apply(scheduler_.on_cancel());
       wake_.notify_all();  // the polling thread closes a duration window
+      return;
+    }
+    if (ring_steps_ > 0 && !r.by_iteration()) {
+      say("request refused: a window of a duration cannot run beside the ring (SlowSteps::ring_steps), which "
+          "records every step; ask for steps (ACTIVITIES_ITERATIONS)");
       return;
     }
     try {
@@ -477,6 +744,12 @@ class OnDemandProfiler {
   // Opens a window for `r` (under mutex_): on the stepping thread at step `s` for an iteration
   // window, on the polling thread for a duration window.
   void open_window(const OnDemandRequest& r, int64_t s) {
+    if (ring_steps_ > 0 && r.by_iteration() && ring_) {  // on the stepping thread, the ring's: the window takes its place
+      OPTRACE_CHECK(std::this_thread::get_id() == ring_thread_.load(), Error, "the ring records on another thread");
+      stop_ring(s, /*within=*/false);
+      ring_paused_ = true;
+      say("the ring pauses for the window from step " + std::to_string(s));
+    }
     const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     // The trace goes through the folder opened here beneath the output folder, made if missing:
@@ -587,6 +860,11 @@ class OnDemandProfiler {
       } else if (detected_) {
         poll_slow_steps(lock);  // this rank's slow step, published at once
       }
+      if (ring_steps_ > 0) {
+        serve_ring(lock, /*now=*/false);
+        trim_ring();
+        if (stopping_) break;
+      }
       Clock::time_point until = next_poll;
       run_duration_window(until);
       if (!retired_.empty()) {
@@ -684,6 +962,19 @@ class OnDemandProfiler {
   bool is_slow_threw_ = false;  // SlowSteps::is_slow threw, said once
   std::vector<std::string> traces_;
   std::deque<std::string> messages_;  // the last kMaxMessages
+  // The ring: its Profiler and cycle are the stepping thread's (ring_thread_); the rest below.
+  int64_t ring_steps_ = 0;  // SlowSteps::ring_steps; 0: no ring
+  std::unique_ptr<Profiler> ring_;
+  std::atomic<std::thread::id> ring_thread_{};  // the stepping thread, once the ring started
+  int64_t ring_cycle_first_ = 0;  // the open cycle's first step
+  bool ring_said_ = false;
+  bool ring_paused_ = false;  // by a window: its restart is said
+  std::string ring_error_;                    // under mutex_: the last failure, said once
+  std::vector<RingCapture> ring_pending_;     // under mutex_
+  int64_t ring_covered_end_ = 0;              // under mutex_: the end of the last capture's steps
+  std::atomic<bool> ring_waiting_{false};     // ring_pending_ is not empty: wake the poller at a cycle's end
+  std::mutex ring_mutex_;                     // ring_cycles_; taken last, never while waiting
+  std::deque<RingCycle> ring_cycles_;
   std::thread poller_;
 };
 

@@ -284,15 +284,18 @@ class Profiler {
  public:
   /// Validates the options and starts profiling. Throws ArgumentError for a bad schedule, Error
   /// when another Profiler is active or an OpTracer is recording.
-  explicit Profiler(ProfilerOptions options = {}) : Profiler(std::move(options), /*first_step=*/0) {}
+  explicit Profiler(ProfilerOptions options = {}) : Profiler(std::move(options), /*first_step=*/0, std::nullopt, true) {}
 
  private:
   friend class OnDemandProfiler;
-  // OnDemandProfiler's window: step numbers (ProfilerStep#N, the schedule's) count from the job's
-  // own step `first_step`, so that every rank's window holds the same numbers; `et`: the
-  // execution trace written through a folder held open (options.execution_trace() then names it).
-  Profiler(ProfilerOptions options, int64_t first_step, std::optional<detail::profiler::HeldTarget> et = std::nullopt)
-      : options_(std::move(options)) {
+  // OnDemandProfiler's window (and ring): step numbers (ProfilerStep#N, the schedule's) count from
+  // the job's own step `first_step`, so that every rank's window holds the same numbers; `et`: the
+  // execution trace written through a folder held open (options.execution_trace() then names it);
+  // `op_trace`: whether its windows feed op_trace() (~180 instructions per op, and memory for
+  // every op until the Profiler goes: nobody asks an on-demand window for it).
+  Profiler(ProfilerOptions options, int64_t first_step, std::optional<detail::profiler::HeldTarget> et = std::nullopt,
+           bool op_trace = false)
+      : options_(std::move(options)), op_trace_(op_trace) {
     if (options_.schedule()) options_.schedule()->validate();
     if (!options_.execution_trace().empty()) check_execution_trace_path(options_.execution_trace());
     check_metadata(options_.metadata_json());
@@ -473,8 +476,8 @@ class Profiler {
     ++started_windows_;
     // The hf op trace records into the Profiler's session unless an OpTracer records already
     // (then its own callbacks record, and the window's callbacks record no op).
-    if (!op_session_) op_session_ = std::make_shared<detail::op_tracer::Session>();
-    if (op_view_.install(op_session_)) w->op_session = op_session_;
+    if (op_trace_ && !op_session_) op_session_ = std::make_shared<detail::op_tracer::Session>();
+    if (op_trace_ && op_view_.install(op_session_)) w->op_session = op_session_;
     w->start_ns = detail::profiler::now_ns();
     recording_.install(w);  // no other window is open: one Profiler is active at a time (start)
     opened_on_ = std::this_thread::get_id();
@@ -594,6 +597,7 @@ class Profiler {
   }
 
   ProfilerOptions options_;
+  bool op_trace_ = true;  // windows feed op_session_ (op_trace())
   detail::profiler::TraceInfo info_;
   std::vector<std::string> notes_;
   bool started_ = false;

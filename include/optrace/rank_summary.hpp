@@ -298,7 +298,9 @@ class RankSummary {
 
  private:
   static std::string describe_capture(const detail::rank_summary::CaptureReason& c) {
-    return "captured after a slow step: step " + std::to_string(c.step) + " took " + detail::fixed(c.step_ms, 1) +
+    // The ring's steps hold the slow step; a window's follow it.
+    return std::string(c.first_step > c.step ? "captured after" : "captured with") + " a slow step: step " +
+           std::to_string(c.step) + " took " + detail::fixed(c.step_ms, 1) +
            " ms, the median " + detail::fixed(c.median_ms, 1) + " ms" +
            (c.rank >= 0 ? " (seen by rank " + std::to_string(c.rank) + ")" : std::string()) + "; steps " +
            std::to_string(c.first_step) + ".." + std::to_string(c.first_step + c.iterations - 1);

@@ -18,6 +18,9 @@
 // the ranks' first recorded step must start together. Prints the time from the end of the slow
 // step to the last rank's window opening. A third argument sets the poll interval in ms (10 by
 // default; the job runs longer with longer polls): `--slow-step 4 1000` measures the default's.
+// With --slow-ring N, the same job keeps a ring of cycles of 8 steps (SlowSteps::ring_steps):
+// every rank must write one trace of steps 16..31 (the cycle that holds step 25 and the one
+// before), the same on every rank, saying why; prints when the last rank's trace was written.
 //
 // With --straggler N S, N ranks (2 to 64) record 6 steps under the Profiler (steps 1-5 kept) and
 // rank S runs 20 aten::mm of [384, 384] x [384, 384] more before its all-reduces at
@@ -29,7 +32,8 @@
 // In the default mode, each rank also checks that distributed_info of a c10d::ProcessGroup over its
 // gloo backend names the group as the backend is named (libtorch 2.x).
 //
-// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N [POLL_MS] | --straggler N S]. Exit status 0
+// Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N [POLL_MS] | --slow-ring N [POLL_MS] |
+// --straggler N S]. Exit status 0
 // passed, 1 failed.
 #include <optrace/c10d.hpp>
 #include <optrace/detail/common/io.hpp>
@@ -56,6 +60,7 @@
 #include <thread>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -165,8 +170,8 @@ void run_rank_on_demand(int rank, const std::string& out, const std::string& sto
 // captures slow steps through the job's store; the last rank is late at step kSlowStep. Enough
 // steps for the window, which opens two polls and 100 ms after the slow step: 60 with 10 ms polls,
 // and two more for each 10 ms of poll beyond. Each rank writes OUT/rank<r>.slow_end: when (system
-// clock, ns) its slow step ended.
-void run_rank_slow_step(int rank, const std::string& out, const std::string& store_path, int poll_ms) {
+// clock, ns) its slow step ended. `ring`: SlowSteps::ring_steps (0: none).
+void run_rank_slow_step(int rank, const std::string& out, const std::string& store_path, int poll_ms, int ring) {
   torch::manual_seed(0);
   Rank job(rank, store_path);
   const int steps = 60 + 2 * (poll_ms - 10) / 10;
@@ -178,6 +183,7 @@ void run_rank_slow_step(int rank, const std::string& out, const std::string& sto
           .profiler(optrace::ProfilerOptions().distributed(optrace::distributed_info(*job.pg)))
           // 150 ms at least: no step of a loaded CI machine is taken for the slow one.
           .slow_steps(optrace::SlowSteps().history(10).iterations(3).max_captures(1).min_duration(std::chrono::milliseconds(150))
+                          .ring_steps(ring)
                           .store(optrace::rank_store(job.store))));
   for (int step = 0; step < steps; ++step) {
     if (rank == world - 1 && step == kSlowStep) std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -312,8 +318,16 @@ fs::path rank_file(const std::string& dir, int rank, const std::string& suffix) 
   return {};
 }
 
-// The slow-step capture: one trace per rank, of the same steps, after kSlowStep, saying why.
-bool check_slow_step(const std::string& out) {
+// When `path` was last written (system clock, ns).
+double written_ns(const fs::path& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return 0;
+  return static_cast<double>(st.st_mtim.tv_sec) * 1e9 + static_cast<double>(st.st_mtim.tv_nsec);
+}
+
+// The slow-step capture: one trace per rank, of the same steps, saying why: the 3 after
+// kSlowStep, or with the ring (`ring` steps a cycle) the cycle that holds it and the one before.
+bool check_slow_step(const std::string& out, int ring) {
   bool ok = true;
   auto expect = [&](bool cond, const std::string& what) {
     if (!cond) std::cerr << what << "\n";
@@ -321,8 +335,10 @@ bool check_slow_step(const std::string& out) {
   };
   std::set<std::string> steps;
   std::vector<double> first_start;
-  double latest_open_ms = 0;
+  double latest_open_ms = 0, latest_written_ms = 0;
   int64_t first_step = -1;
+  const int64_t expected_first = ring > 0 ? (kSlowStep / ring - 1) * ring : -1;
+  const int64_t expected_steps = ring > 0 ? 2 * ring : 3;
   for (int rank = 0; rank < world; ++rank) {
     const fs::path trace = rank_file(out + "/kineto", rank, ".pt.trace.json");
     if (trace.empty()) {
@@ -336,21 +352,28 @@ bool check_slow_step(const std::string& out) {
     expect(why["step"].as_int() == kSlowStep, "rank " + std::to_string(rank) + ": the capture names another step than 25");
     expect(why["step_ms"].as_double() >= 250, "rank " + std::to_string(rank) + ": the slow step took < 250 ms");
     if (first_step < 0) first_step = why["first_step"].as_int();
-    expect(why["first_step"].as_int() == first_step && first_step > kSlowStep,
+    expect(why["first_step"].as_int() == first_step && (ring > 0 ? first_step == expected_first : first_step > kSlowStep),
            "rank " + std::to_string(rank) + ": the window's first step differs");
+    expect(why["iterations"].as_int() == expected_steps, "rank " + std::to_string(rank) + ": the capture's step count differs");
     const double start = step_start_ns(text, static_cast<int>(first_step));
     expect(start > 0, "rank " + std::to_string(rank) + ": no ProfilerStep#" + std::to_string(first_step));
     first_start.push_back(start);
     const double slow_end = std::stod(read(out + "/rank" + std::to_string(rank) + ".slow_end"));
     latest_open_ms = std::max(latest_open_ms, (start - slow_end) / 1e6);
+    latest_written_ms = std::max(latest_written_ms, (written_ns(trace) - slow_end) / 1e6);
   }
-  expect(steps.size() == 3, "the ranks recorded " + std::to_string(steps.size()) + " steps, not 3");
+  expect(static_cast<int64_t>(steps.size()) == expected_steps,
+         "the ranks recorded " + std::to_string(steps.size()) + " steps, not " + std::to_string(expected_steps));
+  if (ring > 0)
+    expect(steps.count("ProfilerStep#" + std::to_string(kSlowStep)) == 1, "the ring's trace has no step " + std::to_string(kSlowStep));
   if (ok) {
     const auto [lo, hi] = std::minmax_element(first_start.begin(), first_start.end());
     expect(*hi - *lo < 50e6, "ProfilerStep#" + std::to_string(first_step) + " does not start within 50 ms on every rank");
-    std::cout << "slow step " << kSlowStep << ": every rank recorded steps " << first_step << ".." << first_step + 2
-              << ", the last " << latest_open_ms << " ms after the slow step ended; their first step starts "
-              << (*hi - *lo) / 1e6 << " ms apart\n";
+    std::cout << "slow step " << kSlowStep << ": every rank recorded steps " << first_step << ".."
+              << first_step + expected_steps - 1;
+    if (ring > 0) std::cout << " (the ring), the last trace written " << latest_written_ms << " ms after the slow step ended";
+    else std::cout << ", the last " << latest_open_ms << " ms after the slow step ended";
+    std::cout << "; their first step starts " << (*hi - *lo) / 1e6 << " ms apart\n";
   }
   return ok;
 }
@@ -400,14 +423,17 @@ bool check(const std::string& out, bool on_demand) {
 
 int main(int argc, char** argv) {
   const bool on_demand = argc == 3 && std::string(argv[2]) == "--on-demand";
-  const bool slow_step = (argc == 4 || argc == 5) && std::string(argv[2]) == "--slow-step";
+  const bool slow_ring = (argc == 4 || argc == 5) && std::string(argv[2]) == "--slow-ring";
+  const bool slow_step = ((argc == 4 || argc == 5) && std::string(argv[2]) == "--slow-step") || slow_ring;
+  const int ring = slow_ring ? 8 : 0;
   const int poll_ms = slow_step && argc == 5 ? std::atoi(argv[4]) : 10;
   const bool straggling = argc == 5 && std::string(argv[2]) == "--straggler";
   if (slow_step || straggling) world = std::atoi(argv[3]);
   const int straggler = straggling ? std::atoi(argv[4]) : -1;
   if ((argc != 2 && !on_demand && !slow_step && !straggling) || world < 2 || world > (straggling ? 64 : 8) ||
       (straggling && (straggler < 0 || straggler >= world)) || poll_ms < 10 || poll_ms > 5000) {
-    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS [POLL_MS] | --straggler RANKS RANK]\n";
+    std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS [POLL_MS] | --slow-ring RANKS [POLL_MS] | "
+                 "--straggler RANKS RANK]\n";
     return 2;
   }
   const std::string out = argv[1];
@@ -420,7 +446,7 @@ int main(int argc, char** argv) {
     const pid_t pid = fork();
     if (pid == 0) {
       try {
-        if (slow_step) run_rank_slow_step(rank, out, store, poll_ms);
+        if (slow_step) run_rank_slow_step(rank, out, store, poll_ms, ring);
         else if (straggling) run_rank_straggler(rank, straggler, out, store);
         else if (on_demand) run_rank_on_demand(rank, out, store);
         else run_rank(rank, out, store);
@@ -440,7 +466,7 @@ int main(int argc, char** argv) {
   }
   if (!ok) return 1;
   fs::remove(store);
-  ok = slow_step ? check_slow_step(out) : straggling ? check_straggler(out, straggler) : check(out, on_demand);
+  ok = slow_step ? check_slow_step(out, ring) : straggling ? check_straggler(out, straggler) : check(out, on_demand);
   std::cout << (ok ? "gloo_ranks: " + std::to_string(world) + " ranks traced and checked\n" : std::string("gloo_ranks: FAILED\n"));
   return ok ? 0 : 1;
 }

@@ -9,8 +9,8 @@
 // Why 4,096 elements a block (as PyTorch's AppendOnlyList weighs its ChunkSize): large enough that
 // the block's allocation is one per 4,096 appends (a few instructions each, where a heap
 // allocation costs hundreds), small enough that a thread which records a handful of events (one
-// of libtorch's pool threads) holds little: a block of the Profiler's 104-byte Events is 416 KiB,
-// of its MemoryEvents 192 KiB.
+// of libtorch's pool threads) holds little: a block of the Profiler's MemoryEvents is 192 KiB. Its
+// 104-byte Events take blocks of 512 (52 KiB; window.hpp says why).
 
 #include <cstddef>
 #include <initializer_list>

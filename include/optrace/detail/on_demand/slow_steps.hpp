@@ -84,7 +84,7 @@ struct Capture {
   int64_t step_ns = 0;           // its duration
   int64_t median_ns = 0;         // the median of the steps before it
   int64_t rank = -1;             // the rank that saw it (-1: not known)
-  int64_t start = 0;             // the window's first step
+  int64_t start = 0;             // the window's first step (after the slow step; the ring's: before it)
   int64_t iterations = 0;        // and its length
 
   // The store's text: seven integers.
@@ -110,7 +110,8 @@ struct Capture {
     }
     Capture c{v[1], v[2], v[3], v[4], v[5], v[6]};
     if (p != end || v[0] != 1 || c.step < 0 || c.step > kMaxSteps || c.step_ns < 0 || c.median_ns < 0 || c.rank < -1 ||
-        c.start <= c.step || c.start > kMaxSteps || c.iterations < 1 || c.iterations > kMaxSteps)
+        c.start < 0 || c.start > kMaxSteps || c.iterations < 1 || c.iterations > kMaxSteps ||
+        c.start + c.iterations <= c.step)  // the steps end after the slow one (they hold it: the ring)
       return std::nullopt;
     return c;
   }

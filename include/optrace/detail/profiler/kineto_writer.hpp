@@ -20,6 +20,7 @@
 #include <optrace/detail/profiler/window.hpp>
 #include <optrace/json/writer.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <map>
@@ -183,7 +184,10 @@ class KinetoWriter {
     meta(w, "process_name", info_.pid, 0, "name", info_.process_name);
     meta(w, "process_labels", info_.pid, 0, "labels", "CPU");
     meta(w, "process_sort_index", info_.pid, 0, "sort_index", info_.pid);
+    std::vector<int64_t> named;  // a thread's name once, though a joined window has a buffer of it per part
     for (const auto& b : window_.buffers) {
+      if (std::find(named.begin(), named.end(), b->os_tid) != named.end()) continue;
+      named.push_back(b->os_tid);
       const std::string thread = "thread " + std::to_string(b->os_tid) + " (" + info_.process_name + ")";
       meta(w, "thread_name", info_.pid, b->os_tid, "name", thread);
       meta(w, "thread_sort_index", info_.pid, b->os_tid, "sort_index", b->os_tid);

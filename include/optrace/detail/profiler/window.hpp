@@ -66,7 +66,11 @@ struct ThreadBuffer {
   op_tracer::SpinLock mutex;  // taken by its thread on each event, and when the window closes
   int64_t os_tid = 0;
   uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
-  BlockVector<Event> events;  // appended without copying what is there (a window holds millions)
+  // Appended without copying what is there (a window holds millions), in blocks of 512 (52 KiB):
+  // a thread's first block is what each short window costs it, and OnDemandProfiler's ring keeps
+  // up to 64 windows of a few steps (4,096 a block held 28 MB for a ring of an MLP's steps, 3.5
+  // MB with 512; an allocation per 512 events is still nothing beside them).
+  BlockVector<Event, 9> events;
   op_tracer::KeyWriter tokens;  // with record_shapes: the events' inputs, encoded where they stay
   op_tracer::KeyWriter et_tokens;  // with an execution trace: the events' inputs and outputs
   std::vector<std::string> names;
@@ -112,6 +116,22 @@ struct Window {
   std::function<void(Window&)> read_device_details;
   std::once_flag device_details_once;
 };
+
+// One window made of closed CPU windows that follow each other (OnDemandProfiler's ring: the
+// cycles that hold a slow step), from the first's start to the last's end. Their threads' buffers
+// are shared, not copied: a thread that recorded in several has a buffer in each, whose events
+// (parents are indices in their own buffer) are written under the same thread id.
+inline std::shared_ptr<Window> joined_windows(const std::vector<std::shared_ptr<Window>>& parts) {
+  auto w = std::make_shared<Window>();
+  if (parts.empty()) return w;
+  w->settings = parts.front()->settings;
+  w->start_ns = parts.front()->start_ns;
+  w->end_ns = parts.back()->end_ns;
+  for (const auto& part : parts)
+    for (const auto& b : part->buffers) w->buffers.share(b);
+  w->closed.store(true, std::memory_order_relaxed);
+  return w;
+}
 
 // Runs the window's read_device_details, once, whichever thread writes its trace first.
 inline void complete_device_details(Window& w) {

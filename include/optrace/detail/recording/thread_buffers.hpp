@@ -6,6 +6,7 @@
 // under ActiveRecording's view: none is added after the recording was retracted. So readers lock
 // while threads may still add (OpTracer::trace() while recording: for_each), and read without
 // the lock once the recording was retracted (a closed window's writers: size, [], begin, end).
+// Buffers are shared: a trace of several windows (OnDemandProfiler's ring) lists theirs (share).
 
 #include <cstddef>
 #include <memory>
@@ -25,6 +26,12 @@ class ThreadBuffers {
     return *list_.back();
   }
 
+  // Adds a buffer of another recording that no thread writes any more (a closed window's).
+  void share(std::shared_ptr<Buffer> buffer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    list_.push_back(std::move(buffer));
+  }
+
   // Calls `with(buffer)` for each buffer, under the lock that `add` takes.
   template <class With>
   void for_each(With&& with) {
@@ -35,13 +42,13 @@ class ThreadBuffers {
   // Once no thread can add one (the recording was retracted): unlocked reads, in the order the
   // threads added them.
   size_t size() const { return list_.size(); }
-  const std::unique_ptr<Buffer>& operator[](size_t i) const { return list_[i]; }
+  const std::shared_ptr<Buffer>& operator[](size_t i) const { return list_[i]; }
   auto begin() const { return list_.begin(); }
   auto end() const { return list_.end(); }
 
  private:
   std::mutex mutex_;
-  std::vector<std::unique_ptr<Buffer>> list_;
+  std::vector<std::shared_ptr<Buffer>> list_;
 };
 
 }  // namespace optrace::detail
