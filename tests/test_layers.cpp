@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <functional>
 #include <map>
 #include <regex>
@@ -171,26 +172,56 @@ TEST_CASE("layers: the checks see violations", "[layers]") {
   CHECK(layer_of("detail/kineto/sub/x.hpp") == -1);  // a folder entry covers its own files only
 }
 
-// std::filesystem::remove_all crashes a program linked to PyTorch's wheels (2.5 to at least 2.11,
-// pytorch#133437: libtorch.so exports its own copy, which calls a weak symbol left null; seen on an
-// H200 with 2.11, 2026-12-01): optrace removes trees with detail::remove_tree (common/io.hpp).
-TEST_CASE("layers: no source of optrace's calls std::filesystem::remove_all", "[layers]") {
+// Calls `line(path relative to the source folder, line number, text)` for each line of every .hpp
+// and .cpp under `folders`; returns how many files it read.
+template <class Line>
+size_t for_each_source_line(std::initializer_list<const char*> folders, Line&& line) {
   const std::filesystem::path root(OPTRACE_SOURCE_DIR);
-  const std::string needle = std::string("remove_") + "all(";  // spelled apart: this file is read too
-  std::vector<std::string> calls;
   size_t files = 0;
-  for (const char* folder : {"include", "tests", "benchmarks", "examples"})
+  for (const char* folder : folders)
     for (const auto& entry : std::filesystem::recursive_directory_iterator(root / folder)) {
       const std::string ext = entry.path().extension().string();
       if (!entry.is_regular_file() || (ext != ".hpp" && ext != ".cpp")) continue;
       ++files;
       std::ifstream in(entry.path());
+      const std::string relative = entry.path().lexically_relative(root).string();
       int n = 0;
-      for (std::string line; std::getline(in, line);)
-        if (++n, line.find(needle) != std::string::npos)
-          calls.push_back(entry.path().lexically_relative(root).string() + ":" + std::to_string(n));
+      for (std::string text; std::getline(in, text);) line(relative, ++n, text);
     }
+  return files;
+}
+
+// std::filesystem::remove_all crashes a program linked to PyTorch's wheels (2.5 to at least 2.11,
+// pytorch#133437: libtorch.so exports its own copy, which calls a weak symbol left null; seen on an
+// H200 with 2.11, 2026-12-01): optrace removes trees with detail::remove_tree (common/io.hpp).
+TEST_CASE("layers: no source of optrace's calls std::filesystem::remove_all", "[layers]") {
+  const std::string needle = std::string("remove_") + "all(";  // spelled apart: this file is read too
+  std::vector<std::string> calls;
+  const size_t files = for_each_source_line({"include", "tests", "benchmarks", "examples"},
+                                            [&](const std::string& path, int n, const std::string& text) {
+                                              if (text.find(needle) != std::string::npos)
+                                                calls.push_back(path + ":" + std::to_string(n));
+                                            });
   for (const std::string& c : calls) UNSCOPED_INFO(c << ": use optrace::detail::remove_tree");
   CHECK(calls.empty());
   CHECK(files > 100);
+}
+
+// ctest knows each test case by its name in a CMake list (catch_discover_tests): a ';' in a name
+// splits it into two tests that both fail (a fresh-clone run of 2026-12-01).
+TEST_CASE("layers: no test case's name holds a semicolon", "[layers]") {
+  const std::string head = std::string("TEST_") + "CASE(\"";  // spelled apart: this file is read too
+  std::vector<std::string> names;
+  size_t cases = 0;
+  for_each_source_line({"tests"}, [&](const std::string& path, int n, const std::string& text) {
+    const size_t at = text.find(head);
+    if (at == std::string::npos) return;
+    ++cases;
+    const size_t begin = at + head.size();
+    const std::string name = text.substr(begin, text.find('"', begin) - begin);
+    if (name.find(';') != std::string::npos) names.push_back(path + ":" + std::to_string(n) + ": " + name);
+  });
+  for (const std::string& name : names) UNSCOPED_INFO(name);
+  CHECK(names.empty());
+  CHECK(cases > 300);
 }
