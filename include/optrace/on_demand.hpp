@@ -13,6 +13,9 @@
 // - A window is a Profiler (profiler.hpp) whose steps count from the job's own step. When it
 //   closes, its trace goes to the Profiler's writer thread; the finished Profiler is joined and
 //   destroyed on the polling thread (or by flush()), never on the stepping thread.
+// - With SlowSteps::ring_steps, the stepping thread also runs a CPU-only Profiler in cycles of
+//   steps, keeps the finished cycles a while, and the polling thread writes those that hold a
+//   slow step as one trace (the ring's part of this class, below).
 // - Everything a window does wrong (a bad request, a path outside the output folder, a full disk)
 //   is one line on stderr, kept in messages(); the job goes on.
 
