@@ -520,7 +520,10 @@ class OnDemandProfiler {
       return;
     }
     if (ring_) {
-      if (step_ring()) keep_cycle(s);
+      if (!step_ring()) return;
+      const bool crowded = keep_cycle(s - 1);  // the cycle that ended as step s began
+      ring_cycle_first_ = s;
+      if (crowded || ring_waiting_.load(std::memory_order_relaxed)) wake_.notify_all();
     } else if (!attention_.load(std::memory_order_acquire)) {
       start_ring(s);
     }
@@ -568,17 +571,16 @@ class OnDemandProfiler {
     }
   }
 
-  // The cycle that ended as step s began, kept for the polling thread.
-  void keep_cycle(int64_t s) noexcept {
-    bool crowded = false;
+  // The ring's last closed cycle, from ring_cycle_first_ to step `last`, kept for the polling
+  // thread; whether more than kRingCycles are kept now.
+  bool keep_cycle(int64_t last) noexcept {
     try {
       std::lock_guard<std::mutex> lock(ring_mutex_);
-      ring_cycles_.push_back(RingCycle{ring_->last_trace(), ring_cycle_first_, s - 1, steady_ms()});
-      crowded = ring_cycles_.size() > kRingCycles;
+      ring_cycles_.push_back(RingCycle{ring_->last_trace(), ring_cycle_first_, last, steady_ms()});
+      return ring_cycles_.size() > kRingCycles;
     } catch (...) {  // no memory for one more: the cycle is not kept
     }
-    ring_cycle_first_ = s;
-    if (crowded || ring_waiting_.load(std::memory_order_relaxed)) wake_.notify_all();
+    return false;
   }
 
   // Stops the ring (on its thread; in the destructor, on any) before step s begins (a window
@@ -588,11 +590,8 @@ class OnDemandProfiler {
     try {
       ring_->stop();
       const int64_t last = within ? s : s - 1;
-      if (last >= ring_cycle_first_) {
-        std::lock_guard<std::mutex> lock(ring_mutex_);
-        ring_cycles_.push_back(RingCycle{ring_->last_trace(), ring_cycle_first_, last, steady_ms()});
-      }
-    } catch (...) {  // no memory: that cycle is not kept
+      if (last >= ring_cycle_first_) keep_cycle(last);
+    } catch (...) {  // stop() failed: that cycle is not kept
     }
     ring_.reset();
   }
@@ -654,6 +653,9 @@ class OnDemandProfiler {
     }
   }
 
+  // A trace's name in the output folder when the request names none: tensorboard_trace_handler's.
+  std::string trace_name(int64_t ns) const { return detail::profiler::trace_file_name(worker_, ns, options_.use_gzip()); }
+
   // The cycles' trace, joined, with why it was taken, written as a window's (off the stepping
   // thread, without mutex_).
   std::string write_ring_capture(const std::vector<RingCycle>& parts, const std::string& why) {
@@ -661,9 +663,8 @@ class OnDemandProfiler {
     for (const RingCycle& k : parts) windows.push_back(k.trace->window_);
     ProfilerTrace trace(detail::profiler::joined_windows(windows), parts.back().trace->info_);
     trace.info_.metadata.emplace_back("optraceCapture", why);
-    const int64_t ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    const std::string relative = worker_ + "." + std::to_string(ns) + ".pt.trace.json" + (options_.use_gzip() ? ".gz" : "");
+    const std::string relative = trace_name(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count());
     auto [folder, leaf] = detail::open_folder_beneath(dir_.string(), relative, detail::MissingFolder::Make);
     const std::string path = (dir_ / relative).string();
     trace.save(detail::FileTarget{folder.get(), leaf, path}, detail::ExistingFile::Keep);
@@ -757,9 +758,7 @@ class OnDemandProfiler {
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     // The trace goes through the folder opened here beneath the output folder, made if missing:
     // a link put on the way before the writer thread writes (seconds later) is not followed.
-    const std::string relative =
-        r.log_file.empty() ? worker_ + "." + std::to_string(ns) + ".pt.trace.json" + (options_.use_gzip() ? ".gz" : "")
-                           : detail::on_demand::name_inside(dir_, r.log_file);
+    const std::string relative = r.log_file.empty() ? trace_name(ns) : detail::on_demand::name_inside(dir_, r.log_file);
     const std::string path = (dir_ / relative).string();
     auto [folder, leaf] = detail::open_folder_beneath(dir_.string(), relative, detail::MissingFolder::Make);
     auto held = std::make_shared<detail::Fd>(std::move(folder));

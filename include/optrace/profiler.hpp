@@ -187,6 +187,12 @@ inline std::string default_worker_name(const std::optional<DistributedInfo>& job
   if (job) name += "_rank" + std::to_string(job->rank);
   return name;
 }
+
+// A trace file's name as torch's tensorboard_trace_handler makes it: `<worker>.<time in ns>.pt.trace.json`,
+// `.gz` added with `gzip`.
+inline std::string trace_file_name(const std::string& worker, int64_t ns, bool gzip) {
+  return worker + "." + std::to_string(ns) + ".pt.trace.json" + (gzip ? ".gz" : "");
+}
 }  // namespace detail::profiler
 
 /// As torch.profiler.tensorboard_trace_handler: writes each trace to
@@ -206,7 +212,7 @@ inline TraceHandler tensorboard_trace_handler(const std::string& dir, std::strin
   return [dir, worker_name, use_gzip](const ProfilerTrace& trace) {
     const int64_t ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-    trace.save(dir + "/" + worker_name + "." + std::to_string(ns) + ".pt.trace.json" + (use_gzip ? ".gz" : ""));
+    trace.save(dir + "/" + detail::profiler::trace_file_name(worker_name, ns, use_gzip));
   };
 }
 

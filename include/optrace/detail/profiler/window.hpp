@@ -68,7 +68,7 @@ struct ThreadBuffer {
   uint64_t rf_thread_id = 0;  // RecordFunction's small id of the thread (fwd_thread_id refers to it)
   // Appended without copying what is there (a window holds millions), in blocks of 512 (52 KiB):
   // a thread's first block is what each short window costs it, and OnDemandProfiler's ring keeps
-  // up to 64 windows of a few steps (4,096 a block held 28 MB for a ring of an MLP's steps, 3.5
+  // up to 64 windows of a few steps (4,096 a block held 28 MB for a ring of an MLP's steps, 7.9
   // MB with 512; an allocation per 512 events is still nothing beside them).
   BlockVector<Event, 9> events;
   op_tracer::KeyWriter tokens;  // with record_shapes: the events' inputs, encoded where they stay
