@@ -35,9 +35,11 @@ build=${OPTRACE_BUILD_DIR:-build-trixie}
 # The profiler's consumer tests run HTA and Chakra (../shared/consumers/README.md lists what they
 # import; protobuf-compiler makes Chakra's protobuf module). libgloo-dev: gloo's headers, which
 # c10d's gloo backend includes (the 2-rank distributed test). valgrind: the CLI's growth test.
+# chromium-headless-shell: the browser that renders summary --by rank's report page in its tests.
 packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2 python3-torch python3-torchvision
           python3-pandas python3-numpy python3-plotly python3-networkx python3-psutil python3-pydot
-          python3-protobuf protobuf-compiler python3-yaml python3-setuptools libgloo-dev valgrind)
+          python3-protobuf protobuf-compiler python3-yaml python3-setuptools libgloo-dev valgrind
+          chromium-headless-shell)
 
 unavailable() { echo "trixie: $*" >&2; exit 75; }
 

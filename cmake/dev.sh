@@ -20,7 +20,9 @@ packages=(cmake ninja-build g++ libtorch-dev libsimdjson-dev zlib1g-dev catch2)
 # for real architectures (no weights are downloaded). Without them those tests skip.
 # libgloo-dev: gloo's headers, which c10d's gloo backend includes (the 2-rank distributed test).
 # valgrind: counts the instructions of the CLI's growth test (cli_growth_is_linear).
-[ "$mode" = test ] && packages+=(python3-torch python3-torchvision libgloo-dev valgrind)
+# chromium-headless-shell: Debian's chromium, headless, which renders summary --by rank's report
+# page in its tests (cli_summary_by_rank_html_*).
+[ "$mode" = test ] && packages+=(python3-torch python3-torchvision libgloo-dev valgrind chromium-headless-shell)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -129,6 +129,17 @@ TEST_CASE("rank summary: each step's collectives are matched across ranks, the w
   CHECK(w.ranks[1].caused_ns == 79436896 + 21305774 + 20404592);
   CHECK(w.ranks[1].blamed == 3);
   CHECK(w.ranks[1].steps == std::vector<int64_t>{0, 1, 2});
+  // Per step: what it caused there, and every rank's own waits adding up to its total.
+  std::vector<std::pair<int64_t, int64_t>> caused_by_step;
+  for (int64_t k : {0, 1}) {
+    int64_t waited = 0;
+    for (const auto& s : w.ranks[k].by_step) {
+      waited += s.waited_ns;
+      if (k == 1) caused_by_step.emplace_back(s.step, s.caused_ns);
+    }
+    CHECK(waited == w.ranks[k].waited_ns);
+  }
+  CHECK(caused_by_step == std::vector<std::pair<int64_t, int64_t>>{{0, 79436896}, {1, 21305774}, {2, 20404592}});
   CHECK(w.ranks[0].blamed == 0);  // last at six collectives, each by less than 1 ms
   CHECK(w.ranks[0].waited_ns > w.ranks[1].caused_ns);
   CHECK(summary.notes().empty());
@@ -150,6 +161,41 @@ TEST_CASE("rank summary: each step's collectives are matched across ranks, the w
   int64_t listed = 0;
   for (optrace::json::Node c : doc->root()["waits"]["collectives"].array()) listed += c["blamed"].as_bool() ? 1 : 0;
   CHECK(listed == 3);
+  std::vector<std::pair<int64_t, double>> step_caused;
+  for (optrace::json::Node r : doc->root()["waits"]["ranks"].array())
+    if (r["rank"].as_int() == 1)
+      for (optrace::json::Node s : r["by_step"].array()) step_caused.emplace_back(s["step"].as_int(), s["caused_us"].as_double());
+  CHECK(step_caused == std::vector<std::pair<int64_t, double>>{{0, 79436.896}, {1, 21305.774}, {2, 20404.592}});
+}
+
+TEST_CASE("rank summary: the HTML page holds the JSON, names from traces cannot end its script, and it fetches nothing", "[rank_summary]") {
+  // The page's rendering is checked in a browser (tests/cli/report_in_browser.sh); here, what
+  // it is made of: a file name that would end the data block and run a script of its own.
+  RankTrace r0 = RankTrace::from_kineto_file(kRank0), r1 = RankTrace::from_kineto_file(kRank1);
+  r0.file = "</script><script>alert(1)</script><!--";
+  const RankSummary summary = RankSummary::from_ranks({std::move(r0), std::move(r1)});
+  const std::string page = summary.to_html();
+  CHECK(page.rfind("<!DOCTYPE html>", 0) == 0);
+  CHECK(page.find("<script>alert") == std::string::npos);  // its '<' and '>' are \u escapes:
+  CHECK_THAT(page, OPTRACE_CONTAINS("\\u003c/script\\u003e\\u003cscript\\u003ealert(1)"));
+  CHECK(page.find("<!--") == std::string::npos);
+  size_t closings = 0;
+  for (size_t at = page.find("</script>"); at != std::string::npos; at = page.find("</script>", at + 1)) ++closings;
+  CHECK(closings == 2);  // the data block's and the script's
+  CHECK_THAT(page, OPTRACE_CONTAINS("content=\"default-src 'none'; img-src 'none'; style-src 'nonce-"));
+  CHECK(page.find("://") == std::string::npos);  // nothing to fetch: no address at all
+  // The data block parses back to to_json(), the name as it was.
+  const std::string open = "<script type=\"application/json\" id=\"optrace-data\">";
+  const size_t from = page.find(open) + open.size();
+  const std::string block = page.substr(from, page.find("</script>", from) - from);
+  const auto doc = optrace::json::Document::parse(block);
+  CHECK((*doc->root()["ranks"].array().begin())["file"].as_string() == "</script><script>alert(1)</script><!--");
+  CHECK(optrace::json::Document::parse(summary.to_json())->root()["waits"]["collectives"].array().size() ==
+        doc->root()["waits"]["collectives"].array().size());
+  // Each page its own nonce: a report cannot be forged to carry the script of another.
+  const auto nonce = [](const std::string& p) { const size_t at = p.find("'nonce-") + 7; return p.substr(at, p.find('\'', at) - at); };
+  CHECK(nonce(page).size() == 32);
+  CHECK(nonce(page) != nonce(summary.to_html()));
 }
 
 namespace {

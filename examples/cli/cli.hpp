@@ -38,7 +38,8 @@ struct CommandInfo {
 
 inline const CommandInfo kCommands[] = {
     {Command::summary, "summary",
-     "optrace summary FILE... [--by calls|time|rank] [--group-by-shape] [--top N] [--json] [--jobs N] [--strides]",
+     "optrace summary FILE... [--by calls|time|rank] [--group-by-shape] [--top N] [--json] [--jobs N] [--strides]\n"
+     "                [--html REPORT.html] [--force]",
      "  A trace: its ops with calls, share of calls and unique inputs, the most called first, and the\n"
      "  totals (--top N: the first N ops; --json: the same as JSON on stdout).\n"
      "  --by time: a Kineto trace's (*.pt.trace.json[.gz]) ops and annotations by time, as torch's\n"
@@ -51,8 +52,11 @@ inline const CommandInfo kCommands[] = {
      "  (ProfilerStep#N) and rank, the step time, the time in collectives (gloo:*, nccl:*,\n"
      "  record_param_comms, c10d::* ops, nccl* kernels: the union of their intervals within the step)\n"
      "  and the rest; per step, the slowest rank (the most time outside collectives: the one the\n"
-     "  others wait for). --json: the same as JSON; --jobs N: traces read at once (default: one per\n"
-     "  core).\n"
+     "  others wait for); each step's collectives matched across ranks, the waits blamed on the rank\n"
+     "  that arrived last, and why it was late. --json: the same as JSON; --html REPORT.html: also as\n"
+     "  one self-contained page (ranks x steps coloured by the wait each caused; click a cell for its\n"
+     "  collectives and ops; an existing file is replaced only with --force); --jobs N: traces read\n"
+     "  at once (default: one per core).\n"
      "  An observation file (InputObserver::save): its dynamic shapes, export arguments, warnings\n"
      "  and call signatures with their counts.\n"
      "  Several files: each in turn, in the order given (--json: a list), read --jobs at a time.\n"},
@@ -145,11 +149,12 @@ struct Invocation {
   bool help_error = false;
   std::vector<std::string> inputs;  // summary, replay, convert: one; merge: one or more
   std::string output;               // merge, convert: -o
-  bool force = false;               // merge, convert, replay: replace existing outputs
+  bool force = false;               // merge, convert, replay, summary --html: replace existing outputs
   int64_t top = 0;                  // summary, replay: rows in the tables (0: default)
   bool json = false;                // summary: JSON on stdout
   bool by_time = false;             // summary --by time: torch's key_averages table of a Kineto trace
   bool by_rank = false;             // summary --by rank: a distributed job's ranks per step
+  std::string html_path;            // summary --by rank --html: the report page
   bool group_by_shape = false;      // summary --by time --group-by-shape: a row per name and input shapes
   int64_t jobs = 0;                 // summary, merge, convert: files read at once (0: one per core)
   // replay
@@ -268,6 +273,8 @@ inline void parse_summary(const Args& args, Invocation& inv) {
     else if (a == "--top") inv.top = int_option(args, i, 1);
     else if (a == "--jobs") inv.jobs = int_option(args, i, 1, 1024);
     else if (a == "--group-by-shape") inv.group_by_shape = true;
+    else if (a == "--html") inv.html_path = value_of(args, i);
+    else if (a == "--force") inv.force = true;
     else if (a == "--by") {
       const std::string by = value_of(args, i);
       if (by != "calls" && by != "time" && by != "rank") throw UsageError("option --by takes calls, time or rank, got '" + by + "'");
@@ -279,6 +286,8 @@ inline void parse_summary(const Args& args, Invocation& inv) {
   if (inv.inputs.empty()) throw UsageError("summary needs a file");
   if (inv.group_by_shape && !inv.by_time) throw UsageError("--group-by-shape goes with --by time");
   if (inv.by_rank && inv.top > 0) throw UsageError("--top does not go with --by rank: every step and rank is shown");
+  if (!inv.html_path.empty() && !inv.by_rank) throw UsageError("--html goes with --by rank");
+  if (inv.force && inv.html_path.empty()) throw UsageError("--force goes with --html: summary writes no other file");
 }
 
 #ifndef OPTRACE_CLI_FRONT_END

@@ -2,7 +2,7 @@
 //
 //   optrace summary TRACE|OBSERVATIONS [--top N] [--json]
 //   optrace summary --by time KINETO_TRACE [--group-by-shape] [--top N] [--json]
-//   optrace summary --by rank KINETO_TRACE...|DIR [--json] [--jobs N]
+//   optrace summary --by rank KINETO_TRACE...|DIR [--json] [--html REPORT.html [--force]] [--jobs N]
 //   optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] ...
 //   optrace merge A B ... -o OUT
 //   optrace convert TRACE -o OUT [--to hf|kineto|text] [--keep-non-compute] [--quiet]
@@ -343,15 +343,18 @@ std::vector<std::string> rank_trace_files(const std::vector<std::string>& inputs
 
 // `summary --by rank`: the ranks of a distributed job side by side (rank_summary.hpp), the traces
 // read --jobs at a time, then the longest waits explained (the two ranks compared at each read
-// again); its notes (steps that differ, ranks missing) on stderr, one line each.
+// again); its notes (steps that differ, ranks missing) on stderr, one line each. --html: the page
+// too, its path checked before any trace is read.
 int summary_by_rank(const Invocation& inv) {
   const std::vector<std::string> paths = rank_trace_files(inv.inputs);
+  if (!inv.html_path.empty()) files::check_outputs(paths, {inv.html_path}, inv.force);
   std::vector<optrace::RankTrace> ranks;
   in_order(paths, inv.jobs, [&paths](size_t i) { return optrace::RankTrace::from_kineto_file(paths[i]); },
            [&ranks](size_t, optrace::RankTrace trace) { ranks.push_back(std::move(trace)); });
   optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
   summary.explain_waits();
   for (const std::string& note : summary.notes()) std::cerr << "optrace: note: " << one_line(note) << "\n";
+  if (!inv.html_path.empty()) optrace::detail::write_file_atomic(inv.html_path, summary.to_html());
   std::cout << (inv.json ? summary.to_json(1) + "\n" : summary.table());
   return 0;
 }

@@ -23,6 +23,7 @@
 #include <optrace/detail/common/text_table.hpp>
 #include <optrace/detail/rank_summary/blame.hpp>
 #include <optrace/detail/rank_summary/explain.hpp>
+#include <optrace/detail/rank_summary/html.hpp>
 #include <optrace/detail/rank_summary/read.hpp>
 #include <optrace/error.hpp>
 #include <optrace/json/writer.hpp>
@@ -232,7 +233,8 @@ class RankSummary {
   /// The same as JSON: {"ranks": [{"rank", "file", "world_size", "backend", "capture" (when the
   /// trace has one: {"step", "step_ms", "median_ms", "rank", "first_step", "iterations"}), "steps": [{"step",
   /// "step_us", "collective_us", "outside_us"}]}], "steps": [{"step", "ranks", "slowest_rank"}],
-  /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps"}], "collectives":
+  /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps", "by_step": [{"step",
+  /// "caused_us", "waited_us"}]}], "collectives":
   /// [{"step", "group", "index", "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
   /// "late", "blamed"}], "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
   /// "at_least_us", "step", "group", "index", "name"}], "causes" (explain_waits(); else empty): [{"step", "group", "index", "rank", "way_us",
@@ -265,6 +267,9 @@ class RankSummary {
       w.begin_object().key("rank").value(r.rank).key("caused_us").value(us(r.caused_ns)).key("blamed").value(r.blamed);
       w.key("waited_us").value(us(r.waited_ns)).key("steps").begin_array();
       for (int64_t step : r.steps) w.value(step);
+      w.end_array().key("by_step").begin_array();
+      for (const detail::rank_summary::StepWait& s : r.by_step)
+        w.begin_object().key("step").value(s.step).key("caused_us").value(us(s.caused_ns)).key("waited_us").value(us(s.waited_ns)).end_object();
       w.end_array().end_object();
     }
     w.end_array().key("collectives").begin_array();
@@ -295,6 +300,12 @@ class RankSummary {
     w.end_array().end_object();
     return w.take();
   }
+
+  /// The same as one self-contained HTML page (detail/rank_summary/html.hpp): ranks x steps coloured
+  /// by the wait each caused the others, a click on a cell for its times, the step's collectives
+  /// and why the rank was late (explain_waits(), when called before). No network: it opens from a
+  /// file anywhere, and a trace's names are shown as text, never run.
+  std::string to_html() const { return detail::rank_summary::html_page(to_json()); }
 
  private:
   static std::string describe_capture(const detail::rank_summary::CaptureReason& c) {

@@ -150,6 +150,13 @@ struct CollectiveWait {
   bool blamed() const { return late > 0; }
 };
 
+/// One rank's part in the waits of one step.
+struct StepWait {
+  int64_t step = 0;
+  int64_t caused_ns = 0;  ///< the others' waits at the step's collectives it was blamed for
+  int64_t waited_ns = 0;  ///< its own waits at the step's collectives
+};
+
 /// One rank's part in the waits.
 struct RankWait {
   int64_t rank = 0;
@@ -157,6 +164,7 @@ struct RankWait {
   int64_t blamed = 0;       ///< how many collectives it was blamed for
   int64_t waited_ns = 0;    ///< its own waits, at every collective
   std::vector<int64_t> steps;  ///< the steps of the collectives it was blamed for, ascending, once each
+  std::vector<StepWait> by_step;  ///< per step it made collective calls in, ascending
 };
 
 /// A proof that two ranks' clocks disagree: at a collective that no rank can leave before every
@@ -213,6 +221,13 @@ Approach median_approach(const std::vector<Arrival>& arrivals, int64_t last_rank
     return std::make_pair(a.ns(), a.rank) < std::make_pair(b.ns(), b.rank);
   });
   return *middle;
+}
+
+/// `r`'s entry for `step`, added when it has none: blame() walks the collectives by step, so a
+/// rank's steps come ascending and the entry is the last or new.
+inline StepWait& step_wait(RankWait& r, int64_t step) {
+  if (r.by_step.empty() || r.by_step.back().step != step) r.by_step.push_back({step, 0, 0});
+  return r.by_step.back();
 }
 
 /// The waits of `ranks` (ascending by rank, one entry each).
@@ -278,6 +293,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     for (const Arrival& a : arrivals) {
       add(w.total_wait_ns, wait(a));
       add(by_rank[a.rank].waited_ns, wait(a));
+      add(step_wait(by_rank[a.rank], w.step).waited_ns, wait(a));
       names_differ = names_differ || *a.name != w.name;
     }
     // The clocks: the last to arrive came after the first call to end had ended? (Saturating.)
@@ -303,6 +319,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     if (w.blamed()) {
       RankWait& b = by_rank[w.last_rank];
       add(b.caused_ns, w.total_wait_ns);
+      add(step_wait(b, w.step).caused_ns, w.total_wait_ns);
       ++b.blamed;
       // The map walks the collectives by step: a rank's steps come ascending.
       if (b.steps.empty() || b.steps.back() != w.step) b.steps.push_back(w.step);
