@@ -291,9 +291,10 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     w.median = median_approach(arrivals, last->rank);
     bool names_differ = false;
     for (const Arrival& a : arrivals) {
+      RankWait& own = by_rank[a.rank];
       add(w.total_wait_ns, wait(a));
-      add(by_rank[a.rank].waited_ns, wait(a));
-      add(step_wait(by_rank[a.rank], w.step).waited_ns, wait(a));
+      add(own.waited_ns, wait(a));
+      add(step_wait(own, w.step).waited_ns, wait(a));
       names_differ = names_differ || *a.name != w.name;
     }
     // The clocks: the last to arrive came after the first call to end had ended? (Saturating.)
