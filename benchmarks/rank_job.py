@@ -122,19 +122,19 @@ def main():
     paths = [os.path.join(out_dir, "rank%d.pt.trace.json" % r) for r in range(ranks)]
     info = dict(t.head["distributedInfo"], rank=0, world_size=ranks)
     info["pg_config"] = [dict(info["pg_config"][0], pg_size=ranks, ranks=list(range(ranks)))]
+    # The head's lines, rendered once: only distributedInfo's rank differs between the ranks.
+    head = [(k, json.dumps(v)) for k, v in t.head.items() if k not in ("traceEvents", "traceName", "displayTimeUnit", "baseTimeNanoseconds")]
     for r, path in enumerate(paths):
         info["rank"] = r
-        head = {k: v for k, v in t.head.items() if k not in ("traceEvents", "traceName", "displayTimeUnit", "baseTimeNanoseconds")}
-        head["distributedInfo"] = info
+        lines = ("  %s: %s" % (json.dumps(k), json.dumps(info) if k == "distributedInfo" else text) for k, text in head)
         with open(path, "w") as f:
-            f.write("{\n" + ",\n".join("  %s: %s" % (json.dumps(k), json.dumps(v)) for k, v in head.items()) +
-                    ",\n  \"traceEvents\": [\n")
+            f.write("{\n" + ",\n".join(lines) + ",\n  \"traceEvents\": [\n")
     start = t.start  # step 0 where the source's first step began; each next one after the last
     for number in range(steps):
         late = stragglers.get(number)
         delays = {r: jitter(r, number) for r in range(min(ranks, VARIANTS))}
         latest = max(list(delays.values()) + ([late[1]] if late else []))
-        texts = {}  # delay -> the step's text for a rank that arrives that late
+        texts = {}  # (delay, straggler) -> the step's text for a rank that arrives that late
         for r, path in enumerate(paths):
             straggler = late is not None and late[0] == r
             delay = late[1] if straggler else delays[r % VARIANTS]
