@@ -56,8 +56,8 @@ echo "== sanitize.sh: built in $(( built - start )) s"
 # counts instructions under valgrind, which cannot run a program built with ASan. The parity
 # tests on convnext_tiny and mobilenet_v3_small (125 CPU-s under ASan at -O0) run the tracer
 # and the operator-inputs writer on two more real models; resnet18, vit and lstm run them here,
-# all five in the Release stages. The 64-rank straggler job (25 s of 64 processes under ASan; it
-# passes) and every test that reads its traces (ctest label job_64_ranks): the 2- and 4-rank jobs
+# all five in the Release stages. The 64-rank jobs (the straggler's: 25 s of 64 processes under ASan;
+# it passes) and every test that reads their traces (ctest label job_64_ranks): the 2- and 4-rank jobs
 # run here, and the summary's blame and why under ASan in the rank_summary tests.
 exclude=${OPTRACE_ASAN_EXCLUDE-^(cli_front_end_same_answers|cli_growth_is_linear|(tracer|oplog)_parity_(convnext_tiny|mobilenet_v3_small))\$}
 status=0

@@ -234,4 +234,43 @@ TEST_CASE("distributed: collective names of c10d's ranges", "[distributed]") {
   CHECK_FALSE(collective_name("aten::add_").has_value());
 }
 
+// Which group a collective call is written with (collectives.hpp's call_group): the one it was
+// seen to go to; unseen, the only group, or none. The gloo job of tests/distributed/gloo_ranks.cpp
+// --groups tells the groups of real calls.
+TEST_CASE("distributed: a collective call is written with its own group", "[distributed]") {
+  using optrace::detail::profiler::call_group;
+  using optrace::detail::profiler::collective_args;
+  using optrace::detail::profiler::kNoGroup;
+  const int world_object = 0, pair_object = 0;  // stand-ins for the c10d groups' objects
+  DistributedInfo d{3, 4, "gloo"};
+  d.pg_config = d.groups();
+  d.pg_config[0].handle = &world_object;
+  optrace::ProcessGroupConfig pair;
+  pair.pg_name = "2";
+  pair.pg_desc = "undefined";
+  pair.pg_size = 2;
+  pair.ranks = {2, 3};
+  pair.handle = &pair_object;
+  d.pg_config.push_back(pair);
+  REQUIRE(call_group(d, 1).has_value());
+  CHECK(call_group(d, 1)->pg_name == "2");
+  CHECK(call_group(d, 0)->pg_name == "0");
+  CHECK_FALSE(call_group(d, kNoGroup).has_value());  // several groups: an unseen call's is not known
+  CHECK(call_group(DistributedInfo{3, 4, "gloo"}, kNoGroup)->pg_size == 4);  // one group: every call's
+  const std::string in_pair = "{" + collective_args("allreduce", nullptr, d, 1) + "}";
+  auto doc = optrace::json::Document::parse(in_pair);
+  CHECK(doc->root()["Process Group Name"].as_string() == "2");
+  CHECK(doc->root()["Process Group Ranks"].as_string() == "[2, 3]");
+  CHECK(doc->root()["Group size"].as_int() == 2);
+  CHECK(doc->root()["Global rank start"].as_int() == 2);
+  CHECK(doc->root()["Rank"].as_int() == 1);  // rank 3 of the job is rank 1 of the pair, as torch writes it
+  const std::string unseen = "{" + collective_args("allreduce", nullptr, d, kNoGroup) + "}";
+  CHECK(unseen.find("Process Group") == std::string::npos);
+  CHECK(optrace::json::Document::parse(unseen)->root()["Rank"].as_int() == 3);
+  // The trace's distributedInfo lists both groups, as torch.profiler's does.
+  auto info = optrace::json::Document::parse(d.to_json());
+  CHECK(info->root()["pg_count"].as_int() == 2);
+  CHECK(info->root()["pg_config"].array().size() == 2);
+}
+
 }  // namespace distributed_test

@@ -199,29 +199,49 @@ TEST_CASE("rank summary: the HTML page holds the JSON, names from traces cannot 
 }
 
 namespace {
-// A rank of a hand-made job: steps 0 and 1 of [0, 100) and [100, 200) ms; `calls` as
-// (start ms, name, group).
-RankTrace hand_made(int64_t rank, const std::vector<std::tuple<double, std::string, std::string>>& calls) {
+// A rank of a hand-made job: `steps` as [start, end) ms (steps 0, 1, ...), `calls` as (start ms,
+// end ms, name, group).
+RankTrace hand_made_job(int64_t rank, const std::vector<std::pair<double, double>>& steps,
+                        const std::vector<std::tuple<double, double, std::string, std::string>>& calls) {
   RankTrace r;
   r.rank = rank;
   r.file = "rank" + std::to_string(rank);
-  r.steps = {{0, 100000, 0, 100000}, {1, 100000, 0, 100000}};
+  std::vector<optrace::detail::rank_summary::StepRange> ranges;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const int64_t start = std::llround(steps[k].first * 1e6), end = std::llround(steps[k].second * 1e6);
+    const double us = static_cast<double>(end - start) / 1000;
+    r.steps.push_back({static_cast<int64_t>(k), us, 0, us});
+    ranges.push_back({static_cast<int64_t>(k), start, end});
+  }
   optrace::detail::rank_summary::RankCalls rc;
-  for (const auto& [ms, name, group] : calls) {
-    auto index = [](std::vector<std::string>& table, const std::string& v) {
-      auto it = std::find(table.begin(), table.end(), v);
-      if (it == table.end()) table.push_back(v);
-      return static_cast<uint32_t>(std::find(table.begin(), table.end(), v) - table.begin());
-    };
+  auto index = [](std::vector<std::string>& table, const std::string& v) {
+    auto it = std::find(table.begin(), table.end(), v);
+    if (it == table.end()) table.push_back(v);
+    return static_cast<uint32_t>(std::find(table.begin(), table.end(), v) - table.begin());
+  };
+  std::vector<std::string> group_keys;
+  for (const auto& [start, end, name, group] : calls) {
     optrace::detail::rank_summary::CollectiveCall c;
-    c.start_ns = std::llround(ms * 1e6);
-    c.end_ns = c.start_ns + 1000;
+    c.start_ns = std::llround(start * 1e6);
+    c.end_ns = std::llround(end * 1e6);
     c.name = index(rc.names, name);
-    c.group = index(rc.groups, group);
+    c.group = index(group_keys, group);  // "NAME [R, R]": a name and its ranks, as the reader keeps them
+    if (c.group == rc.groups.size()) {
+      const size_t at = group.find(" [");
+      rc.groups.push_back(group.substr(0, at));
+      rc.group_ranks.push_back(at == std::string::npos ? "" : group.substr(at + 1));
+    }
     rc.calls.push_back(c);
   }
-  r.calls = optrace::detail::rank_summary::place_in_steps(std::move(rc), {{0, 0, 100000000}, {1, 100000000, 200000000}});
+  r.calls = optrace::detail::rank_summary::place_in_steps(std::move(rc), std::move(ranges));
   return r;
+}
+
+// Steps 0 and 1 of [0, 100) and [100, 200) ms; `calls` as (start ms, name, group), each 1 us long.
+RankTrace hand_made(int64_t rank, const std::vector<std::tuple<double, std::string, std::string>>& calls) {
+  std::vector<std::tuple<double, double, std::string, std::string>> timed;
+  for (const auto& [ms, name, group] : calls) timed.emplace_back(ms, ms + 0.001, name, group);
+  return hand_made_job(rank, {{0, 100}, {100, 200}}, timed);
 }
 }  // namespace
 
@@ -352,14 +372,14 @@ std::string json_quoted(const std::string& text) {
 // the main thread (`ops`: name, input dims as JSON, start ms, duration ms) and one gloo:all_reduce
 // of group `group` on a worker thread from `call_ms` to 100 ms.
 std::string rank_trace_file(int64_t rank, const std::vector<std::tuple<std::string, std::string, double, double>>& ops, double call_ms,
-                            const std::string& group = "0", int64_t world = 3) {
+                            const std::string& group = "0", int64_t world = 3, const std::string& group_ranks = "") {
   std::string events = R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 7, "tid": 7, "ts": 0, "dur": 100000})";
   for (const auto& [name, dims, start, dur] : ops)
     events += R"(, {"ph": "X", "cat": "cpu_op", "name": )" + json_quoted(name) + R"(, "pid": 7, "tid": 7, "ts": )" + std::to_string(start * 1000) +
               R"(, "dur": )" + std::to_string(dur * 1000) + R"(, "args": {"Input Dims": )" + dims + "}}";
   events += R"(, {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "pid": 7, "tid": 9, "ts": )" + std::to_string(call_ms * 1000) +
             R"(, "dur": )" + std::to_string((100 - call_ms) * 1000) + R"(, "args": {"Process Group Name": )" +
-            json_quoted(group) + "}}";
+            json_quoted(group) + (group_ranks.empty() ? "" : R"(, "Process Group Ranks": )" + json_quoted(group_ranks)) + "}}";
   const std::string path = optrace_test::temp_path("rank_summary_why_rank" + std::to_string(rank) + ".pt.trace.json");
   optrace::detail::write_file_atomic(path, R"({"distributedInfo": {"backend": "gloo", "rank": )" + std::to_string(rank) +
                                                 R"(, "world_size": )" + std::to_string(world) + R"(}, "baseTimeNanoseconds": 1700000000000000000, "traceEvents": [)" + events + "]}");
@@ -482,6 +502,7 @@ TEST_CASE("rank summary: a rank whose clock is off is proven so where it arrived
     optrace::detail::rank_summary::RankCalls rc;
     rc.names = {"gloo:all_reduce"};
     rc.groups = {"0"};
+    rc.group_ranks = {""};
     const int64_t skew = rank == 2 ? 7000000 : 0, ms = 1000000;
     for (int64_t step = 0; step < 2; ++step)
       for (int64_t k = 1; k <= 4; ++k) {
@@ -782,6 +803,94 @@ TEST_CASE("rank summary: why a trace was taken (optraceCapture) is read and prin
   const std::string twice = optrace_test::temp_path("rank_summary_capture_twice.json");
   optrace::detail::write_file_atomic(twice, R"({"distributedInfo": {"rank": 1}, "optraceCapture": {}, "traceEvents": [], "optraceCapture": {}})");
   CHECK_THROWS_WITH(RankTrace::from_kineto_file(twice), OPTRACE_CONTAINS("JsonError at /optraceCapture"));
+}
+
+
+
+// Ranks 0 and 1 are pair "1", 2 and 3 pair "2", all four the world "0". Rank 3 reaches its pair's
+// all-reduce 30 ms after rank 2, which waits for it there; both then reach the world's all-reduce
+// about 30 ms after ranks 0 and 1, rank 2 last. Rank 2 came on from its pair's all-reduce no
+// slower than the others from theirs: the world's wait is rank 3's (via the pair's). Had rank 2
+// taken 40 ms longer on that way, more than its wait there, the wait would be its own.
+TEST_CASE("rank summary: a wait passes to the rank that held up the last one at its collective before", "[rank_summary]") {
+  using C = std::tuple<double, double, std::string, std::string>;
+  auto job = [](double rank2_arrives) {
+    std::vector<RankTrace> ranks;
+    ranks.push_back(hand_made_job(0, {{0, 100}}, {C{10, 10.1, "gloo:all_reduce", "1"}, C{20, 50.1, "gloo:all_reduce", "0"}}));
+    ranks.push_back(hand_made_job(1, {{0, 100}}, {C{10, 10.1, "gloo:all_reduce", "1"}, C{20, 50.1, "gloo:all_reduce", "0"}}));
+    ranks.push_back(hand_made_job(2, {{0, 100}}, {C{10, 40.1, "gloo:all_reduce", "2"}, C{rank2_arrives, 50.1, "gloo:all_reduce", "0"}}));
+    ranks.push_back(hand_made_job(3, {{0, 100}}, {C{40, 40.1, "gloo:all_reduce", "2"}, C{49.9, 50.1, "gloo:all_reduce", "0"}}));
+    return RankSummary::from_ranks(std::move(ranks));
+  };
+  const RankSummary passed = job(50);
+  const auto& w = passed.waits();
+  REQUIRE(w.collectives.size() == 3);  // by step, group, index: "0", "1", "2"
+  const auto& world = w.collectives[0];
+  const auto& pair = w.collectives[2];
+  REQUIRE(world.group == "0");
+  REQUIRE(pair.group == "2");
+  CHECK(pair.blamed());
+  CHECK(pair.last_rank == 3);
+  CHECK(pair.blamed_rank == 3);
+  CHECK(pair.via == -1);
+  CHECK(world.late == 2);
+  CHECK(world.last_rank == 2);
+  CHECK(world.blamed_rank == 3);
+  CHECK(world.via == 2);
+  REQUIRE(w.ranks.size() == 4);
+  CHECK(w.ranks[2].blamed == 0);
+  CHECK(w.ranks[3].blamed == 2);
+  CHECK(w.ranks[3].caused_ns == pair.total_wait_ns + world.total_wait_ns);
+  CHECK_THAT(passed.table(), OPTRACE_CONTAINS("    it had waited for rank 3 at its collective before (step 0, gloo:all_reduce #0 of group 2), "
+                                              "which made most of its lag here: the wait is rank 3's\n"));
+  const auto doc = optrace::json::Document::parse(passed.to_json());
+  const auto world_json = *doc->root()["waits"]["collectives"].array().begin();
+  CHECK(world_json["blamed_rank"].as_int() == 3);
+  CHECK(world_json["via"]["group"].as_string() == "2");
+
+  // 4 ms more on its way than the others (a loaded machine's noise) still passes on: its 30 ms
+  // wait made most of its 34 ms lag.
+  CHECK(job(54).waits().collectives[0].blamed_rank == 3);
+  // 40 ms more on its way: most of its 70 ms lag is its own.
+  const RankSummary own = job(90);
+  CHECK(own.waits().collectives[0].last_rank == 2);
+  CHECK(own.waits().collectives[0].blamed_rank == 2);
+  CHECK(own.waits().collectives[0].via == -1);
+}
+
+TEST_CASE("rank summary: groups of one name are told apart by their ranks", "[rank_summary]") {
+  // Two pairs each named "1" (add_process_group's default on libtorch 1.13: each rank names the
+  // group it adds), read from files: ranks 0 and 1 arrive at 10 and 11 ms, rank 2 at 10 ms and
+  // rank 3 at 60 ms. By name alone the four would be one collective of four ranks.
+  std::vector<RankTrace> ranks;
+  const double arrive[4] = {10, 11, 10, 60};
+  for (int64_t rank = 0; rank < 4; ++rank)
+    ranks.push_back(RankTrace::from_kineto_file(rank_trace_file(rank, {}, arrive[rank], "1", 4, rank < 2 ? "[0, 1]" : "[2, 3]")));
+  const RankSummary summary = RankSummary::from_ranks(std::move(ranks));
+  const auto& w = summary.waits();
+  REQUIRE(w.collectives.size() == 2);
+  CHECK(w.collectives[0].group == "1 [0, 1]");  // the ranks shown: the name alone is not one group
+  CHECK(w.collectives[0].ranks == 2);
+  CHECK(w.collectives[0].last_rank == 1);
+  CHECK(w.collectives[0].max_wait_ns == 1000000);
+  CHECK(w.collectives[1].group == "1 [2, 3]");
+  CHECK(w.collectives[1].ranks == 2);
+  CHECK(w.collectives[1].blamed_rank == 3);
+  CHECK(w.collectives[1].max_wait_ns == 50000000);
+  REQUIRE(w.ranks.size() == 4);
+  CHECK(w.ranks[3].caused_ns == 50000000);
+  CHECK(w.ranks[0].waited_ns == 1000000);  // not rank 3's 50 ms
+  CHECK(summary.notes().empty());
+  CHECK_THAT(summary.table(), OPTRACE_CONTAINS("of group 1 [2, 3]"));
+
+  // Groups whose names differ are shown by their names alone, as before.
+  std::vector<RankTrace> named;
+  for (int64_t rank = 0; rank < 4; ++rank)
+    named.push_back(RankTrace::from_kineto_file(
+        rank_trace_file(rank, {}, arrive[rank], rank < 2 ? "1" : "2", 4, rank < 2 ? "[0, 1]" : "[2, 3]")));
+  const RankSummary by_name = RankSummary::from_ranks(std::move(named));
+  REQUIRE(by_name.waits().collectives.size() == 2);
+  CHECK(by_name.waits().collectives[1].group == "2");
 }
 
 }  // namespace rank_summary_test

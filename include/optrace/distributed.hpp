@@ -24,7 +24,11 @@ struct ProcessGroupConfig {
   std::string pg_desc = "default_pg";       // its description
   std::string backend_config;               // e.g. "cpu:gloo,cuda:gloo"
   int64_t pg_size = 1;                      // its number of ranks
-  std::vector<int64_t> ranks;               // the global ranks in it
+  std::vector<int64_t> ranks;               // the global ranks in it, in the group's rank order
+  /// The group's c10d object in this process (`distributed_info` and `add_process_group` of
+  /// <optrace/c10d.hpp> set it): how the Profiler tells which group a collective call went to.
+  /// nullptr for a group described by hand. Never written; compared, never dereferenced.
+  const void* handle = nullptr;
 };
 
 /// Where this process stands in a distributed job: what torch.profiler writes in each rank's

@@ -479,6 +479,12 @@ class Profiler {
     w->settings.profile_memory = options_.profile_memory();
     w->settings.with_stack = options_.with_stack();
     w->settings.execution_trace = execution_trace_ != nullptr;
+    // Groups are told apart only when some group has its c10d object (c10d.hpp's describers).
+    if (info_.distributed) {
+      for (const ProcessGroupConfig& g : info_.distributed->groups()) w->settings.group_handles.push_back(g.handle);
+      const auto& handles = w->settings.group_handles;
+      if (std::all_of(handles.begin(), handles.end(), [](const void* h) { return h == nullptr; })) w->settings.group_handles.clear();
+    }
     ++started_windows_;
     // The hf op trace records into the Profiler's session unless an OpTracer records already
     // (then its own callbacks record, and the window's callbacks record no op).

@@ -236,7 +236,8 @@ class RankSummary {
   /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps", "by_step": [{"step",
   /// "caused_us", "waited_us"}]}], "collectives":
   /// [{"step", "group", "index", "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
-  /// "late", "blamed"}], "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
+  /// "late", "blamed", "blamed_rank", "via" (null, or the collective before where the last rank
+  /// waited for the blamed one: {"step", "group", "index"})}], "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
   /// "at_least_us", "step", "group", "index", "name"}], "causes" (explain_waits(); else empty): [{"step", "group", "index", "rank", "way_us",
   /// "median_rank", "median_way_us", "set_out_later_us", "rows": [{"name", "input_shapes", "outside", "excess_us",
   /// "rank_us", "median_us"}]}]}, "notes": [...]}. `indent` > 0 pretty-prints.
@@ -274,9 +275,19 @@ class RankSummary {
     }
     w.end_array().key("collectives").begin_array();
     for (const detail::rank_summary::CollectiveWait& c : waits_.collectives)
+    {
       w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("name").value(c.name)
           .key("ranks").value(c.ranks).key("last_rank").value(c.last_rank).key("max_wait_us").value(us(c.max_wait_ns))
-          .key("total_wait_us").value(us(c.total_wait_ns)).key("late").value(c.late).key("blamed").value(c.blamed()).end_object();
+          .key("total_wait_us").value(us(c.total_wait_ns)).key("late").value(c.late).key("blamed").value(c.blamed())
+          .key("blamed_rank").value(c.blamed_rank).key("via");
+      if (c.via < 0) {
+        w.null();
+      } else {
+        const detail::rank_summary::CollectiveWait& v = waits_.collectives[static_cast<size_t>(c.via)];
+        w.begin_object().key("step").value(v.step).key("group").value(v.group).key("index").value(v.index).end_object();
+      }
+      w.end_object();
+    }
     w.end_array().key("clocks_checked").value(waits_.clock_checked).key("clock_gaps").begin_array();
     for (const detail::rank_summary::ClockGap& g : waits_.clock_gaps)
       w.begin_object().key("later_rank").value(g.later).key("earlier_rank").value(g.earlier).key("at_least_us").value(us(g.ns))
@@ -369,6 +380,13 @@ class RankSummary {
              (c.late > 1 ? " (the last of " + std::to_string(c.late) + " late ranks)" : std::string()) +
              " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first; " + std::to_string(c.ranks - 1) +
              " other rank(s) waited " + detail::fixed(us(c.total_wait_ns) / 1000, 3) + " ms in all\n";
+      if (c.via >= 0) {
+        const CollectiveWait& v = waits_.collectives[static_cast<size_t>(c.via)];
+        out += "    it had waited for rank " + std::to_string(c.blamed_rank) + " at its collective before (step " +
+               std::to_string(v.step) + ", " + detail::printable(v.name) + " #" + std::to_string(v.index) +
+               detail::rank_summary::group_label(v.group) + "), which made most of its lag here: the wait is rank " +
+               std::to_string(c.blamed_rank) + "'s\n";
+      }
       for (const detail::rank_summary::WaitCause& why : causes_)
         if (why.collective == k) out += cause_text(c, why);
     }

@@ -29,11 +29,22 @@
 // rank the others waited for most. Prints the longest wait at the other collectives (the noise of
 // N ranks forked on this machine: summary --by rank's threshold is set by it, docs/cli.md).
 //
+// With --groups N S, N ranks (even, 4 to 64) in two kinds of process groups, as a model-parallel
+// job has: the world, and pairs {2k, 2k+1} (a second ProcessGroupGloo per pair over a PrefixStore,
+// named "1", "2", ... as torch.distributed's new_group numbers them), each registered with
+// optrace::add_process_group. Each of 6 steps (steps 1-5 kept) all-reduces the gradients in the
+// world, then a tensor in the pair, both through the dispatcher (c10d::allreduce_, as
+// torch.distributed calls them); rank S runs 20 aten::mm more (120 past 8 ranks: 64 ranks forked
+// on 2 cores keep one another waiting up to ~0.7 s) before its pair's all-reduce at steps 2 and 4. Each rank's trace must list its two groups in distributedInfo and write every
+// collective call with the group it went to ("Process Group Name", its ranks, "Rank" in the
+// group); RankSummary must blame S at its pair's all-reduce of steps 2 and 4, its partner the one
+// who waited, with aten::mm the why.
+//
 // In the default mode, each rank also checks that distributed_info of a c10d::ProcessGroup over its
 // gloo backend names the group as the backend is named (libtorch 2.x).
 //
 // Usage: gloo_ranks OUT_DIR [--on-demand | --slow-step N [POLL_MS] | --slow-ring N [POLL_MS] |
-// --straggler N S]. Exit status 0
+// --straggler N S | --groups N S]. Exit status 0
 // passed, 1 failed.
 #include <optrace/c10d.hpp>
 #include <optrace/detail/common/io.hpp>
@@ -43,7 +54,11 @@
 #include <optrace/rank_summary.hpp>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#if TORCH_VERSION_MAJOR < 2
+#include <torch/csrc/distributed/c10d/Ops.hpp>
+#endif
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -54,6 +69,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
@@ -378,6 +394,202 @@ bool check_slow_step(const std::string& out, int ring) {
   return ok;
 }
 
+// A process group as torch.distributed hands it out, over a gloo backend, whose collectives go
+// through the dispatcher (c10d::allreduce_ with the group as its argument): 2.x's ProcessGroup
+// over the backend; 1.13's ProcessGroupGloo is the group, called through c10d::ops.
+struct DispatchedGroup {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> backend;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+
+  DispatchedGroup(c10::intrusive_ptr<c10d::Store> store, int rank, int size) {
+    auto options = c10d::ProcessGroupGloo::Options::create();
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    backend = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+#if TORCH_VERSION_MAJOR >= 2
+    group = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, backend);
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);
+#else
+    group = backend;
+#endif
+  }
+
+  void allreduce(std::vector<torch::Tensor>& tensors) {
+#if TORCH_VERSION_MAJOR >= 2
+    group->allreduce(tensors)->wait();
+#else
+    c10d::ops::allreduce(group, tensors)->wait();
+#endif
+  }
+};
+
+// The pair group of `rank` and its name, as torch.distributed's new_group would number the pairs.
+std::vector<int64_t> pair_of(int rank) { return {rank & ~1, rank | 1}; }
+std::string pair_name(int rank) { return std::to_string(1 + rank / 2); }
+
+// 6 steps under a Profiler (steps 1-5 kept): the gradients' world all-reduces, then a pair
+// all-reduce, both dispatched; rank `straggler` runs group_straggler_mms() products more before
+// the pair's at kStragglerSteps.
+int group_straggler_mms() { return world > 8 ? 6 * kStragglerMms : kStragglerMms; }
+
+void run_rank_groups(int rank, int straggler, const std::string& out, const std::string& store_path) {
+  torch::manual_seed(0);
+  torch::set_num_threads(1);
+  auto store = c10::make_intrusive<c10d::FileStore>(store_path, world);
+  DispatchedGroup all(store, rank, world);
+  DispatchedGroup pair(c10::make_intrusive<c10d::PrefixStore>("pair" + pair_name(rank), store), rank % 2, 2);
+  optrace::DistributedInfo info = optrace::distributed_info(*all.group);
+  // Refused, in one line: global ranks of another size than the group's, or not holding this
+  // rank at its rank in the group.
+  for (const std::vector<int64_t>& wrong : {std::vector<int64_t>{rank & ~1}, std::vector<int64_t>{rank | 1, rank & ~1}}) {
+    optrace::DistributedInfo copy = info;
+    bool refused = false;
+    try {
+      optrace::add_process_group(copy, *pair.group, wrong);
+    } catch (const optrace::ArgumentError& e) {
+      refused = e.message().rfind("add_process_group: ", 0) == 0;
+    }
+    if (!refused) throw std::runtime_error("add_process_group took the wrong global ranks of a pair");
+  }
+  optrace::add_process_group(info, *pair.group, pair_of(rank), pair_name(rank));
+  torch::nn::Linear model{8, 4};
+  torch::optim::SGD opt{model->parameters(), torch::optim::SGDOptions(0.1)};
+  const torch::Tensor a = torch::randn({384, 384});
+  optrace::Profiler prof(optrace::ProfilerOptions()
+                             .schedule(optrace::Schedule().warmup(1).active(5).repeat(1))
+                             .on_trace_ready(optrace::tensorboard_trace_handler(out + "/kineto", "rank" + std::to_string(rank)))
+                             .record_shapes(true)
+                             .execution_trace(out + "/et/rank" + std::to_string(rank) + ".et.json")
+                             .distributed(info));
+  for (int step = 0; step < 6; ++step) {
+    torch::Tensor loss = model->forward(torch::randn({2, 8})).sum();
+    opt.zero_grad();
+    loss.backward();
+    for (torch::Tensor& p : model->parameters()) {
+      std::vector<torch::Tensor> grads{p.grad()};
+      all.allreduce(grads);
+    }
+    opt.step();
+    // The pair's exchange ends the step: the straggler's partner waits for it there, and the two
+    // then hold up the next step's world all-reduce, where either may arrive last (the wait passes
+    // on to the straggler: check_groups).
+    if (rank == straggler && kStragglerSteps.count(step) > 0)
+      for (int k = 0; k < group_straggler_mms(); ++k) (void)torch::mm(a, a);
+    std::vector<torch::Tensor> token{torch::ones({4})};
+    pair.allreduce(token);
+    prof.step();
+  }
+  prof.stop();
+}
+
+// The groups job's traces: every collective call written with its group, and the straggler blamed
+// at its pair's all-reduce.
+bool check_groups(const std::string& out, int straggler) {
+  bool ok = true;
+  auto expect = [&](bool cond, const std::string& what) {
+    if (!cond) std::cerr << "groups: " << what << "\n";
+    ok = ok && cond;
+  };
+  std::vector<optrace::RankTrace> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    const fs::path trace = rank_file(out + "/kineto", rank, ".pt.trace.json");
+    const fs::path et = rank_file(out + "/et", rank, ".et.json");
+    if (trace.empty() || et.empty()) return false;
+    const std::string r = "rank " + std::to_string(rank) + ": ";
+    auto doc = optrace::json::Document::parse(read(trace));
+    optrace::json::Node groups = doc->root()["distributedInfo"]["pg_config"];
+    expect(doc->root()["distributedInfo"]["pg_count"].as_int() == 2, r + "distributedInfo lists other than 2 groups");
+    const std::string pair = pair_name(rank);
+    const std::string pair_ranks = "[" + std::to_string(rank & ~1) + ", " + std::to_string(rank | 1) + "]";
+    int64_t group_ranks_seen = 0;
+    for (optrace::json::Node g : groups.array())
+      if (g["pg_name"].as_string() == pair) group_ranks_seen = static_cast<int64_t>(g["ranks"].array().size());
+    expect(group_ranks_seen == 2, r + "distributedInfo does not list its pair \"" + pair + "\" with 2 ranks");
+    // Per kind of range, the calls of each group: the dispatcher's op and gloo's own range.
+    std::map<std::string, std::map<std::string, int>> calls;  // range name -> group name -> count
+    for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
+      optrace::json::Node name(e), args(e), group(e);
+      if (!e.find("name", name) || !name.is_string()) continue;
+      const std::string n(name.as_string());
+      if (n != "c10d::allreduce_" && n != "gloo:all_reduce") continue;
+      if (!e.find("args", args) || !args.find("Process Group Name", group)) {
+        ++calls[n]["(none)"];
+        continue;
+      }
+      const std::string g(group.as_string());
+      ++calls[n][g];
+      const bool in_pair = g == pair;
+      expect((!in_pair || args["Process Group Ranks"].as_string() == pair_ranks) &&
+                 args["Group size"].as_int() == (in_pair ? 2 : world) &&
+                 args["Rank"].as_int() == (in_pair ? rank % 2 : rank),
+             r + n + " of group " + g + ": its ranks, size or rank in the group are wrong");
+    }
+    // 5 kept steps: one pair all-reduce and two gradient all-reduces each.
+    for (const char* n : {"c10d::allreduce_", "gloo:all_reduce"}) {
+      const auto& by_group = calls[n];
+      const auto count = [&by_group](const std::string& g) { auto it = by_group.find(g); return it == by_group.end() ? 0 : it->second; };
+      expect(count(pair) == 5 && count("0") == 10 && by_group.size() == 2,
+             r + n + ": " + std::to_string(count(pair)) + " calls of its pair, " + std::to_string(count("0")) + " of the world, " +
+                 std::to_string(by_group.size()) + " groups (expected 5, 10, 2)");
+    }
+    const std::string et_text = read(et);
+    expect(et_text.find("{\"name\": \"pg_name\", \"type\": \"string\", \"value\": \"" + pair + "\"}") != std::string::npos,
+           r + "no record_param_comms of its pair in the execution trace");
+    ranks.push_back(optrace::RankTrace::from_kineto_file(trace.string()));
+  }
+  optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
+  summary.explain_waits();
+  const auto& waits = summary.waits();
+  const std::string pair = pair_name(straggler);
+  const int partner = straggler ^ 1;
+  std::set<int64_t> blamed_steps;
+  int64_t injected = std::numeric_limits<int64_t>::max();  // the shortest wait at the straggler's pair all-reduces
+  for (const auto& c : waits.collectives) {
+    if (c.group != pair) continue;
+    if (kStragglerSteps.count(c.step) > 0) {
+      injected = std::min(injected, c.max_wait_ns);
+      expect(c.blamed() && c.last_rank == straggler && c.ranks == 2,
+             "step " + std::to_string(c.step) + ": the pair's all-reduce (" + std::to_string(c.ranks) + " ranks) is " +
+                 (c.blamed() ? "blamed on rank " + std::to_string(c.last_rank) : std::string("blamed on nobody")) + ", not rank " +
+                 std::to_string(straggler));
+      blamed_steps.insert(c.step);
+    }
+  }
+  expect(blamed_steps == kStragglerSteps, "the straggler's pair all-reduce is not found at steps 2 and 4");
+  bool explained = false;
+  for (const auto& why : summary.causes()) {
+    const auto& c = waits.collectives[why.collective];
+    if (c.group != pair || c.last_rank != straggler) continue;
+    explained = explained || (why.read && !why.rows.empty() && why.rows[0].name == "aten::mm");
+  }
+  expect(explained, "no wait at the pair's all-reduce explained by aten::mm");
+  // Only the partner waited for it there; the world's all-reduces that follow find the two on time.
+  const auto most = std::max_element(waits.ranks.begin(), waits.ranks.end(),
+                                     [](const auto& a, const auto& b) { return a.caused_ns < b.caused_ns; });
+  expect(most != waits.ranks.end() && most->rank == straggler, "the rank the others waited for most is not rank " + std::to_string(straggler));
+  // Every long wait (at least half the shortest injected one and 100 ms: the products take ~400
+  // ms at 4 ranks, ~2.5 s at 64, where noise waits reach ~0.7 s) is blamed on the straggler, the
+  // world's too, where its partner, held up with it at their pair's all-reduce, may arrive last:
+  // the blame passes through the partner's wait.
+  const int64_t long_wait = std::max<int64_t>(100'000'000, injected / 2);
+  int64_t passed = 0, longest_elsewhere = 0;
+  for (const auto& c : waits.collectives) {
+    if (!c.blamed()) continue;
+    if (c.blamed_rank != straggler) longest_elsewhere = std::max(longest_elsewhere, c.max_wait_ns);
+    if (c.max_wait_ns < long_wait) continue;
+    expect(c.blamed_rank == straggler, "step " + std::to_string(c.step) + ", #" + std::to_string(c.index) + " of group " + c.group +
+                                           ": a wait of " + std::to_string(c.max_wait_ns / 1'000'000) + " ms blamed on rank " +
+                                           std::to_string(c.blamed_rank));
+    if (c.last_rank == partner) ++passed;
+  }
+  std::cout << "the partner (rank " << partner << ") arrived last at " << passed << " long wait(s) of the world, passed on to rank "
+            << straggler << "; the shortest injected wait " << injected / 1e6 << " ms, the longest blamed on another rank "
+            << longest_elsewhere / 1e6 << " ms\n";
+  if (!ok) std::cerr << summary.table();
+  else std::cout << world << " ranks in the world and " << world / 2 << " pairs: rank " << straggler << " blamed at its pair \"" << pair << "\"'s all-reduce of steps 2 and 4\n";
+  return ok;
+}
+
 bool check(const std::string& out, bool on_demand) {
   bool ok = true;
   std::set<std::string> steps;
@@ -427,19 +639,21 @@ int main(int argc, char** argv) {
   const bool slow_step = ((argc == 4 || argc == 5) && std::string(argv[2]) == "--slow-step") || slow_ring;
   const int ring = slow_ring ? 8 : 0;
   const int poll_ms = slow_step && argc == 5 ? std::atoi(argv[4]) : 10;
-  const bool straggling = argc == 5 && std::string(argv[2]) == "--straggler";
+  const bool groups = argc == 5 && std::string(argv[2]) == "--groups";
+  const bool straggling = (argc == 5 && std::string(argv[2]) == "--straggler") || groups;
   if (slow_step || straggling) world = std::atoi(argv[3]);
   const int straggler = straggling ? std::atoi(argv[4]) : -1;
   if ((argc != 2 && !on_demand && !slow_step && !straggling) || world < 2 || world > (straggling ? 64 : 8) ||
-      (straggling && (straggler < 0 || straggler >= world)) || poll_ms < 10 || poll_ms > 5000) {
+      (straggling && (straggler < 0 || straggler >= world)) || (groups && (world < 4 || world % 2 != 0)) || poll_ms < 10 ||
+      poll_ms > 5000) {
     std::cerr << "usage: gloo_ranks OUT_DIR [--on-demand | --slow-step RANKS [POLL_MS] | --slow-ring RANKS [POLL_MS] | "
-                 "--straggler RANKS RANK]\n";
+                 "--straggler RANKS RANK | --groups RANKS RANK]\n";
     return 2;
   }
   const std::string out = argv[1];
   optrace::detail::remove_tree(out);
   fs::create_directories(out + "/kineto");
-  if (!slow_step && !straggling) fs::create_directories(out + "/et");
+  if ((!slow_step && !straggling) || groups) fs::create_directories(out + "/et");
   const std::string store = out + "/store";
   std::vector<pid_t> children;
   for (int rank = 0; rank < world; ++rank) {
@@ -447,6 +661,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       try {
         if (slow_step) run_rank_slow_step(rank, out, store, poll_ms, ring);
+        else if (groups) run_rank_groups(rank, straggler, out, store);
         else if (straggling) run_rank_straggler(rank, straggler, out, store);
         else if (on_demand) run_rank_on_demand(rank, out, store);
         else run_rank(rank, out, store);
@@ -466,7 +681,10 @@ int main(int argc, char** argv) {
   }
   if (!ok) return 1;
   fs::remove(store);
-  ok = slow_step ? check_slow_step(out, ring) : straggling ? check_straggler(out, straggler) : check(out, on_demand);
+  ok = slow_step    ? check_slow_step(out, ring)
+       : groups     ? check_groups(out, straggler)
+       : straggling ? check_straggler(out, straggler)
+                    : check(out, on_demand);
   std::cout << (ok ? "gloo_ranks: " + std::to_string(world) + " ranks traced and checked\n" : std::string("gloo_ranks: FAILED\n"));
   return ok ? 0 : 1;
 }

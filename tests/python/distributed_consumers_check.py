@@ -70,9 +70,14 @@ for rank in range(world):
     et = found[0]
     trace = ExecutionTrace(__import__("json").load(open(et)))
     comms = [n for n in trace.nodes.values() if n.name == "record_param_comms"]
-    check(len(comms) > 0 and all(n.commArgs.collective_name == "allreduce" and n.commArgs.pg_size == world
+    # Each call's group as the rank's Kineto trace lists its groups (the world, and in the groups
+    # job its pair): et_replay must read the size of the group the call names.
+    kineto = glob.glob(os.path.join(out, "kineto", f"rank{rank}.*.pt.trace.json"))
+    sizes = {g["pg_name"]: g["pg_size"] for g in __import__("json").load(open(kineto[0]))["distributedInfo"]["pg_config"]} if kineto else {}
+    check(len(comms) > 0 and all(n.commArgs.collective_name == "allreduce" and n.commArgs.pg_size == sizes.get(n.commArgs.pg_name)
                                  and n.commArgs.in_msg_nelems > 0 for n in comms),
-          f"rank {rank}: et_replay reads {len(comms)} record_param_comms nodes with their collective's attributes")
+          f"rank {rank}: et_replay reads {len(comms)} record_param_comms nodes with their collective's attributes, "
+          f"groups {sorted({n.commArgs.pg_name for n in comms})} of sizes {sizes}")
     chakra_out = os.path.join(work, f"rank{rank}.chakra")
     r = subprocess.run([sys.executable, "-m", "chakra.src.converter.converter", "PyTorch", "--input", et,
                         "--output", chakra_out], cwd=work, env=env, capture_output=True, text=True)

@@ -143,6 +143,16 @@ inline bool contains_tensor_type(const c10::TypePtr& t) {
   return false;
 }
 
+// The index of the op's c10d process group argument (c10d's collective ops take one, of the
+// custom class `__torch__.torch.classes.c10d.ProcessGroup`, on libtorch 1.13 as on 2.x), or -1.
+inline int process_group_arg(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].type()->kind() == c10::TypeKind::ClassType && args[i].type()->str() == "__torch__.torch.classes.c10d.ProcessGroup")
+      return static_cast<int>(i);
+  return -1;
+}
+
 // What PyTorch's operator-inputs logger decides from the schema (operator_inp_utils.py:
 // non_compute_operator, and its __torch_dispatch__'s checks): OpInfo's returns_tensor,
 // storage_arg, non_compute.
@@ -212,6 +222,7 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
     info->defaults.push_back(a.default_value() ? std::optional<DefaultValue>(default_value_of(*a.default_value())) : std::nullopt);
   }
   set_logger_facts(schema, *info);
+  info->process_group_arg = process_group_arg(schema);
   info->rules = std::move(rules);
   for (OpInfo::Rule& r : info->rules)
     if (r.recorded == nullptr) r.recorded = info.get();

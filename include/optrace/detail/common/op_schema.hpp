@@ -185,6 +185,9 @@ struct OpInfo {
   bool returns_tensor = true;  ///< a tensor among its returns (calls returning none are not logged)
   int storage_arg = -1;        ///< the first Storage argument's index (calls passing one are not logged)
   bool non_compute = false;    ///< no tensor argument, a `*_like` op, or one tensor output viewing an input
+  /// The index of its c10d ProcessGroup argument (c10d's collective ops), -1 when none or unknown
+  /// (a captured catalog does not keep it): how the Profiler tells a collective call's group.
+  int process_group_arg = -1;
   /// The context rules for calls of this op (rarely more than one).
   struct Rule {
     std::vector<std::string> within;

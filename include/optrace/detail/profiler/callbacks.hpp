@@ -11,6 +11,8 @@
 //   (torchscript_stacks.hpp).
 // - Ranges are matched to their end on their own thread, innermost first; only async ranges
 //   (c10d's gloo:<op>, which a gloo worker may end) go through a window-wide map by handle.
+// - With a DistributedInfo, a collective call's process group is told while recording: c10d's
+//   ops by their ProcessGroup argument, gloo's ranges by their op (collective_group.hpp).
 // - The same callbacks drive OpTracer's recording (op_tracer/recorder.hpp enter/leave) over the
 //   thread's `ops`, into the session the window names: one recording gives both the timed trace
 //   and the hf op trace, and one op cache serves both.
@@ -19,6 +21,7 @@
 #include <optrace/detail/common/per_thread.hpp>
 #include <optrace/detail/op_tracer/call_table.hpp>
 #include <optrace/detail/op_tracer/recorder.hpp>
+#include <optrace/detail/profiler/collective_group.hpp>
 #include <optrace/detail/profiler/et_values.hpp>
 #include <optrace/detail/profiler/event_inputs.hpp>
 #include <optrace/detail/profiler/torchscript_stacks.hpp>
@@ -125,6 +128,9 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     const op_tracer::CacheSlot* slot = ts.ops.lookup(fn);
     e.op = slot != nullptr ? slot->info : nullptr;
   }
+  const bool groups = !settings.group_handles.empty();
+  if (C10_UNLIKELY(e.op != nullptr && e.op->process_group_arg >= 0) && groups)
+    e.group = op_group(*ts.window, fn, e.op->process_group_arg);
   if (e.op != nullptr) {
     e.name = fn.name();
   } else {
@@ -144,6 +150,7 @@ inline std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& f
     // began later here.
     std::lock_guard<std::mutex> async_lock(ts.window->async_mutex);
     ts.window->async_open[e.rf_id] = {b, b->events.size()};
+    if (groups) e.group = take_range_group(*ts.window, fn);
   } else {
     b->open.push_back(static_cast<int32_t>(b->events.size()));
   }

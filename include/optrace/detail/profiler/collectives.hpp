@@ -4,7 +4,7 @@
 // only for the ranges its backends describe with record_param_comms (NCCL); gloo describes none:
 // its `gloo:<op>` ranges and the dispatcher's `c10d::<op>` ops carry inputs only. optrace
 // computes the same keys for them, at write time: the message sizes from the recorded inputs
-// (record_shapes), the group from the DistributedInfo (its first group: the default one).
+// (record_shapes), the group from the DistributedInfo: the one the call went to (call_group).
 
 #include <optrace/distributed.hpp>
 #include <optrace/json/writer.hpp>
@@ -80,18 +80,45 @@ inline int64_t rank_stride(const std::vector<int64_t>& ranks) {
   return stride;
 }
 
-// The keys torch's saveNcclMeta writes, as "key": value pairs without braces. `in`: the recorded
-// inputs, or nullptr without record_shapes (then the message keys are left out).
-inline std::string collective_args(const std::string& collective, const OpInput* in, const DistributedInfo& d) {
-  const ProcessGroupConfig g = d.groups().front();
+// The group a collective call is written with, `group` being the one it was seen to go to
+// (Event::group, collective_group.hpp): that group; when it is unknown, the DistributedInfo's
+// group if it lists one only (every call of the job is that group's), else none (the call did not
+// go through the dispatcher, a 2.x Backend called directly, or went to a group not listed).
+inline std::optional<ProcessGroupConfig> call_group(const DistributedInfo& d, uint16_t group) {
+  std::vector<ProcessGroupConfig> groups = d.groups();
+  if (group < groups.size()) return std::move(groups[group]);
+  if (groups.size() == 1) return std::move(groups.front());
+  return std::nullopt;
+}
+
+// This rank's rank in `g` (its index in the group's ranks), as torch's "Rank" of a collective;
+// the global rank where the group does not list it.
+inline int64_t group_rank(const ProcessGroupConfig& g, int64_t global_rank) {
+  for (size_t k = 0; k < g.ranks.size(); ++k)
+    if (g.ranks[k] == global_rank) return static_cast<int64_t>(k);
+  return global_rank;
+}
+
+// The keys torch's saveNcclMeta writes, as "key": value pairs without braces, for a call that
+// went to `group` (call_group). `in`: the recorded inputs, or nullptr without record_shapes (then
+// the message keys are left out). A call whose group is not known gets no group keys, and its
+// "Out msg nelems" as if the group were the world.
+inline std::string collective_args(const std::string& collective, const OpInput* in, const DistributedInfo& d, uint16_t group) {
+  const std::optional<ProcessGroupConfig> known = call_group(d, group);
   json::Writer w;
   w.begin_object().key("Collective name").value(collective);
   if (in != nullptr) {
     auto [nelems, dtype] = message_of(*in);
     w.key("dtype").value(dtype).key("In msg nelems").value(nelems);
-    w.key("Out msg nelems").value(out_nelems(collective, nelems, g.pg_size));
+    w.key("Out msg nelems").value(out_nelems(collective, nelems, known ? known->pg_size : d.world_size));
     w.key("In split size").begin_array().end_array().key("Out split size").begin_array().end_array();
   }
+  if (!known) {
+    w.key("Rank").value(d.rank).end_object();
+    std::string text = w.take();
+    return text.substr(1, text.size() - 2);
+  }
+  const ProcessGroupConfig& g = *known;
   std::string ranks = "[";
   for (size_t k = 0; k < g.ranks.size(); ++k) ranks += (k ? ", " : "") + std::to_string(g.ranks[k]);
   ranks += "]";
@@ -99,7 +126,7 @@ inline std::string collective_args(const std::string& collective, const OpInput*
   w.key("Global rank stride").value(rank_stride(g.ranks));
   w.key("Group size").value(g.pg_size).key("Process Group Name").value(g.pg_name);
   w.key("Process Group Description").value(g.pg_desc).key("Process Group Ranks").value(ranks);
-  w.key("Rank").value(d.rank).end_object();
+  w.key("Rank").value(group_rank(g, d.rank)).end_object();
   std::string text = w.take();
   return text.substr(1, text.size() - 2);
 }

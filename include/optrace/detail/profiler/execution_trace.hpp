@@ -275,7 +275,7 @@ class ExecutionTraceWriter {
   // observer writes them, computed (collectives.hpp).
   std::string param_comms_node(const ThreadBuffer& b, const Event& e, const std::string& collective, int64_t parent,
                                int64_t tid) {
-    const ProcessGroupConfig g = distributed_->groups().front();
+    const std::optional<ProcessGroupConfig> g = call_group(*distributed_, e.group);
     auto [nelems, dtype] = message_of(b.et_tokens.data(), e.et_inputs_begin, e.et_inputs_end);
     Values inputs;
     values_of(b, e.et_inputs_begin, e.et_inputs_end, inputs);
@@ -289,14 +289,16 @@ class ExecutionTraceWriter {
     attr("collective_name", "string", collective);
     attr("dtype", "string", dtype);
     attr("in_msg_nelems", "uint64", nelems);
-    attr("out_msg_nelems", "uint64", out_nelems(collective, nelems, g.pg_size));
+    attr("out_msg_nelems", "uint64", out_nelems(collective, nelems, g ? g->pg_size : distributed_->world_size));
     attr("in_split_size", "string", "[]");
     attr("out_split_size", "string", "[]");
-    attr("global_rank_start", "uint64", g.ranks.empty() ? int64_t{0} : g.ranks.front());
-    attr("global_rank_stride", "uint64", rank_stride(g.ranks));
-    attr("pg_name", "string", g.pg_name);
-    attr("pg_desc", "string", g.pg_desc);
-    attr("pg_size", "uint64", g.pg_size);
+    if (g) {  // a call whose group is not known gets none of the group's attributes (collectives.hpp)
+      attr("global_rank_start", "uint64", g->ranks.empty() ? int64_t{0} : g->ranks.front());
+      attr("global_rank_stride", "uint64", rank_stride(g->ranks));
+      attr("pg_name", "string", g->pg_name);
+      attr("pg_desc", "string", g->pg_desc);
+      attr("pg_size", "uint64", g->pg_size);
+    }
     // node_text ends with the attrs' "]}": the collective's go before it, without their brackets.
     const std::string list = w.end_array().take();
     text.insert(text.size() - 2, ", " + list.substr(1, list.size() - 2));

@@ -169,7 +169,7 @@ class KinetoWriter {
     std::optional<OpInput> in;
     if (e.num_args > 0) in = decode_inputs(b, e);
     o += ", ";
-    o += collective_args(*collective, in ? &*in : nullptr, *info_.distributed);
+    o += collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
   }
 
   // One "M" event: a process's or thread's name, label or sort index, at the window's start.

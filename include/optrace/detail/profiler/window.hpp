@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,12 +34,16 @@ inline int64_t now_ns() {
 
 enum class EventKind : uint8_t { kOp, kBackward, kUserAnnotation, kOther };
 
+// Event::group of a range whose process group is not known (most ranges: not a collective).
+inline constexpr uint16_t kNoGroup = 0xFFFF;
+
 // One RecordFunction range on one thread.
 struct Event {
   const char* name = nullptr;  // a dispatcher op's name (lives as long as the op), or nullptr:
   int32_t own_name = -1;       // ... then the index of a copy in ThreadBuffer::names
   EventKind kind = EventKind::kOther;
   uint8_t scope = 0;           // at::RecordScope
+  uint16_t group = kNoGroup;   // a collective call's process group: its index in Settings::group_handles
   const OpInfo* op = nullptr;  // dispatcher ops only
   int64_t start_ns = 0, end_ns = -1;  // end -1: still open when the window closed
   uint64_t rf_id = 0;          // RecordFunction's handle: "Record function id", the ET's rf_id
@@ -89,6 +94,9 @@ struct Settings {
   bool profile_memory = false;
   bool with_stack = false;
   bool execution_trace = false;
+  // The c10d objects of DistributedInfo::groups(), in its order (nullptr: a group described by
+  // hand): how a collective call's group is told (Event::group). Empty without a DistributedInfo.
+  std::vector<const void*> group_handles;
 };
 
 // One recording window: from a schedule's start of recording to its save (or stop()).
@@ -107,6 +115,11 @@ struct Window {
   // async ranges take this lock; every other range is matched on its own thread.
   std::mutex async_mutex;
   std::unordered_map<uint64_t, std::pair<ThreadBuffer*, size_t>> async_open;
+  // ... and, under the same lock, the groups of c10d's collective ops whose backend range has not
+  // begun yet, by (RecordFunction's id of the calling thread, an input tensor's TensorImpl): a
+  // gloo:<op> range begins on a gloo worker, after its c10d op may have returned, with the
+  // caller's thread id and the op's tensors (collective_group.hpp).
+  std::map<std::pair<uint64_t, const void*>, uint16_t> pending_groups;
   // With the CUDA activity: kernels, copies and runtime calls (device_trace.hpp), in start order.
   std::vector<DeviceEvent> device_events;
   // ... and what CUPTI adds to them and to the trace's metadata ("deviceProperties", versions),

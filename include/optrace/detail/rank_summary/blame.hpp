@@ -18,6 +18,9 @@
 //   2 cores wait up to 57 and 257 ms at collectives where no rank was made slow, and none splits;
 //   a straggler leaves one (tests/distributed/gloo_ranks.cpp --straggler). Of two ranks, the
 //   later is late when it is kNoiseNs late;
+// - blame passes along waits (pass_on_blame): a last rank that came late only because it had
+//   waited for another rank at its call before (a partner held up at their pair's collective,
+//   then late with it at the world's) passes the blame to that rank;
 // - a rank that has a step and calls of a group but fewer of that group's calls in the step than
 //   another rank never reached the ones it lacks there (the hang case): named in notes, as is a
 //   collective whose ranks' calls have different names;
@@ -84,7 +87,7 @@ struct StepCall {
 /// and not overlapping, as a profiler writes them). The tables are the reader's.
 struct StepCalls {
   std::vector<StepCall> calls;
-  std::vector<std::string> names, groups;
+  std::vector<std::string> names, groups, group_ranks;  // RankCalls'
   int64_t base_ns = 0;  ///< what was added to the trace's times to put them on the epoch clock
 };
 
@@ -96,6 +99,7 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   StepCalls out;
   out.names = std::move(calls.names);
   out.groups = std::move(calls.groups);
+  out.group_ranks = std::move(calls.group_ranks);
   out.base_ns = base_ns;
   if (calls.calls.empty()) return out;
   CallFamily family = CallFamily::Record;
@@ -147,6 +151,10 @@ struct CollectiveWait {
   Approach last;    ///< the last rank's way there
   Approach median;  ///< the median way of the other ranks (by its length; of two, the shorter; ties: the lowest rank)
   int64_t late = 0;  ///< the ranks that arrived late (late_group); 0: nobody is to blame
+  /// Who the waits are blamed on: the last rank, or, where it came late only because it had
+  /// waited for another at its collective before (`via`), the rank blamed there (see blame()).
+  int64_t blamed_rank = 0;
+  int64_t via = -1;  ///< that collective before, its index in Waits::collectives; -1: none
   bool blamed() const { return late > 0; }
 };
 
@@ -223,54 +231,124 @@ Approach median_approach(const std::vector<Arrival>& arrivals, int64_t last_rank
   return *middle;
 }
 
-/// `r`'s entry for `step`, added when it has none: blame() walks the collectives by step, so a
-/// rank's steps come ascending and the entry is the last or new.
+/// `r`'s entry for `step`, added in its place when it has none (by_step ascends).
 inline StepWait& step_wait(RankWait& r, int64_t step) {
-  if (r.by_step.empty() || r.by_step.back().step != step) r.by_step.push_back({step, 0, 0});
-  return r.by_step.back();
+  if (r.by_step.empty() || r.by_step.back().step < step) return r.by_step.emplace_back(StepWait{step, 0, 0});
+  auto it = std::lower_bound(r.by_step.begin(), r.by_step.end(), step, [](const StepWait& s, int64_t v) { return s.step < v; });
+  if (it == r.by_step.end() || it->step != step) it = r.by_step.insert(it, StepWait{step, 0, 0});
+  return *it;
+}
+
+/// Passes blame on along waits: at a blamed collective C whose last rank L had, at its call
+/// before (C', any step or group), waited for another rank for at least half of L's lag at C (its
+/// arrival after the first), and added on its way from there to C (its way less the median of
+/// the other ranks' ways from their calls before) at most half of that lag, L was late at C
+/// mostly because C' let it go late: C is blamed on whom C' is (C.via = C'). Relative, not a
+/// fixed tolerance: on a loaded machine a rank held up 1.7 s adds a few ms of its own. A rank late at its
+/// pair's collective delays its partner, and both then the world's next collective: that wait is
+/// the first rank's, not the partner's, whichever of the two arrived last. Collectives are taken
+/// by their last arrival, and blame passes only from one taken before: no loops, whatever a
+/// trace says. `arrivals_of(k)`: collective k's last arrival and all its arrivals (rank, start_ns,
+/// since_ns, before: a key, before_end_ns); `index_of(key)`: that key's collective, -1 for none.
+template <class ArrivalsOf, class IndexOf>
+void pass_on_blame(std::vector<CollectiveWait>& cs, ArrivalsOf arrivals_of, IndexOf index_of) {
+  std::vector<size_t> order(cs.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return arrivals_of(a).first->start_ns < arrivals_of(b).first->start_ns; });
+  std::vector<bool> taken(cs.size(), false);
+  for (size_t k : order) {
+    taken[k] = true;
+    CollectiveWait& c = cs[k];
+    if (!c.blamed()) continue;
+    const auto [last, arrivals] = arrivals_of(k);
+    const int64_t b = index_of(last->before);
+    if (b < 0 || static_cast<size_t>(b) == k || !taken[static_cast<size_t>(b)]) continue;
+    const CollectiveWait& before = cs[static_cast<size_t>(b)];
+    if (!before.blamed() || before.last_rank == c.last_rank || before.blamed_rank == c.last_rank) continue;
+    // Its wait there: the last arrival there minus its own.
+    const auto [before_last, before_arrivals] = arrivals_of(static_cast<size_t>(b));
+    int64_t waited = -1;
+    for (const auto& a : *before_arrivals)
+      if (a.rank == c.last_rank) waited = saturating_sub(before_last->start_ns, a.start_ns);
+    int64_t first = last->start_ns;
+    for (const auto& a : *arrivals) first = std::min(first, a.start_ns);
+    const int64_t lag = saturating_sub(last->start_ns, first);
+    if (waited < 0 || waited < lag / 2) continue;
+    // Its way from its call before, against the others' median: what it added itself.
+    auto way = [](const auto& a) { return saturating_sub(a.start_ns, a.before != nullptr ? a.before_end_ns : a.since_ns); };
+    std::vector<int64_t> others;
+    for (const auto& a : *arrivals)
+      if (a.rank != c.last_rank) others.push_back(way(a));
+    if (others.empty()) continue;
+    const auto middle = others.begin() + static_cast<std::ptrdiff_t>((others.size() - 1) / 2);
+    std::nth_element(others.begin(), middle, others.end());
+    if (saturating_sub(way(*last), *middle) > lag / 2) continue;  // mostly late on its own way: its own wait
+    c.blamed_rank = before.blamed_rank;
+    c.via = b;
+  }
 }
 
 /// The waits of `ranks` (ascending by rank, one entry each).
 inline Waits blame(const std::vector<RankInput>& ranks) {
   Waits out;
+  using Group = std::pair<std::string, std::string>;     // name, ranks as written (RankCalls)
+  using Key = std::tuple<int64_t, Group, int64_t>;        // step, group, index
   struct Arrival {
     int64_t rank;
     int64_t start_ns;
     const std::string* name;
     int64_t since_ns, end_ns;
+    const Key* before = nullptr;  // the rank's call before this one (any step, any group): its collective
+    int64_t before_end_ns = 0;    // ... and that call's end
   };
-  using Key = std::tuple<int64_t, std::string, int64_t>;  // step, group, index
   std::map<Key, std::vector<Arrival>> matched;
   // Per step and group, how many calls each rank made there: the never-reached check.
-  std::map<std::pair<int64_t, std::string>, std::vector<std::pair<int64_t, int64_t>>> counts;
-  std::map<std::string, std::vector<int64_t>> members;  // group -> the ranks with calls of it
+  std::map<std::pair<int64_t, Group>, std::vector<std::pair<int64_t, int64_t>>> counts;
+  std::map<Group, std::vector<int64_t>> members;  // group -> the ranks with calls of it
   for (const RankInput& r : ranks) {
     std::map<std::pair<int64_t, uint32_t>, int64_t> next;  // (step, group index) -> the next call's index
-    for (const StepCall& c : r.calls->calls) {
-      const std::string& group = r.calls->groups[c.group];
-      if (!group.empty()) out.groups_named = true;
+    const Key* before = nullptr;  // map keys stay where they are
+    int64_t before_end = 0;
+    for (const StepCall& c : r.calls->calls) {  // by start (place_in_steps)
+      Group group{r.calls->groups[c.group], r.calls->group_ranks[c.group]};
+      if (!group.first.empty()) out.groups_named = true;
       const int64_t k = next[{c.step, c.group}]++;
-      matched[Key{c.step, group, k}].push_back({r.rank, c.start_ns, &r.calls->names[c.name], c.since_ns, c.end_ns});
+      auto at = matched.try_emplace(Key{c.step, std::move(group), k}).first;
+      at->second.push_back({r.rank, c.start_ns, &r.calls->names[c.name], c.since_ns, c.end_ns, before, before_end});
+      before = &at->first;
+      before_end = c.end_ns;
     }
     std::vector<uint32_t> groups;  // the groups this rank has calls of
     for (const auto& [where, n] : next) {
-      counts[{where.first, r.calls->groups[where.second]}].push_back({r.rank, n});
+      counts[{where.first, Group{r.calls->groups[where.second], r.calls->group_ranks[where.second]}}].push_back({r.rank, n});
       groups.push_back(where.second);
     }
     std::sort(groups.begin(), groups.end());
     groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
-    for (uint32_t g : groups) members[r.calls->groups[g]].push_back(r.rank);
+    for (uint32_t g : groups) members[{r.calls->groups[g], r.calls->group_ranks[g]}].push_back(r.rank);
   }
+  // A group is shown by its name, and by its ranks too where groups of other ranks share the name
+  // (two pairs each named "1" by the rank that made it).
+  std::map<std::string, int> named;  // name -> how many groups have it
+  for (const auto& m : members) ++named[m.first.first];
+  auto shown = [&named](const Group& g) {
+    return named[g.first] > 1 && !g.second.empty() ? g.first + " " + g.second : g.first;
+  };
 
   constexpr int64_t kMaxNotes = 8;  // of each kind: a job whose calls stop matching would list every later one
   int64_t differ = 0, unreached = 0;
   std::map<int64_t, RankWait> by_rank;
   std::map<int64_t, ClockGap> gaps;  // later rank -> its widest gap
   for (const RankInput& r : ranks) by_rank[r.rank].rank = r.rank;
+  std::map<const Key*, size_t> index_of;  // a collective's index in out.collectives
+  std::vector<const Arrival*> last_of;    // per collective, its last arrival
+  std::vector<const std::vector<Arrival>*> arrivals_at;  // ... and all of them
   for (auto& [key, arrivals] : matched) {
+    index_of[&key] = out.collectives.size();
+    arrivals_at.push_back(&arrivals);
     CollectiveWait w;
     w.step = std::get<0>(key);
-    w.group = std::get<1>(key);
+    w.group = shown(std::get<1>(key));
     w.index = std::get<2>(key);
     w.ranks = static_cast<int64_t>(arrivals.size());
     const Arrival* last = &arrivals.front();
@@ -279,7 +357,8 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       if (a.start_ns > last->start_ns) last = &a;  // ranks ascend: a tie keeps the lowest
       first = std::min(first, a.start_ns);
     }
-    w.last_rank = last->rank;
+    w.last_rank = w.blamed_rank = last->rank;
+    last_of.push_back(last);
     w.name = *last->name;
     auto wait = [&](const Arrival& a) { return saturating_sub(last->start_ns, a.start_ns); };
     auto add = [](int64_t& sum, int64_t v) { sum = saturating_add(sum, v); };
@@ -317,15 +396,22 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
                           ": rank(s) " + which + " called another collective than " + printable(w.name) +
                           " there: the ranks' calls do not match from this one on");
     }
-    if (w.blamed()) {
-      RankWait& b = by_rank[w.last_rank];
-      add(b.caused_ns, w.total_wait_ns);
-      add(step_wait(b, w.step).caused_ns, w.total_wait_ns);
-      ++b.blamed;
-      // The map walks the collectives by step: a rank's steps come ascending.
-      if (b.steps.empty() || b.steps.back() != w.step) b.steps.push_back(w.step);
-    }
     out.collectives.push_back(std::move(w));
+  }
+  pass_on_blame(
+      out.collectives, [&](size_t k) { return std::make_pair(last_of[k], arrivals_at[k]); },
+      [&](const Key* key) { return key == nullptr ? int64_t{-1} : static_cast<int64_t>(index_of.at(key)); });
+  for (const CollectiveWait& w : out.collectives) {
+    if (!w.blamed()) continue;
+    RankWait& b = by_rank[w.blamed_rank];
+    auto add = [](int64_t& sum, int64_t v) { sum = saturating_add(sum, v); };
+    add(b.caused_ns, w.total_wait_ns);
+    add(step_wait(b, w.step).caused_ns, w.total_wait_ns);
+    ++b.blamed;
+  }
+  for (auto& [rank, r] : by_rank) {
+    for (const StepWait& s : r.by_step)
+      if (s.caused_ns > 0) r.steps.push_back(s.step);
   }
   for (auto& [rank, w] : by_rank) out.ranks.push_back(std::move(w));
   for (auto& [rank, g] : gaps) out.clock_gaps.push_back(std::move(g));
@@ -348,7 +434,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       const int64_t made = it != per_rank.end() && it->first == member ? it->second : 0;
       if (made < most && ++unreached <= kMaxNotes)
         out.notes.push_back("rank " + std::to_string(member) + " made " + std::to_string(made) + " of the " + std::to_string(most) +
-                            " collective calls" + group_label(where.second) + " that other ranks made in step " +
+                            " collective calls" + group_label(shown(where.second)) + " that other ranks made in step " +
                             std::to_string(where.first) + ": it never reached #" + std::to_string(made) +
                             (made + 1 < most ? ".." + std::to_string(most - 1) : std::string()) + " there (a hang, or a window cut short)");
     }

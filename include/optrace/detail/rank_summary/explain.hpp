@@ -131,7 +131,7 @@ std::vector<WaitCause> explain(const Waits& waits, const BaseOf& base_of, const 
   std::map<int64_t, std::vector<Way>> ways;  // rank -> the ways to measure in its trace
   for (size_t k : longest_waits(waits, kExplained)) {
     const CollectiveWait& c = waits.collectives[k];
-    if (c.median.rank < 0) continue;
+    if (c.median.rank < 0 || c.via >= 0) continue;  // passed on: the collective it passes to says why
     ways[c.last.rank].push_back({out.size(), true, c.last.since_ns, c.last.arrival_ns});
     ways[c.median.rank].push_back({out.size(), false, c.median.since_ns, c.median.arrival_ns});
     out.push_back({k, true, {}});

@@ -232,9 +232,11 @@ function show(ri, si) {
   if (here.length)
     list.append(table(["collective", "ranks", "last to arrive", "longest wait ms", "all waits ms", ""], here.map(c =>
       row([c.name + " #" + c.index + groupLabel(c.group), String(c.ranks), String(c.last_rank), c.max_wait_us, c.total_wait_us,
-           c.blamed ? (c.late > 1 ? c.late + " ranks late, rank " + c.last_rank + " last" : "rank " + c.last_rank + " late")
-                    : "no rank late (noise)"],
-          c.blamed && c.last_rank === rank ? {class: "blamed"} : {}))));
+           (c.blamed ? (c.late > 1 ? c.late + " ranks late, rank " + c.last_rank + " last" : "rank " + c.last_rank + " late")
+                     : "no rank late (noise)") +
+             (c.blamed && c.via ? "; it had waited for rank " + c.blamed_rank + " at step " + c.via.step + "'s #" + c.via.index +
+                                  groupLabel(c.via.group) + ": rank " + c.blamed_rank + "'s wait" : "")],
+          c.blamed && c.blamed_rank === rank ? {class: "blamed"} : {}))));
   else list.append(el("p", {class: "muted"}, "no collective matched in step " + step));
   const explained = data.waits.causes.filter(c => c.step === step && c.rank === rank);
   for (const c of explained) {

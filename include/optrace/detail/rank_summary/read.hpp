@@ -13,9 +13,10 @@
 //   overlap (c10d::allreduce_ around the call, gloo:all_reduce on a worker, several workers), so
 //   only their intervals are kept: the summary takes their union (aggregate in rank_summary.hpp).
 // - each collective call, for matching across ranks (blame.hpp): the ranges that stand for one
-//   call each, with their name and process group ("Process Group Name" in their args, which
-//   optrace's profiler and torch's record_param_comms write, read when the name came before the
-//   args, as every writer orders them; "" where none is written): the backend's `gloo:*` and
+//   call each, with their name and process group ("Process Group Name" and "Process Group Ranks"
+//   in their args, which optrace's profiler and torch's record_param_comms write, read when the
+//   name came before the args, as every writer orders them; "" where none is written; the ranks
+//   tell apart groups of one name, as two pairs both named "1" by their ranks): the backend's `gloo:*` and
 //   `nccl:*` ranges (not the GPU kernels), the dispatcher's `c10d::*` ops, `record_param_comms`;
 //   each family kept apart, as one call appears in several (matching uses one family per trace);
 // - why the trace was taken, where OnDemandProfiler's slow-step capture says so: the top-level
@@ -77,13 +78,16 @@ struct CollectiveCall {
   CallFamily family = CallFamily::Backend;
 };
 
-/// A rank's collective calls in the trace's order, with the names and groups they index ("" is
-/// a group no arg names). At most kMaxCallNames distinct names and as many groups.
+/// A rank's collective calls in the trace's order, with the names and groups they index: a group
+/// is its name ("" where no arg names one) and its ranks as written ("[0, 1]"; "" where not
+/// written), `groups` and `group_ranks` side by side. At most kMaxCallNames distinct names and as
+/// many groups.
 struct RankCalls {
   std::vector<CollectiveCall> calls;
-  std::vector<std::string> names, groups;
+  std::vector<std::string> names, groups, group_ranks;
 };
 inline constexpr size_t kMaxCallNames = 4096;
+inline constexpr size_t kMaxGroupRanksText = 256;  ///< of a group's ranks, what RankCalls keeps
 
 /// The family of a range that stands for one collective call, or nullopt (see above).
 inline std::optional<CallFamily> call_family(std::string_view name, std::string_view cat) {
@@ -163,37 +167,40 @@ class Reader {
  private:
   struct Event {
     std::string_view ph, cat, name, ts, dur;
-    std::string_view group;  // args' "Process Group Name" of a collective call
+    std::string_view group, group_ranks;  // args' "Process Group Name" and "... Ranks" of a collective call
   };
 
-  // A collective call's args: its "Process Group Name", the rest skipped. Args that are not an
-  // object are left to the readers that read them (nothing here depends on them).
+  // A collective call's args: its "Process Group Name" and "Process Group Ranks" (strings, as
+  // torch writes them), the rest skipped. Args that are not an object are left to the readers
+  // that read them (nothing here depends on them).
   static void read_call_args(kineto::EventMember& m, Event& ev) {
     od::object args;
     if (m.value().get_object().get(args)) return;
     for (auto member : args) {
       if (auto e = member.error()) kineto::malformed(m.event_path()() + "/args", e);
       od::field& f = member.value_unsafe();
-      if (!ondemand::key_is(f.key().raw(), "Process Group Name")) continue;
-      const std::string path = m.event_path()() + "/args/Process Group Name";
-      if (ev.group.data() != nullptr) kineto::duplicate_key(path);
+      const bool name = ondemand::key_is(f.key().raw(), "Process Group Name");
+      if (!name && !ondemand::key_is(f.key().raw(), "Process Group Ranks")) continue;
+      std::string_view& into = name ? ev.group : ev.group_ranks;
+      const std::string path = m.event_path()() + (name ? "/args/Process Group Name" : "/args/Process Group Ranks");
+      if (into.data() != nullptr) kineto::duplicate_key(path);
       std::string_view g;
       if (!ondemand::read_string(f.value(), g)) kineto::expected(f.value(), path, "expected a string");
-      ev.group = g.data() != nullptr ? g : std::string_view("", 0);
+      into = g.data() != nullptr ? g : std::string_view("", 0);
     }
   }
 
-  // The index of `text` in `table` (added when new); JsonError at `path` past kMaxCallNames.
-  template <class PathFn>
-  static uint32_t intern(std::string_view text, std::vector<std::string>& table, std::unordered_map<std::string, uint32_t>& index,
-                         const char* what, const PathFn& event_path) {
-    std::string key(text);
+  // The index of `key` in `index` (added as `table.size()` when new, with `add` called to grow
+  // the tables); JsonError at `path` past kMaxCallNames.
+  template <class PathFn, class Add>
+  static uint32_t intern(std::string key, const std::vector<std::string>& table, std::unordered_map<std::string, uint32_t>& index,
+                         const char* what, const PathFn& event_path, const Add& add) {
     const auto it = index.find(key);
     if (it != index.end()) return it->second;
     if (table.size() >= kMaxCallNames)
       raise_json(event_path(), "more than " + std::to_string(kMaxCallNames) + " distinct collective " + what + " in one trace");
-    index.emplace(key, static_cast<uint32_t>(table.size()));
-    table.push_back(std::move(key));
+    index.emplace(std::move(key), static_cast<uint32_t>(table.size()));
+    add();
     return static_cast<uint32_t>(table.size() - 1);
   }
 
@@ -300,8 +307,17 @@ class Reader {
       call.start_ns = start;
       call.end_ns = end;
       call.family = *family;
-      call.name = intern(ev.name, c.names, name_index_, "names", event_path);
-      call.group = intern(ev.group, c.groups, group_index_, "process group names", event_path);
+      call.name = intern(std::string(ev.name), c.names, name_index_, "names", event_path, [&] { c.names.emplace_back(ev.name); });
+      // A group's key: its name's length, the name, its ranks (no two groups share one).
+      // Ranks past kMaxGroupRanksText are cut (torch cuts past 30 ranks): they tell groups of one
+      // name apart, and 16,384 ranks' text per trace would outweigh the trace's calls.
+      const std::string_view ranks = ev.group_ranks.substr(0, kMaxGroupRanksText);
+      std::string group_key = std::to_string(ev.group.size()) + ":";
+      group_key.append(ev.group).append(ranks);
+      call.group = intern(std::move(group_key), c.groups, group_index_, "process groups", event_path, [&] {
+        c.groups.emplace_back(ev.group);
+        c.group_ranks.emplace_back(ranks);
+      });
       c.calls.push_back(call);
     }
   }
