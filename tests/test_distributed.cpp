@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,11 +138,12 @@ std::string torch_process_groups() {
 }
 
 // The execution trace of a rank: torch's process_group:init node, and a record_param_comms node
-// under the gloo range with the collective's attributes.
-void check_execution_trace(const std::string& path) {
+// under the gloo range with the collective's attributes. Returns that node's rf_id.
+int64_t check_execution_trace(const std::string& path) {
   auto doc = optrace::json::Document::parse(optrace::detail::read_file(path));
   const std::string torch_groups = torch_process_groups();
   int comms = 0, groups = 0;
+  int64_t rf_id = -1;
   for (optrace::json::Node n : doc->root()["nodes"].array()) {
     const std::string name(n["name"].as_string());
     if (name == "## process_group:init ##") {
@@ -164,9 +166,11 @@ void check_execution_trace(const std::string& path) {
     CHECK(attrs["pg_name"] == "0");
     CHECK(attrs["pg_desc"] == "default_pg");
     CHECK(attrs["pg_size"] == "2");
+    rf_id = std::stoll(attrs["rf_id"]);
   }
   CHECK(groups == 1);
   CHECK(comms == 1);
+  return rf_id;
 }
 
 TEST_CASE("distributed: the trace of a rank", "[distributed]") {
@@ -186,13 +190,31 @@ TEST_CASE("distributed: the trace of a rank", "[distributed]") {
   auto doc = optrace::json::Document::parse(text);
   CHECK(doc->root()["baseTimeNanoseconds"].as_int() % (optrace::detail::profiler::kKinetoBaseTimeSeconds * 1000000000) == 0);
   CHECK(doc->root()["distributedInfo"]["world_size"].as_int() == 2);
-  int gloo = 0;
+  int gloo = 0, comms = 0;
+  int64_t gloo_rf_id = -1, comms_rf_id = -2;
+  std::set<int64_t> external_ids;
+  std::vector<double> gloo_times, comms_times;  // ts, dur, tid
   for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
-    optrace::json::Node name = e;
-    if (!e.find("name", name) || name.as_string() != "gloo:all_reduce") continue;
+    optrace::json::Node name = e, args = e, id = e;
+    if (e.find("args", args) && args.find("External id", id)) CHECK(external_ids.insert(id.as_int()).second);
+    if (!e.find("name", name)) continue;
+    if (name.as_string() == "record_param_comms") {
+      // The record_param_comms made for the gloo range (torch's NCCL backend records one): a
+      // cpu_op at its start (0 long), on its thread, with the collective's arguments and an rf_id
+      // of its own, which the execution trace's node has (Chakra's trace_link joins the two by it).
+      ++comms;
+      CHECK(e["cat"].as_string() == "cpu_op");
+      CHECK(e["args"]["Collective name"].as_string() == "allreduce");
+      CHECK(e["args"]["Process Group Name"].as_string() == "0");
+      comms_rf_id = e["args"]["Record function id"].as_int();
+      comms_times = {e["ts"].as_double(), e["dur"].as_double(), e["tid"].as_double()};
+    }
+    if (name.as_string() != "gloo:all_reduce") continue;
     ++gloo;
+    gloo_rf_id = e["args"]["Record function id"].as_int();
+    gloo_times = {e["ts"].as_double(), e["dur"].as_double(), e["tid"].as_double()};
     CHECK(e["cat"].as_string() == "user_annotation");
-    optrace::json::Node args = e["args"];
+    args = e["args"];
     CHECK(args["Collective name"].as_string() == "allreduce");
     CHECK(args["dtype"].as_string() == "Float");
     CHECK(args["In msg nelems"].as_int() == 32);
@@ -204,6 +226,10 @@ TEST_CASE("distributed: the trace of a rank", "[distributed]") {
     CHECK(args["Rank"].as_int() == 1);
   }
   CHECK(gloo == 1);  // kept, though it ended on another thread
+  CHECK(comms == 1);
+  CHECK(comms_rf_id == gloo_rf_id + (int64_t{1} << 52));
+  REQUIRE(gloo_times.size() == 3);
+  CHECK(comms_times == std::vector<double>{gloo_times[0], 0, gloo_times[2]});
   // "after" began after the async range on the same thread, and is not nested in it.
   CHECK(prof.key_averages().table("cpu_time_total", 10).find("after") != std::string::npos);
   // optrace's own readers read such a trace.
@@ -211,7 +237,7 @@ TEST_CASE("distributed: the trace of a rank", "[distributed]") {
   prof.export_chrome_trace(path);
   CHECK(optrace::kineto::load(path).trace.to_json().find("add_") != std::string::npos);
   CHECK_FALSE(optrace::KeyAverages::from_kineto_file(path, optrace::GroupBy::Name).table("cpu_time_total", 10).empty());
-  check_execution_trace(et_path);
+  CHECK(check_execution_trace(et_path) == comms_rf_id);
 }
 
 TEST_CASE("distributed: RANK and WORLD_SIZE are the Profiler's default", "[distributed]") {

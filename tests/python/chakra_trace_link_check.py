@@ -6,7 +6,14 @@
 # node's `rf_id`), with the kernel's name, category, start, duration and stream; and each host op
 # the start and duration of its Kineto op. Exits 1 on a difference, 77 where Chakra cannot run (no
 # pandas, networkx, protobuf or protoc), with the reason on the first line.
-# usage: python3 chakra_trace_link_check.py CONSUMERS_DIR HOST_ET.json[.gz] KINETO.json[.gz] WORK_DIR
+# With --cpu (a CPU run of a distributed job, no kernels): each record_param_comms host node, which
+# optrace writes for a gloo collective, must be timed from the Kineto record_param_comms of its
+# rf_id (the link Chakra joins a collective's node to its Kineto event by). trace_link cannot run
+# on a CPU trace as it is, torch's own included: it asks HTA's critical path for the
+# synchronization edges between CPU and GPU, which asserts on a trace without GPU work ("Queue
+# length time series is required"); its TraceLinker is run with those edges empty (a CPU trace
+# has none), the rest of it unchanged.
+# usage: python3 chakra_trace_link_check.py CONSUMERS_DIR HOST_ET.json[.gz] KINETO.json[.gz] WORK_DIR [--cpu]
 import collections
 import gzip
 import json
@@ -18,6 +25,7 @@ import sys
 import pinned_consumers
 
 consumers, et_path, kineto_path, work = (os.path.abspath(p) for p in sys.argv[1:5])
+cpu_only = sys.argv[5:] == ["--cpu"]
 pinned_consumers.require(consumers, "chakra", "chakra_trace_link")
 missing = []
 for module in ("pandas", "networkx", "google.protobuf"):  # HTA's critical path (pandas, networkx); Chakra's schema
@@ -50,8 +58,14 @@ kineto, kineto_file = load_plain(kineto_path, "kineto.pt.trace.json")
 out = os.path.join(work, "linked.json")
 if os.path.exists(out):
     os.remove(out)
-r = subprocess.run([sys.executable, "-m", "chakra.src.trace_link.trace_link", "--rank", "0", "--chakra-host-trace", host_file,
-                    "--chakra-device-trace", kineto_file, "--output-file", out], cwd=work, env=env, capture_output=True, text=True)
+if cpu_only:
+    linker = ("import sys\nfrom chakra.src.trace_link.trace_linker import TraceLinker\nlinker = TraceLinker()\n"
+              "linker.load_sync_dependencies = lambda *args, **kwargs: {}\nlinker.link(0, *sys.argv[1:4])\n")
+    command = [sys.executable, "-c", linker, host_file, kineto_file, out]
+else:
+    command = [sys.executable, "-m", "chakra.src.trace_link.trace_link", "--rank", "0", "--chakra-host-trace", host_file,
+               "--chakra-device-trace", kineto_file, "--output-file", out]
+r = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
 log = (r.stdout + r.stderr).strip()
 print("chakra_trace_link: rc", r.returncode, log.splitlines()[-1] if log else "")
 events = kineto["traceEvents"]
@@ -114,13 +128,15 @@ for rf in sorted(set(expected) | set(found), key=lambda x: (x is None, x)):
 
 # Every host op kept, those with a Kineto op given its start and duration.
 linked_host = [n for n in linked if "cat" not in n]
-timed = 0
+timed = comms_timed = 0
 for n in linked_host:
     rf = attrs(n).get("rf_id")
     if n["name"].startswith("[pytorch|profiler|execution_trace|") or rf not in ops_by_rf:
         continue
     k = ops_by_rf[rf]
     timed += 1
+    if n["name"] == "record_param_comms":
+        comms_timed += 1
     if (n.get("ts"), n.get("inclusive_dur")) != (k["ts"], k["dur"]) or n["name"] != k["name"]:
         failures.append(f"host op rf_id {rf} {n['name']}: ts {n.get('ts')}, inclusive_dur {n.get('inclusive_dur')}; "
                         f"the Kineto op {k['name']}: ts {k['ts']}, dur {k['dur']}")
@@ -132,10 +148,16 @@ for rf in sorted(found, key=lambda x: (x is None, x)):
     print(f"  {name} (rf_id {rf}): " + ", ".join(f"{k[1]} {k[0][:40]}... {k[3]} us" for k in sorted(found[rf], key=lambda k: k[2])))
 print(f"linked trace: {len(linked_host)} host nodes ({timed} timed from the Kineto trace), {len(gpu_nodes)} GPU nodes "
       f"under {len(found)} host ops; the Kineto trace: {len(gpu)} kernels and copies")
-if not gpu:
+comms = [n for n in host["nodes"] if n["name"] == "record_param_comms"]
+if cpu_only:
+    print(f"record_param_comms: {len(comms)} host nodes, {comms_timed} timed from the Kineto trace's by rf_id")
+    if not comms or comms_timed != len(comms):
+        failures.append(f"{len(comms)} record_param_comms host nodes, {comms_timed} linked to a Kineto record_param_comms")
+elif not gpu:
     failures.append("the Kineto trace holds no kernels or copies")
 for f in failures:
     print("DIFFERENCE:", f)
 if failures:
     sys.exit(1)
-print("chakra_trace_link: every kernel and copy under the host op that launched it, with the file's times")
+print("chakra_trace_link: every record_param_comms linked to its Kineto event" if cpu_only else
+      "chakra_trace_link: every kernel and copy under the host op that launched it, with the file's times")

@@ -41,6 +41,17 @@ inline std::optional<std::string> collective_name(std::string_view range) {
   return name;
 }
 
+// Whether the writers describe the range with a record_param_comms of its own: gloo's range of
+// a collective (torch's NCCL backend records one per call; gloo none). The Kineto trace gets a
+// `record_param_comms` cpu_op over the range, the execution trace a node under the range's, both
+// with param_comms_rf_id: Chakra's trace_link joins the two by it.
+inline bool records_param_comms(std::string_view range) { return range.rfind("gloo:", 0) == 0; }
+
+// The RecordFunction id of the record_param_comms made for a range of id `range_rf_id`: above
+// any handle torch's RecordFunction hands out (a counter from 1), exact in a double.
+inline constexpr uint64_t kParamCommsRfIdBase = uint64_t{1} << 52;
+inline uint64_t param_comms_rf_id(uint64_t range_rf_id) { return kParamCommsRfIdBase + range_rf_id; }
+
 // The first input's element count and dtype: the tensor, or the tensors of a list.
 inline std::pair<int64_t, std::string> message_of(const OpInput& in) {
   auto numel = [](const OptionalShape& s) {

@@ -292,6 +292,7 @@ inline int32_t enclosing_event(const ThreadBuffer& b, int64_t start, int64_t end
 //   when the call is not in the window.
 struct DeviceJoin {
   std::vector<std::vector<int64_t>> external_id;  // [buffer][event]
+  int64_t numbered = 0;                            // the last External id given (1 ... numbered)
   struct Link {
     int64_t external = 0;  // the External id of the range it belongs to; 0: none
     int64_t tid = 0;       // a runtime call's thread (os id), as the trace writes it
@@ -309,6 +310,7 @@ inline DeviceJoin join_device_events(const Window& window) {
     for (size_t k = 0; k < b->events.size(); ++k)
       if (b->events[k].end_ns >= 0) ids[k] = ++next;
   }
+  join.numbered = next;
   const std::vector<DeviceEvent>& events = window.device_events;
   join.links.resize(events.size());
   std::unordered_map<uint64_t, int64_t> call_of;  // correlation -> the runtime call's index

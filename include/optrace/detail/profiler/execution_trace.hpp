@@ -280,7 +280,7 @@ class ExecutionTraceWriter {
     Values inputs;
     values_of(b, e.et_inputs_begin, e.et_inputs_end, inputs);
     std::string text = node_text(next_id_++, "record_param_comms", parent, std::move(inputs), Values{},
-                                 Attrs{0, 0, -1, e.scope, tid, 0, ""});
+                                 Attrs{static_cast<int64_t>(param_comms_rf_id(e.rf_id)), 0, -1, e.scope, tid, 0, ""});
     json::Writer w;
     w.begin_array();
     auto attr = [&w](const char* name, const char* type, auto value) {
@@ -336,7 +336,7 @@ class ExecutionTraceWriter {
       nodes_.push_back(node_text(ids[i], name, parent, std::move(inputs), std::move(outputs),
                                  Attrs{static_cast<int64_t>(e.rf_id), fw_parent, e.seq_nr, e.scope, tid,
                                        static_cast<int64_t>(e.fwd_thread_id), std::move(schema)}));
-      if (distributed_ && name.rfind("gloo:", 0) == 0)
+      if (distributed_ && records_param_comms(name))
         nodes_.push_back(param_comms_node(b, e, *collective_name(name), ids[i], tid));
     }
   }

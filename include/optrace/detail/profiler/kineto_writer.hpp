@@ -172,6 +172,35 @@ class KinetoWriter {
     o += collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
   }
 
+  // The record_param_comms a collective's gloo range is described by (collectives.hpp: torch's
+  // NCCL backend records one in each call), as torch writes one: a cpu_op on the range's thread,
+  // its own External id (after every range's), "Record function id" param_comms_rf_id (the
+  // execution trace's node has it), and the collective arguments. At the range's start, 0 long:
+  // of the same times as the range, chakra_trace_link's exclusive time of the range, its duration
+  // less the child's computed in double microseconds (~1 ns apart at 2^42 us), goes below zero
+  // and it stops.
+  void append_param_comms(std::string& o, const ThreadBuffer& b, const Event& e, const std::string& head) {
+    const char* name = e.name != nullptr ? e.name : b.names[static_cast<size_t>(e.own_name)].c_str();
+    if (!records_param_comms(name)) return;
+    const std::optional<std::string> collective = collective_name(name);
+    std::optional<OpInput> in;
+    if (e.num_args > 0) in = decode_inputs(b, e);
+    o += ", ";
+    o += kCpuOpHead;
+    o += "\"record_param_comms\"";
+    o += head;
+    append_micros(o, info_.since_base(e.start_ns));
+    o += ", \"dur\": 0, \"args\": {\"External id\": ";
+    append_int(o, join_.numbered + ++param_comms_);
+    o += ", \"Record function id\": ";
+    append_int(o, static_cast<int64_t>(param_comms_rf_id(e.rf_id)));
+    o += ", ";
+    o += collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
+    o += ", \"Ev Idx\": ";
+    append_int(o, ev_idx_++);
+    o += "}}";
+  }
+
   // One "M" event: a process's or thread's name, label or sort index, at the window's start.
   template <class Value>
   void meta(json::Writer& w, const char* name, int64_t pid, int64_t tid, const char* key, const Value& value) {
@@ -246,6 +275,7 @@ class KinetoWriter {
       put_int(ev_idx_++);
       o += "}}";
       note_flow(b, e);
+      if (info_.distributed) append_param_comms(o, b, e, head);
     }
     for (const MemoryEvent& m : b.memory) {
       if (o.size() > kChunk) {
@@ -405,6 +435,7 @@ class KinetoWriter {
   const Window& window_;
   const TraceInfo& info_;
   int64_t ev_idx_ = 0;
+  int64_t param_comms_ = 0;  // record_param_comms written (append_param_comms)
   DeviceJoin join_;
   std::map<std::pair<uint64_t, int64_t>, std::pair<FlowEnd, FlowEnd>> flows_;
   std::unordered_map<std::string, std::string> args_text_;
