@@ -805,8 +805,6 @@ TEST_CASE("rank summary: why a trace was taken (optraceCapture) is read and prin
   CHECK_THROWS_WITH(RankTrace::from_kineto_file(twice), OPTRACE_CONTAINS("JsonError at /optraceCapture"));
 }
 
-
-
 // Ranks 0 and 1 are pair "1", 2 and 3 pair "2", all four the world "0". Rank 3 reaches its pair's
 // all-reduce 30 ms after rank 2, which waits for it there; both then reach the world's all-reduce
 // about 30 ms after ranks 0 and 1, rank 2 last. Rank 2 came on from its pair's all-reduce no

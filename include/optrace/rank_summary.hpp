@@ -274,8 +274,7 @@ class RankSummary {
       w.end_array().end_object();
     }
     w.end_array().key("collectives").begin_array();
-    for (const detail::rank_summary::CollectiveWait& c : waits_.collectives)
-    {
+    for (const detail::rank_summary::CollectiveWait& c : waits_.collectives) {
       w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("name").value(c.name)
           .key("ranks").value(c.ranks).key("last_rank").value(c.last_rank).key("max_wait_us").value(us(c.max_wait_ns))
           .key("total_wait_us").value(us(c.total_wait_ns)).key("late").value(c.late).key("blamed").value(c.blamed())

@@ -124,20 +124,17 @@ inline std::string collective_args(const std::string& collective, const OpInput*
     w.key("Out msg nelems").value(out_nelems(collective, nelems, known ? known->pg_size : d.world_size));
     w.key("In split size").begin_array().end_array().key("Out split size").begin_array().end_array();
   }
-  if (!known) {
-    w.key("Rank").value(d.rank).end_object();
-    std::string text = w.take();
-    return text.substr(1, text.size() - 2);
+  if (known) {
+    const ProcessGroupConfig& g = *known;
+    std::string ranks = "[";
+    for (size_t k = 0; k < g.ranks.size(); ++k) ranks += (k ? ", " : "") + std::to_string(g.ranks[k]);
+    ranks += "]";
+    w.key("Global rank start").value(g.ranks.empty() ? int64_t{0} : g.ranks.front());
+    w.key("Global rank stride").value(rank_stride(g.ranks));
+    w.key("Group size").value(g.pg_size).key("Process Group Name").value(g.pg_name);
+    w.key("Process Group Description").value(g.pg_desc).key("Process Group Ranks").value(ranks);
   }
-  const ProcessGroupConfig& g = *known;
-  std::string ranks = "[";
-  for (size_t k = 0; k < g.ranks.size(); ++k) ranks += (k ? ", " : "") + std::to_string(g.ranks[k]);
-  ranks += "]";
-  w.key("Global rank start").value(g.ranks.empty() ? int64_t{0} : g.ranks.front());
-  w.key("Global rank stride").value(rank_stride(g.ranks));
-  w.key("Group size").value(g.pg_size).key("Process Group Name").value(g.pg_name);
-  w.key("Process Group Description").value(g.pg_desc).key("Process Group Ranks").value(ranks);
-  w.key("Rank").value(group_rank(g, d.rank)).end_object();
+  w.key("Rank").value(known ? group_rank(*known, d.rank) : d.rank).end_object();
   std::string text = w.take();
   return text.substr(1, text.size() - 2);
 }

@@ -160,16 +160,15 @@ class KinetoWriter {
     return it->second;
   }
 
-  // A c10d range's collective arguments (collectives.hpp), after its inputs.
-  void append_collective_args(std::string& o, const ThreadBuffer& b, const Event& e) const {
-    const char* name = e.name != nullptr ? e.name : b.names[static_cast<size_t>(e.own_name)].c_str();
-    if (name[0] != 'g' && name[0] != 'c') return;  // most ranges: no string made
+  // A c10d range's collective arguments (collectives.hpp) as "key": value pairs, written after its
+  // inputs (and on its record_param_comms, append_param_comms), or "" for any other range.
+  std::string collective_args_of(const ThreadBuffer& b, const Event& e, const char* name) const {
+    if (name[0] != 'g' && name[0] != 'c') return {};  // most ranges: no string made
     std::optional<std::string> collective = collective_name(name);
-    if (!collective) return;
+    if (!collective) return {};
     std::optional<OpInput> in;
     if (e.num_args > 0) in = decode_inputs(b, e);
-    o += ", ";
-    o += collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
+    return collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
   }
 
   // The record_param_comms a collective's gloo range is described by (collectives.hpp: torch's
@@ -179,12 +178,8 @@ class KinetoWriter {
   // of the same times as the range, chakra_trace_link's exclusive time of the range, its duration
   // less the child's computed in double microseconds (~1 ns apart at 2^42 us), goes below zero
   // and it stops.
-  void append_param_comms(std::string& o, const ThreadBuffer& b, const Event& e, const std::string& head) {
-    const char* name = e.name != nullptr ? e.name : b.names[static_cast<size_t>(e.own_name)].c_str();
-    if (!records_param_comms(name)) return;
-    const std::optional<std::string> collective = collective_name(name);
-    std::optional<OpInput> in;
-    if (e.num_args > 0) in = decode_inputs(b, e);
+  // `args`: the range's collective arguments (collective_args_of).
+  void append_param_comms(std::string& o, const Event& e, const std::string& head, const std::string& args) {
     o += ", ";
     o += kCpuOpHead;
     o += "\"record_param_comms\"";
@@ -195,7 +190,7 @@ class KinetoWriter {
     o += ", \"Record function id\": ";
     append_int(o, static_cast<int64_t>(param_comms_rf_id(e.rf_id)));
     o += ", ";
-    o += collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
+    o += args;
     o += ", \"Ev Idx\": ";
     append_int(o, ev_idx_++);
     o += "}}";
@@ -262,7 +257,12 @@ class KinetoWriter {
         o += ", ";
         o += input_args_text(b, e);
       }
-      if (info_.distributed) append_collective_args(o, b, e);
+      const char* name = e.name != nullptr ? e.name : b.names[static_cast<size_t>(e.own_name)].c_str();
+      const std::string collective = info_.distributed ? collective_args_of(b, e, name) : std::string();
+      if (!collective.empty()) {
+        o += ", ";
+        o += collective;
+      }
       if (e.call_stack >= 0) {
         o += ", \"Call stack\": ";
         o += escaped(b.stacks[static_cast<size_t>(e.call_stack)]);
@@ -275,7 +275,7 @@ class KinetoWriter {
       put_int(ev_idx_++);
       o += "}}";
       note_flow(b, e);
-      if (info_.distributed) append_param_comms(o, b, e, head);
+      if (!collective.empty() && records_param_comms(name)) append_param_comms(o, e, head, collective);
     }
     for (const MemoryEvent& m : b.memory) {
       if (o.size() > kChunk) {
