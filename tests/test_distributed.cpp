@@ -293,6 +293,16 @@ TEST_CASE("distributed: a collective call is written with its own group", "[dist
   const std::string unseen = "{" + collective_args("allreduce", nullptr, d, kNoGroup) + "}";
   CHECK(unseen.find("Process Group") == std::string::npos);
   CHECK(optrace::json::Document::parse(unseen)->root()["Rank"].as_int() == 3);
+  // Past 30 ranks the list is cut as torch's saveNcclMeta cuts it for Kineto (format_list).
+  auto ranks_listed = [](int64_t world) {
+    const std::string args = "{" + collective_args("allreduce", nullptr, DistributedInfo{3, world, "gloo"}, 0) + "}";
+    return optrace::json::Document::parse(args)->root()["Process Group Ranks"].as_string();
+  };
+  std::string thirty = "[0";
+  for (int r = 1; r < 30; ++r) thirty += ", " + std::to_string(r);
+  CHECK(ranks_listed(30) == thirty + "]");
+  CHECK(ranks_listed(31) == thirty + ", ...]");
+  CHECK(ranks_listed(16384) == thirty + ", ...]");
   // The trace's distributedInfo lists both groups, as torch.profiler's does.
   auto info = optrace::json::Document::parse(d.to_json());
   CHECK(info->root()["pg_count"].as_int() == 2);

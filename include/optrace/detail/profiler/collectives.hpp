@@ -13,6 +13,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -126,9 +127,13 @@ inline std::string collective_args(const std::string& collective, const OpInput*
   }
   if (known) {
     const ProcessGroupConfig& g = *known;
+    // torch's format_list with truncate on, as saveNcclMeta writes it for Kineto: past
+    // kTruncatLength (30) ranks, the first 30 and ", ..." (a 16,384-rank world's list would be
+    // ~100 KB on every collective event).
+    constexpr size_t kMaxRanksListed = 30;
     std::string ranks = "[";
-    for (size_t k = 0; k < g.ranks.size(); ++k) ranks += (k ? ", " : "") + std::to_string(g.ranks[k]);
-    ranks += "]";
+    for (size_t k = 0; k < std::min(g.ranks.size(), kMaxRanksListed); ++k) ranks += (k ? ", " : "") + std::to_string(g.ranks[k]);
+    ranks += g.ranks.size() > kMaxRanksListed ? ", ...]" : "]";
     w.key("Global rank start").value(g.ranks.empty() ? int64_t{0} : g.ranks.front());
     w.key("Global rank stride").value(rank_stride(g.ranks));
     w.key("Group size").value(g.pg_size).key("Process Group Name").value(g.pg_name);
