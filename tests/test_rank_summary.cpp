@@ -612,21 +612,31 @@ TEST_CASE("rank summary: a trace reads the same whole and streamed with distribu
 
 // The time in collectives per step is found by two binary searches over the merged intervals;
 // on random steps (overlapping each other) and collectives (overlapping too) it is the naive
-// O(steps x collectives) sum of each merged interval clipped to the step.
+// O(steps x collectives) sum of each merged interval clipped to the step. NCCL kernels count in
+// the step that launched them (their runtime call's correlation id), whole, with the step's
+// ranges, at most the step's time; those whose launch is missing or in no step where they run.
 TEST_CASE("rank summary: the time in collectives per step equals the naive sum, on random traces", "[rank_summary]") {
   std::mt19937_64 random(61);
-  for (int round = 0; round < 20; ++round) {
+  int64_t past_step = 0, by_time = 0, held = 0;  // the rules each decided some step's time
+  for (int round = 0; round < 40; ++round) {
     std::uniform_int_distribution<int64_t> at(0, 2000), length(0, 300);
     struct Range { int64_t start, end; };
+    // Steps one after another in the second half of the rounds (as a profiler writes them), any
+    // way in the first.
     std::vector<Range> steps(1 + random() % 10), collectives(random() % 20);
+    struct Kernel { Range runs; int64_t launch; };  // launch -1: the trace holds none
+    std::vector<Kernel> kernels(round % 4 == 0 ? 0 : random() % 12);
     std::string events;
-    auto add = [&events](const std::string& cat, const std::string& name, const Range& r) {
+    auto add = [&events](const std::string& cat, const std::string& name, const Range& r, const std::string& args = "") {
       events += (events.empty() ? "" : ", ") + std::string("{\"ph\": \"X\", \"cat\": \"") + cat + "\", \"name\": \"" + name +
-                "\", \"ts\": " + std::to_string(r.start) + ", \"dur\": " + std::to_string(r.end - r.start) + "}";
+                "\", \"ts\": " + std::to_string(r.start) + ", \"dur\": " + std::to_string(r.end - r.start) +
+                (args.empty() ? "" : ", \"args\": " + args) + "}";
     };
+    int64_t next_start = 0;
     for (size_t k = 0; k < steps.size(); ++k) {
-      const int64_t start = at(random);
+      const int64_t start = round < 20 ? at(random) : next_start + random() % 3;
       steps[k] = {start, start + length(random)};
+      next_start = steps[k].end;
       add("user_annotation", "ProfilerStep#" + std::to_string(k), steps[k]);
     }
     for (Range& c : collectives) {
@@ -634,19 +644,62 @@ TEST_CASE("rank summary: the time in collectives per step equals the naive sum, 
       c = {start, start + length(random) / 3};
       add("cpu_op", "gloo:all_reduce", c);
     }
+    for (size_t k = 0; k < kernels.size(); ++k) {
+      Kernel& n = kernels[k];
+      const int64_t start = at(random);
+      n.runs = {start, start + length(random)};
+      n.launch = random() % 5 == 0 ? -1 : std::max<int64_t>(0, start - length(random));
+      const std::string correlation = std::to_string(100 + k);
+      add(k % 2 ? "kernel" : "Kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", n.runs,
+          "{\"device\": 0, \"correlation\": " + correlation + "}");
+      // Other runtime calls and kernels, whose correlation ids match no NCCL kernel.
+      add("cuda_runtime", "cudaLaunchKernel", {start, start + 1}, "{\"correlation\": " + std::to_string(900 + k) + "}");
+      add("kernel", "void at::native::vectorized_elementwise_kernel", {start, start + 2}, "{\"correlation\": " + std::to_string(900 + k) + "}");
+      if (n.launch >= 0)
+        add(k % 3 ? "cuda_runtime" : "cuda_driver", k % 3 ? "cudaLaunchKernel" : "cuLaunchKernelEx", {n.launch, n.launch + 3},
+            "{\"cbid\": 211, \"correlation\": " + correlation + "}");
+    }
     const std::string file = optrace_test::temp_path("rank_summary_random.json");
     optrace::detail::write_file_atomic(file, R"({"distributedInfo": {"rank": 0}, "traceEvents": [)" + events + "]}");
     const RankTrace r = RankTrace::from_kineto_file(file);
     REQUIRE(r.steps.size() == steps.size());
+    // The step a time is in: the last to start at or before it (by start, then the trace's
+    // order, as a stable sort leaves them), if it has not ended.
+    auto step_at = [&](int64_t t) -> int64_t {
+      int64_t found = -1;
+      for (size_t k = 0; k < steps.size(); ++k)
+        if (steps[k].start <= t && (found < 0 || steps[k].start >= steps[static_cast<size_t>(found)].start)) found = static_cast<int64_t>(k);
+      return found >= 0 && t < steps[static_cast<size_t>(found)].end ? found : -1;
+    };
     for (size_t k = 0; k < steps.size(); ++k) {
-      // Naive: each microsecond of the step that some collective covers.
+      // Naive: each nanosecond of the step that a collective or a kernel without its launch in a
+      // step covers, then each nanosecond outside it of the kernels the step launched.
+      auto in_range = [](int64_t t, const Range& c) { return c.start <= t && t < c.end; };
+      auto launched_here = [&](const Kernel& n) { return n.launch >= 0 && step_at(n.launch) == static_cast<int64_t>(k); };
+      auto counted_by_time = [&](const Kernel& n) { return n.launch < 0 || step_at(n.launch) < 0; };
       int64_t covered = 0;
       for (int64_t t = steps[k].start; t < steps[k].end; ++t)
-        covered += std::any_of(collectives.begin(), collectives.end(), [t](const Range& c) { return c.start <= t && t < c.end; });
+        covered += std::any_of(collectives.begin(), collectives.end(), [&](const Range& c) { return in_range(t, c); }) ||
+                   std::any_of(kernels.begin(), kernels.end(), [&](const Kernel& n) {
+                     return in_range(t, n.runs) && (launched_here(n) || counted_by_time(n));
+                   });
+      const int64_t within = covered;
+      for (int64_t t = 0; t < 3000; ++t)
+        if (!in_range(t, steps[k]))
+          covered += std::any_of(kernels.begin(), kernels.end(), [&](const Kernel& n) { return launched_here(n) && in_range(t, n.runs); });
+      past_step += covered > within;
+      by_time += std::any_of(kernels.begin(), kernels.end(), [&](const Kernel& n) {
+        return counted_by_time(n) && n.runs.start < steps[k].end && steps[k].start < n.runs.end;
+      });
+      held += covered > steps[k].end - steps[k].start;
+      covered = std::min(covered, steps[k].end - steps[k].start);
       INFO("round " << round << ", step " << k);
       CHECK(r.steps[k].collective_us == static_cast<double>(covered));
     }
   }
+  CHECK(past_step > 0);
+  CHECK(by_time > 0);
+  CHECK(held > 0);
 }
 
 // A file name and a backend are whatever the job wrote: a newline in them does not forge a line
@@ -711,6 +764,19 @@ TEST_CASE("rank summary: refusals are one-line errors that name the file", "[ran
     const std::string events_twice = optrace_test::temp_path("rank_summary_events_twice.json");
     optrace::detail::write_file_atomic(events_twice, R"({"distributedInfo": {"rank": 0}, "traceEvents": [], "traceEvents": [{"ph": "X", "ts": 1}]})");
     CHECK_THROWS_WITH(RankTrace::from_kineto_file(events_twice), "optrace: " + events_twice + ": JsonError at /traceEvents" + twice);
+  }
+  SECTION("a kernel's or runtime call's correlation id that is not one") {
+    const std::string bad = optrace_test::temp_path("rank_summary_bad_correlation.json");
+    for (const std::string& event :
+         {std::string(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce", "ts": 1, "dur": 1, "args": {"correlation": -3}})"),
+          std::string(R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": "7"}})"),
+          std::string(R"({"ph": "X", "cat": "cuda_driver", "name": "cuLaunchKernelEx", "ts": 1, "dur": 1, "args": {"correlation": 1, "correlation": 2}})")}) {
+      optrace::detail::write_file_atomic(bad, R"({"distributedInfo": {"rank": 0}, "traceEvents": [{"ph": "X"}, )" + event + "]}");
+      const std::string what = error_of([&] { (void)RankTrace::from_kineto_file(bad); });
+      INFO(what);
+      CHECK(what.rfind("optrace: " + bad + ": JsonError at /traceEvents/1/args/correlation", 0) == 0);
+      CHECK(what.find('\n') == std::string::npos);
+    }
   }
   SECTION("a step given twice") {
     const std::string twice = kCliRank + "/step_twice.pt.trace.json";

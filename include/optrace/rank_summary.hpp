@@ -11,7 +11,10 @@
 // - its time in collectives is the union of the collectives' intervals (detail/rank_summary/read.hpp
 //   lists which events are collectives) clipped to the step: nested and overlapping ranges (the
 //   dispatcher's c10d::allreduce_ around the call, gloo:all_reduce on a worker thread, two workers
-//   at once) count once, as wall time, so it is never more than the step;
+//   at once) count once, as wall time, so it is never more than the step; a collective's GPU
+//   kernel (`nccl*`) counts in the step that launched it (its runtime call, by correlation id),
+//   whole, for the GPU runs it when it gets to it, often during the CPU's next step (held at the
+//   step's time); one whose launch the trace does not hold counts where it runs, clipped;
 // - the slowest rank of a step is the one with the most time *outside* collectives: in a job that
 //   synchronizes, every rank's step lasts about as long (the others wait in the collective for
 //   the late one), so the step time alone does not tell the straggler; the rank that waits least
@@ -85,7 +88,26 @@ struct RankTrace {
  private:
   static std::vector<RankStepTime> step_times(detail::rank_summary::RankEvents events, const std::string& path) {
     using detail::rank_summary::Interval;
+    using detail::rank_summary::StepRange;
     std::vector<Interval>& c = events.collectives;
+    // The collectives' kernels, each in the step that launched it (its launch: the runtime call of
+    // its correlation id, in the step's range, as step_at places it); one whose launch the trace
+    // does not hold, or holds outside every step, counts where it runs, as the ranges do.
+    std::map<int64_t, std::vector<Interval>> launched_in;  // step number -> its kernels
+    {
+      std::vector<detail::rank_summary::Launch>& l = events.launches;
+      std::sort(l.begin(), l.end(), [](const auto& a, const auto& b) { return a.correlation < b.correlation; });
+      std::vector<StepRange> by_start = events.steps;
+      std::stable_sort(by_start.begin(), by_start.end(), [](const StepRange& a, const StepRange& b) { return a.start_ns < b.start_ns; });
+      for (const detail::rank_summary::DeviceCollective& k : events.device_collectives) {
+        const auto launch = std::lower_bound(l.begin(), l.end(), k.correlation, [](const auto& a, int64_t id) { return a.correlation < id; });
+        const StepRange* step = launch != l.end() && launch->correlation == k.correlation
+                                    ? detail::rank_summary::step_at(by_start, launch->start_ns)
+                                    : nullptr;
+        if (step != nullptr) launched_in[step->step].push_back({k.start_ns, k.end_ns});
+        else c.push_back({k.start_ns, k.end_ns});
+      }
+    }
     std::sort(c.begin(), c.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
     std::vector<Interval> merged;  // disjoint, by start: the union
     for (const Interval& i : c)
@@ -98,25 +120,40 @@ struct RankTrace {
     std::vector<uint64_t> before(merged.size() + 1, 0);
     for (size_t k = 0; k < merged.size(); ++k)
       before[k + 1] = before[k] + (static_cast<uint64_t>(merged[k].end_ns) - static_cast<uint64_t>(merged[k].start_ns));
+    // The time of the merged intervals within [lo, hi): those from the first that ends after lo to
+    // the first that starts at or after hi, the first and last clipped.
+    auto covered = [&](int64_t lo, int64_t hi) -> uint64_t {
+      const size_t first = static_cast<size_t>(
+          std::upper_bound(merged.begin(), merged.end(), lo, [](int64_t t, const Interval& i) { return t < i.end_ns; }) - merged.begin());
+      const size_t last = static_cast<size_t>(
+          std::lower_bound(merged.begin(), merged.end(), hi, [](const Interval& i, int64_t t) { return i.start_ns < t; }) - merged.begin());
+      if (first >= last) return 0;
+      uint64_t in = before[last] - before[first];
+      if (merged[first].start_ns < lo) in -= static_cast<uint64_t>(lo) - static_cast<uint64_t>(merged[first].start_ns);
+      if (merged[last - 1].end_ns > hi) in -= static_cast<uint64_t>(merged[last - 1].end_ns) - static_cast<uint64_t>(hi);
+      return in;
+    };
     std::sort(events.steps.begin(), events.steps.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
     std::vector<RankStepTime> out;
     for (const detail::rank_summary::StepRange& s : events.steps) {
       if (!out.empty() && out.back().step == s.step)
         detail::raise_about_file<Error>(path, "ProfilerStep#", s.step, " appears twice (two profiling windows in one trace?): give one window per trace");
-      // The merged intervals [first, last) overlap the step: from the first that ends after it
-      // starts to the first that starts at or after its end; the first and last are clipped to it.
-      const size_t first = static_cast<size_t>(
-          std::upper_bound(merged.begin(), merged.end(), s.start_ns, [](int64_t t, const Interval& i) { return t < i.end_ns; }) - merged.begin());
-      const size_t last = static_cast<size_t>(
-          std::lower_bound(merged.begin(), merged.end(), s.end_ns, [](const Interval& i, int64_t t) { return i.start_ns < t; }) - merged.begin());
-      int64_t in_collectives = 0;
-      if (first < last) {
-        uint64_t in = before[last] - before[first];
-        if (merged[first].start_ns < s.start_ns) in -= static_cast<uint64_t>(s.start_ns) - static_cast<uint64_t>(merged[first].start_ns);
-        if (merged[last - 1].end_ns > s.end_ns) in -= static_cast<uint64_t>(merged[last - 1].end_ns) - static_cast<uint64_t>(s.end_ns);
-        in_collectives = static_cast<int64_t>(in);
-      }
       const int64_t step_ns = s.end_ns - s.start_ns;
+      uint64_t in = covered(s.start_ns, s.end_ns);
+      // The step's kernels, whole (they may run past the step's end), less what the ranges above
+      // already count of them; the sum held at the step's time.
+      if (const auto kernels = launched_in.find(s.step); kernels != launched_in.end()) {
+        std::vector<Interval>& k = kernels->second;
+        std::sort(k.begin(), k.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
+        for (size_t i = 0; i < k.size() && in < static_cast<uint64_t>(step_ns);) {
+          Interval b = k[i];  // the union of the kernels that overlap, one run at a time
+          for (++i; i < k.size() && k[i].start_ns <= b.end_ns; ++i) b.end_ns = std::max(b.end_ns, k[i].end_ns);
+          const int64_t lo = std::max(b.start_ns, s.start_ns), hi = std::min(b.end_ns, s.end_ns);
+          const uint64_t extra = (static_cast<uint64_t>(b.end_ns) - static_cast<uint64_t>(b.start_ns)) - (lo < hi ? covered(lo, hi) : 0);
+          in = std::min(in + extra, static_cast<uint64_t>(step_ns));
+        }
+      }
+      const int64_t in_collectives = static_cast<int64_t>(in);
       out.push_back({s.step, static_cast<double>(step_ns) / 1000.0, static_cast<double>(in_collectives) / 1000.0,
                      static_cast<double>(step_ns - in_collectives) / 1000.0});
     }

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <string_view>
 
 namespace optrace::detail::kineto_names {
@@ -82,5 +83,17 @@ constexpr std::string_view name(Category c) { return kCategories[static_cast<siz
 
 /// Whether `cat` (an event's "cat") names category `c`.
 constexpr bool is(std::string_view cat, Category c) { return cat == name(c); }
+
+/// Whether `cat` is a host runtime or driver call's (cudaLaunchKernel, cuLaunchKernel, ...): the
+/// calls that launch device work, whose "correlation" the device events they launched repeat.
+constexpr bool is_runtime(std::string_view cat) {
+  for (Category c : {Category::cuda_runtime, Category::cuda_driver, Category::xpu_runtime, Category::mtia_runtime,
+                     Category::privateuse1_runtime, Category::privateuse1_driver, Category::runtime_legacy})
+    if (is(cat, c)) return true;
+  return false;
+}
+
+/// Whether `cat` is a device kernel's ("kernel", older traces' "Kernel").
+constexpr bool is_kernel(std::string_view cat) { return is(cat, Category::kernel) || is(cat, Category::kernel_legacy); }
 
 }  // namespace optrace::detail::kineto_names

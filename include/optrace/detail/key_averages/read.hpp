@@ -79,13 +79,6 @@ inline Counted counted_category(std::string_view cat) {
       {Category::cpu_op, Counted::Op},
       {Category::user_annotation, Counted::Op},
       {Category::operator_legacy, Counted::Op},
-      {Category::cuda_runtime, Counted::Runtime},
-      {Category::cuda_driver, Counted::Runtime},
-      {Category::xpu_runtime, Counted::Runtime},
-      {Category::mtia_runtime, Counted::Runtime},
-      {Category::privateuse1_runtime, Counted::Runtime},
-      {Category::privateuse1_driver, Counted::Runtime},
-      {Category::runtime_legacy, Counted::Runtime},
       {Category::overhead, Counted::Overhead},
       {Category::kernel, Counted::Device},
       {Category::kernel_legacy, Counted::Device},
@@ -94,6 +87,7 @@ inline Counted counted_category(std::string_view cat) {
       {Category::cuda_sync, Counted::Device},
       {Category::gpu_user_annotation, Counted::DeviceAnnotation},
   };
+  if (kineto_names::is_runtime(cat)) return Counted::Runtime;
   for (const auto& [category, counted] : kCounted)
     if (kineto_names::is(cat, category)) return counted;
   return Counted::No;

@@ -104,7 +104,7 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   if (calls.calls.empty()) return out;
   CallFamily family = CallFamily::Record;
   for (const CollectiveCall& c : calls.calls) family = std::min(family, c.family);
-  std::sort(steps.begin(), steps.end(), [](const StepRange& a, const StepRange& b) { return a.start_ns < b.start_ns; });
+  std::stable_sort(steps.begin(), steps.end(), [](const StepRange& a, const StepRange& b) { return a.start_ns < b.start_ns; });
   std::vector<CollectiveCall>& c = calls.calls;
   std::stable_sort(c.begin(), c.end(), [](const CollectiveCall& a, const CollectiveCall& b) { return a.start_ns < b.start_ns; });
   auto epoch = [base_ns](int64_t t) { return saturating_add(t, base_ns); };
@@ -115,13 +115,9 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   int64_t ended = 0, since = 0;  // within step_of_last: the latest end of its calls so far, the last call's since
   for (const CollectiveCall& call : c) {
     if (call.family != family) continue;
-    // The last step that starts at or before the call; the call is in it when it starts before its end.
-    auto it = std::upper_bound(steps.begin(), steps.end(), call.start_ns,
-                               [](int64_t t, const StepRange& s) { return t < s.start_ns; });
-    if (it == steps.begin()) continue;
-    --it;
-    if (call.start_ns >= it->end_ns) continue;
-    if (step_of_last != &*it) step_of_last = &*it, ended = since = it->start_ns;
+    const StepRange* it = step_at(steps, call.start_ns);
+    if (it == nullptr) continue;
+    if (step_of_last != it) step_of_last = it, ended = since = it->start_ns;
     if (ended <= call.start_ns) since = ended;
     ended = std::max(ended, call.end_ns);
     out.calls.push_back({it->step, epoch(call.start_ns), epoch(call.end_ns), call.name, call.group, epoch(since)});

@@ -12,6 +12,9 @@
 //   on the calling thread) and the GPU kernels whose names start with `nccl`. They nest and
 //   overlap (c10d::allreduce_ around the call, gloo:all_reduce on a worker, several workers), so
 //   only their intervals are kept: the summary takes their union (aggregate in rank_summary.hpp).
+//   A kernel's "correlation" is kept with it, and every runtime call's (cuda_runtime, cuda_driver,
+//   ...) "correlation" and start: a kernel runs when the GPU gets to it, often in the CPU's next
+//   step, and is counted in the step that launched it (rank_summary.hpp).
 // - each collective call, for matching across ranks (blame.hpp): the ranges that stand for one
 //   call each, with their name and process group ("Process Group Name" and "Process Group Ranks"
 //   in their args, which optrace's profiler and torch's record_param_comms write, read when the
@@ -32,6 +35,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <optional>
@@ -50,6 +54,17 @@ struct StepRange {
   int64_t step = 0;
   int64_t start_ns = 0, end_ns = 0;
 };
+
+/// The step of `by_start` (steps stable-sorted by start: of steps that start together, the
+/// trace's last is taken) whose range holds time `t`: the last that starts
+/// at or before `t`, when `t` is before its end; nullptr when none does. One rule for every event
+/// placed in a step (a collective call, a kernel's launch).
+inline const StepRange* step_at(const std::vector<StepRange>& by_start, int64_t t) {
+  auto it = std::upper_bound(by_start.begin(), by_start.end(), t, [](int64_t u, const StepRange& s) { return u < s.start_ns; });
+  if (it == by_start.begin()) return nullptr;
+  --it;
+  return t < it->end_ns ? &*it : nullptr;
+}
 
 /// An interval of a collective, in nanoseconds on the trace's clock.
 struct Interval {
@@ -92,13 +107,23 @@ inline constexpr size_t kMaxGroupRanksText = 256;  ///< of a group's ranks, what
 /// The family of a range that stands for one collective call, or nullopt (see above).
 inline std::optional<CallFamily> call_family(std::string_view name, std::string_view cat) {
   auto starts = [&name](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
-  if (starts("gloo:") || (starts("nccl:") && !kineto_names::is(cat, kineto_names::Category::kernel) &&
-                          !kineto_names::is(cat, kineto_names::Category::kernel_legacy)))
-    return CallFamily::Backend;
+  if (starts("gloo:") || (starts("nccl:") && !kineto_names::is_kernel(cat))) return CallFamily::Backend;
   if (starts("c10d::")) return CallFamily::Dispatcher;
   if (name == "record_param_comms") return CallFamily::Record;
   return std::nullopt;
 }
+
+/// A collective's GPU kernel and the correlation id of the runtime call that launched it.
+struct DeviceCollective {
+  int64_t start_ns = 0, end_ns = 0;
+  int64_t correlation = 0;
+};
+
+/// A runtime or driver call: its correlation id (the device events it launched repeat it) and start.
+struct Launch {
+  int64_t correlation = 0;
+  int64_t start_ns = 0;
+};
 
 /// What one rank's trace holds for the summary.
 struct RankEvents {
@@ -106,7 +131,9 @@ struct RankEvents {
   int64_t world_size = -1;        // distributedInfo.world_size; -1: not written
   std::string backend;            // distributedInfo.backend; "" when not written
   std::vector<StepRange> steps;   // in the trace's order
-  std::vector<Interval> collectives;
+  std::vector<Interval> collectives;  // the collectives' ranges, and the kernels without a correlation id
+  std::vector<DeviceCollective> device_collectives;  // the collectives' kernels with one
+  std::vector<Launch> launches;                     // every runtime call with a correlation id
   std::optional<CaptureReason> capture;  // "optraceCapture", when the trace has one
   RankCalls calls;
   int64_t base_ns = 0;  // "baseTimeNanoseconds" (0 where the trace has none)
@@ -116,8 +143,13 @@ struct RankEvents {
 inline bool is_collective(std::string_view name, std::string_view cat) {
   auto starts = [&name](std::string_view prefix) { return name.substr(0, prefix.size()) == prefix; };
   if (starts("gloo:") || starts("nccl:") || name == "record_param_comms" || starts("c10d::")) return true;
-  return starts("nccl") && (kineto_names::is(cat, kineto_names::Category::kernel) ||
-                            kineto_names::is(cat, kineto_names::Category::kernel_legacy));
+  return starts("nccl") && kineto_names::is_kernel(cat);
+}
+
+/// Whether an event is a collective's GPU kernel (`nccl*`, cat kernel): counted in the step that
+/// launched it, where the trace holds its launch (rank_summary.hpp).
+inline bool is_device_collective(std::string_view name, std::string_view cat) {
+  return name.substr(0, 4) == "nccl" && kineto_names::is_kernel(cat);
 }
 
 /// The N of `ProfilerStep#N`, or nullopt for any other name.
@@ -168,7 +200,24 @@ class Reader {
   struct Event {
     std::string_view ph, cat, name, ts, dur;
     std::string_view group, group_ranks;  // args' "Process Group Name" and "... Ranks" of a collective call
+    int64_t correlation = -1;             // args' "correlation" of a kernel or runtime call; -1: none
   };
+
+  // A kernel's or runtime call's args: its "correlation" (an integer of at least 0, as CUPTI's
+  // ids are), the rest skipped; args that are not an object, as read_call_args.
+  static void read_correlation(kineto::EventMember& m, Event& ev) {
+    od::object args;
+    if (m.value().get_object().get(args)) return;
+    for (auto member : args) {
+      if (auto e = member.error()) kineto::malformed(m.event_path()() + "/args", e);
+      od::field& f = member.value_unsafe();
+      if (!ondemand::key_is(f.key().raw(), "correlation")) continue;
+      const std::string path = m.event_path()() + "/args/correlation";
+      if (ev.correlation >= 0) kineto::duplicate_key(path);
+      if (f.value().get_int64().get(ev.correlation) || ev.correlation < 0)
+        kineto::expected(f.value(), path, "expected a correlation id (an integer of at least 0)");
+    }
+  }
 
   // A collective call's args: its "Process Group Name" and "Process Group Ranks" (strings, as
   // torch writes them), the rest skipped. Args that are not an object are left to the readers
@@ -279,6 +328,9 @@ class Reader {
           else if (m.is("ts")) m.number(ev.ts, "ts");  // a time's token, read exactly later (time_of)
           else if (m.is("dur")) m.number(ev.dur, "dur");
           else if (m.is("args") && ev.name.data() != nullptr && call_family(ev.name, ev.cat)) read_call_args(m, ev);
+          else if (m.is("args") && ev.name.data() != nullptr &&
+                   (kineto_names::is_runtime(ev.cat) || is_device_collective(ev.name, ev.cat)))
+            read_correlation(m, ev);
           // The rest (pid, tid, other events' args) is skipped by On-Demand, unread.
           return true;
         },
@@ -291,13 +343,23 @@ class Reader {
   void add(const Event& ev, const PathFn& event_path) {
     const std::optional<int64_t> step =
         kineto_names::is(ev.cat, kineto_names::Category::user_annotation) ? step_number(ev.name) : std::nullopt;
-    if (!step && !is_collective(ev.name, ev.cat)) return;
-    const int64_t start = time_of(ev.ts, "ts", event_path), dur = time_of(ev.dur, "dur", event_path);
+    const bool launch = !step && kineto_names::is_runtime(ev.cat) && ev.correlation >= 0;
+    if (!step && !launch && !is_collective(ev.name, ev.cat)) return;
+    const int64_t start = time_of(ev.ts, "ts", event_path);
+    if (launch) {
+      out_.launches.push_back({ev.correlation, start});
+      return;
+    }
+    const int64_t dur = time_of(ev.dur, "dur", event_path);
     if (dur < 0) raise_json(event_path() + "/dur", "expected a duration of at least 0, got " + std::string(ev.dur));
     int64_t end = 0;
     if (__builtin_add_overflow(start, dur, &end)) raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds");
     if (step) {
       out_.steps.push_back({*step, start, end});
+      return;
+    }
+    if (ev.correlation >= 0 && is_device_collective(ev.name, ev.cat)) {
+      out_.device_collectives.push_back({start, end, ev.correlation});
       return;
     }
     out_.collectives.push_back({start, end});
