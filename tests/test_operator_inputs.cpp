@@ -371,22 +371,29 @@ TEST_CASE("operator inputs: replay honours keywords, strides and tensor lists, a
 }
 
 TEST_CASE("operator inputs: a log is loaded a piece at a time, as parse reads it whole", "[operator_inputs]") {
-  // The three logs over and over (each repeat adds to the counts), a line longer than a piece,
-  // and no final line break: more than the reader's 1 MiB pieces.
+  // The three logs over and over (each repeat adds to the counts), CRLF and LF, a line longer than
+  // a piece, and no final line break; read 4 KiB at a time (the reader's own pieces are 1 MiB: a
+  // small log crosses as many boundaries, at every kind of place, and runs fast under ASan).
   std::string text;
-  for (int k = 0; text.size() < 3u << 20; ++k)
+  for (int k = 0; text.size() < 96u << 10; ++k)
     for (const char* file : {"resnet18_training.txt", "BertForMaskedLM_training.txt", "tts_angular_training.txt"})
       text += read(optrace_test::data_path(std::string("oplogs/") + file)) + (k % 2 ? "\r\n" : "\n");
   std::string long_list;
-  for (int k = 0; k < 300000; ++k) long_list += (k ? ", " : "") + std::to_string(k % 7);
+  for (int k = 0; k < 6000; ++k) long_list += (k ? ", " : "") + std::to_string(k % 7);
   text += "Operator: aten.sum.dim_IntList\ncnt: 2, ((T([2, 3], f16), [" + long_list + "]), {})";
+  REQUIRE(long_list.size() > 3 * 4096);
   const oi::ReadResult whole = oi::parse(text, "big.txt");
+  auto read_in_pieces = [](const std::string& path) {
+    optrace::detail::FileReader in(path);
+    return optrace::detail::op_trace::oplog::read_log(in, path, 4096);
+  };
   for (bool gzip : {false, true}) {
     const std::string path = optrace_test::temp_path(gzip ? "big_oplog.txt.gz" : "big_oplog.txt");
     optrace::detail::write_file_maybe_gzip(path, text);
-    const oi::ReadResult loaded = oi::load(path);
-    CHECK(loaded.trace == whole.trace);
-    CHECK(loaded.report.to_string() == whole.report.to_string());
+    for (const oi::ReadResult& loaded : {read_in_pieces(path), oi::load(path)}) {
+      CHECK(loaded.trace == whole.trace);
+      CHECK(loaded.report.to_string() == whole.report.to_string());
+    }
     CHECK(optrace::kineto::load_any(path).trace == whole.trace);
     CHECK(optrace::kineto::detect_format(path) == optrace::kineto::TraceFormat::OperatorInputs);
     // An error past the first pieces: the same line and column.
@@ -400,7 +407,7 @@ TEST_CASE("operator inputs: a log is loaded a piece at a time, as parse reads it
       parsed = e.what();
     }
     try {
-      (void)oi::load(path);
+      (void)read_in_pieces(path);
     } catch (const optrace::TextError& e) {
       read_back = e.what();
     }

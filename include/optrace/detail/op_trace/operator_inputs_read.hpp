@@ -74,11 +74,12 @@ inline operator_inputs::ReadResult result_of(ReadResult r) {
   return out;
 }
 
-// The log `in` reads, a piece of whole lines at a time (1 MiB, more for a longer line): memory
-// stays bounded by the longest line and the result. `source` names it in errors.
-inline operator_inputs::ReadResult read_log(FileReader& in, const std::string& source) {
+// The log `in` reads, a piece of whole lines at a time (`piece_bytes`, 1 MiB; more for a longer
+// line): memory stays bounded by the longest line and the result. `source` names it in errors.
+// Tests give small pieces, to cross many boundaries with a small log.
+inline operator_inputs::ReadResult read_log(FileReader& in, const std::string& source, size_t piece_bytes = size_t(1) << 20) {
   Reader reader(source);
-  PieceBuffer buffer(size_t(1) << 20);
+  PieceBuffer buffer(piece_bytes);
   for (;;) {
     buffer.fill(in);
     const void* newline = buffer.end() ? nullptr : ::memrchr(buffer.data(), '\n', buffer.size());
