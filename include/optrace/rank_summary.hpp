@@ -108,11 +108,7 @@ struct RankTrace {
         else c.push_back({k.start_ns, k.end_ns});
       }
     }
-    std::sort(c.begin(), c.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
-    std::vector<Interval> merged;  // disjoint, by start: the union
-    for (const Interval& i : c)
-      if (!merged.empty() && i.start_ns <= merged.back().end_ns) merged.back().end_ns = std::max(merged.back().end_ns, i.end_ns);
-      else merged.push_back(i);
+    const std::vector<Interval> merged = detail::rank_summary::union_of(std::move(c));  // disjoint, by start
     // before[k]: the time in merged[0, k), so a step's share is two binary searches, however many
     // intervals it spans (steps that overlap each other would otherwise walk them again and
     // again). Unsigned: the sums wrap on a hostile trace's spans, and the difference a step
@@ -143,11 +139,8 @@ struct RankTrace {
       // The step's kernels, whole (they may run past the step's end), less what the ranges above
       // already count of them; the sum held at the step's time.
       if (const auto kernels = launched_in.find(s.step); kernels != launched_in.end()) {
-        std::vector<Interval>& k = kernels->second;
-        std::sort(k.begin(), k.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
-        for (size_t i = 0; i < k.size() && in < static_cast<uint64_t>(step_ns);) {
-          Interval b = k[i];  // the union of the kernels that overlap, one run at a time
-          for (++i; i < k.size() && k[i].start_ns <= b.end_ns; ++i) b.end_ns = std::max(b.end_ns, k[i].end_ns);
+        for (const Interval& b : detail::rank_summary::union_of(std::move(kernels->second))) {
+          if (in >= static_cast<uint64_t>(step_ns)) break;
           const int64_t lo = std::max(b.start_ns, s.start_ns), hi = std::min(b.end_ns, s.end_ns);
           const uint64_t extra = (static_cast<uint64_t>(b.end_ns) - static_cast<uint64_t>(b.start_ns)) - (lo < hi ? covered(lo, hi) : 0);
           in = std::min(in + extra, static_cast<uint64_t>(step_ns));

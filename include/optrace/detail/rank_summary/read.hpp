@@ -71,6 +71,16 @@ struct Interval {
   int64_t start_ns = 0, end_ns = 0;
 };
 
+/// The union of `intervals` (any order): sorted by start, the overlapping and touching ones merged.
+inline std::vector<Interval> union_of(std::vector<Interval> intervals) {
+  std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) { return a.start_ns < b.start_ns; });
+  std::vector<Interval> out;
+  for (const Interval& i : intervals)
+    if (!out.empty() && i.start_ns <= out.back().end_ns) out.back().end_ns = std::max(out.back().end_ns, i.end_ns);
+    else out.push_back(i);
+  return out;
+}
+
 /// Why a trace was taken: OnDemandProfiler's slow-step capture ("optraceCapture").
 struct CaptureReason {
   int64_t step = 0;        // the slow step
