@@ -429,7 +429,7 @@ TEST_CASE("kineto: files, formats and gzip", "[kineto]") {
                                                                    "expected a count of at least 1"));
   CHECK(kineto::detect_format(write_temp("kineto_other.json", R"({"a": [1]})")) == kineto::TraceFormat::Unknown);
   CHECK_THROWS_WITH(kineto::load_any(optrace_test::temp_path("kineto_other.json")),
-                    "optrace: " + optrace_test::temp_path("kineto_other.json") + ": JsonError at /: expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with "
+                    "optrace: " + optrace_test::temp_path("kineto_other.json") + ": JsonError at /: expected a Kineto trace (\"traceEvents\"), an execution trace (\"schema\" and \"nodes\") or an hf op trace (ops with "
                     "\"unique_inputs\"), got an object");
   // A large file of junk is refused by its first bytes, not read whole first; one that may begin
   // JSON (a byte order mark, white space, '[') still is, for the parser to name what is wrong.

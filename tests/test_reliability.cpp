@@ -292,6 +292,10 @@ TEST_CASE("reliability: every kept fuzz regression input is an optrace error or 
     std::string text = read_text(path);
     CHECK_NOTHROW(answer([&] { optrace::kineto::parse(text).trace.to_json(); }));
   }
+  for (const std::string& path : regressions("execution_trace")) {
+    INFO(path);
+    CHECK_NOTHROW(answer([&] { optrace::kineto::load_any(path).trace.to_json(); }));
+  }
   for (const std::string& path : regressions("key_averages")) {
     INFO(path);
     std::string text = read_text(path);

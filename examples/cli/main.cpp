@@ -221,6 +221,7 @@ std::string summary_by_time(const Invocation& inv, const std::string& path) {
       const optrace::kineto::TraceFormat format = optrace::detail::kineto::detect_format(path);
       if (format == optrace::kineto::TraceFormat::HfOpTrace) refuse("an hf op trace");
       if (format == optrace::kineto::TraceFormat::OperatorInputs) refuse("an operator-inputs log");
+      if (format == optrace::kineto::TraceFormat::ExecutionTrace) refuse("an execution trace");
       if (files::declares_observations(path)) refuse("an observation file");
       throw;
     }
@@ -308,7 +309,7 @@ std::string summary_of(const Invocation& inv, const std::string& path) {
     out << "unknown dtypes (a newer torch's, or a damaged file; replay skips these inputs):\n";
     for (const optrace::UnknownDtype& u : unknown) out << "  " << u.to_string() << "\n";
   }
-  if (imported.report.format == "kineto" || !imported.report.issues.empty()) out << "\n" << imported.report.to_string();
+  if (imported.report.worth_showing()) out << "\n" << imported.report.to_string();
   return out.str();
 }
 
@@ -650,7 +651,7 @@ std::string convert_one(const Invocation& inv, const std::string& input, const s
   const optrace::kineto::ImportResult r = load_file(input, inv.import);
   const std::vector<std::string> notes = write_trace(r.trace, output, inv.to, inv.keep_non_compute);
   std::ostringstream out;
-  if (r.report.format == "kineto" || !r.report.issues.empty()) out << r.report.to_string();
+  if (r.report.worth_showing()) out << r.report.to_string();
   for (const std::string& n : notes) out << "note: " << n << "\n";
   out << "wrote " << output << ": " << r.trace.size() << " ops, " << r.trace.unique_input_count() << " unique inputs, "
       << r.trace.total_calls() << " calls\n";

@@ -60,13 +60,16 @@ inline ImportResult load(const std::string& path, const ImportOptions& options =
 
 /// What the file at `path` (gzip-compressed or not) holds: a Kineto trace (an object with
 /// "traceEvents", or a list of events), an hf op trace (ops mapping to objects with
-/// "unique_inputs"), an operator-inputs log (starting with `Operator:`), or none of them (also
-/// for malformed JSON). Throws IoError if it cannot be read.
+/// "unique_inputs"), an execution trace ("schema" a string, "nodes" a list), an operator-inputs
+/// log (starting with `Operator:`), or none of them (also for malformed JSON). Throws IoError if
+/// it cannot be read.
 inline TraceFormat detect_format(const std::string& path) { return detail::kineto::detect_format(path); }
 
 /// Loads the op trace at `path` whatever its format, decided by its content: an hf op trace
 /// (`OpTrace::load`; the report then only says `format = "hf_op_trace"` and the calls), a Kineto
-/// trace (`kineto::load`), or an operator-inputs log (`operator_inputs::load`; the report says
+/// trace (`kineto::load`), an execution trace (torch's ExecutionTraceObserver's or the Profiler's:
+/// its nodes read by the Kineto import's rules, `format = "execution_trace"`; held whole in
+/// memory), or an operator-inputs log (`operator_inputs::load`; the report says
 /// `format = "operator_inputs"`, and lines left out are its issues). Throws IoError, TextError
 /// for a malformed log, or JsonError for a file that is none of them (at "/") or malformed.
 ///

@@ -74,7 +74,7 @@ struct ImportReport {
     std::vector<std::string> examples;  ///< "/traceEvents/12: aten::foo (Input type [...])"
   };
 
-  std::string format;        ///< "kineto", "hf_op_trace" or "operator_inputs" (kineto::load_any)
+  std::string format;        ///< "kineto", "hf_op_trace", "operator_inputs" or "execution_trace" (kineto::load_any)
   int64_t events = 0;        ///< entries of traceEvents (a log: its cnt lines)
   int64_t op_events = 0;     ///< cpu_op complete events
   int64_t kept = 0;          ///< calls in the trace (its total_calls)
@@ -84,7 +84,15 @@ struct ImportReport {
   int64_t left_out = 0;      ///< outermost ops not kept: see `issues`
   int64_t incomplete = 0;    ///< kept calls with some argument unknown: see `issues`
   bool concrete_inputs = true;  ///< false when no op event has "Concrete Inputs" (older profilers)
+  /// An execution trace cut short (its process died while writing it): the place of the node it
+  /// ends in ("/nodes/1234"), whose text is lost with the rest; the nodes before are read. "after
+  /// /nodes" when it ends in the keys after its nodes, all read. Empty when the trace is whole.
+  std::string cut_short;
   std::vector<Issue> issues;
+
+  /// Whether to_string() tells more than the format and the calls: an import's rules were
+  /// applied (a Kineto or an execution trace), or something was left out or is missing.
+  bool worth_showing() const { return format == "kineto" || format == "execution_trace" || !issues.empty(); }
 
   /// The issue with `reason`, or nullptr.
   const Issue* find(std::string_view reason) const {
@@ -108,6 +116,10 @@ struct ImportReport {
                       " (incomplete: " + std::to_string(incomplete) + ")\nnot kept: nested " + std::to_string(nested) +
                       ", decomposed " + std::to_string(decomposed) + ", not ops " + std::to_string(transparent) +
                       ", left out " + std::to_string(left_out) + "\n";
+    if (!cut_short.empty())
+      out += "note: the trace is cut short (its process died while writing it?): " +
+             (cut_short.rfind("after", 0) == 0 ? "it ends " + cut_short + ", every node read\n"
+                                               : "it ends inside " + cut_short + "; the nodes before it are read, the rest is lost\n");
     if (!concrete_inputs && format == "kineto")
       out += "note: the trace has no \"Concrete Inputs\" (profiler before PyTorch 2.0): scalar and list values are unknown\n";
     for (const Issue& i : issues) {
@@ -150,7 +162,7 @@ class ExportOptions {
 
 /// What a trace file holds (`detect_format`): a Kineto trace, an hf op trace, PyTorch's
 /// operator-inputs log (operator_inputs.hpp), or none of them.
-enum class TraceFormat { Kineto, HfOpTrace, OperatorInputs, Unknown };
+enum class TraceFormat { Kineto, HfOpTrace, OperatorInputs, ExecutionTrace, Unknown };
 
 }  // namespace kineto
 }  // namespace optrace

@@ -20,7 +20,7 @@ if ldd "$front" | grep -q "libtorch"; then ldd "$front"; fail "$front links libt
 
 inputs=("$data/kineto/mtia_inference.pt.trace.json.gz" "$data/kineto/rocm_minitoy_train.pt.trace.json.gz"
         "$data/kineto/small_base.pt.trace.json.gz" "$data/oplogs/resnet18_training.txt"
-        "$data/peer/mlp.hf_op_trace.json")
+        "$data/peer/mlp.hf_op_trace.json" "$data/execution_trace/train_step.et.json.gz")
 # Runs "$@" with both programs (OUT in the arguments: each its own folder); compares everything.
 same() {
   local name=$1; shift

@@ -381,6 +381,40 @@ class Importer {
       optrace::detail::raise_json(event_path() + "/dur", "ts + dur is beyond int64 nanoseconds (ts " + std::string(ev.ts) + ", dur " + std::string(ev.dur) + ")");
     rec.index = index;
     rec.count = ev.count;
+    record(ev, rec, event_path);
+  }
+
+ public:
+  // A call read from another format: an execution trace's node (execution_trace_import.hpp). Its
+  // name, its thread's name, its span on any clock where a child's span lies inside its parent's,
+  // and its arguments as the Kineto fields' text; the views must outlive finish(). `index`
+  // numbers it under the events path (set_events_path) in the report's examples.
+  void add_call(std::string_view name, std::string_view thread, int64_t ts, int64_t end, const RawFields& raw,
+                uint32_t index) {
+    ++report_.events;
+    ++report_.op_events;
+    Event ev;
+    ev.name = name;
+    ev.tid = thread;
+    ev.raw = raw;
+    if (!is_op_name(ev)) {
+      ++report_.transparent;
+      return;
+    }
+    EventRec rec;
+    rec.ts = ts;
+    rec.end = end;
+    rec.index = index;
+    rec.count = 1;
+    auto event_path = [this, index] { return event_path_of(events_path_, index); };
+    record(ev, rec, event_path);
+  }
+  void set_events_path(std::string path) { events_path_ = std::move(path); }
+
+ private:
+  // The thread and key of an op event (or call) whose span is read, recorded for finish().
+  template <class PathFn>
+  void record(Event& ev, EventRec rec, PathFn& event_path) {
     if (!ev.raw.concrete.empty()) saw_concrete_ = true;
 
     if (!same_bytes(ev.pid, last_pid_) || !same_bytes(ev.tid, last_tid_) || records_.empty()) {
@@ -398,7 +432,7 @@ class Importer {
     if (!find_key(hash, ev.name, ev.raw, ev.dropped.has_value(), key))
       // Decoded when finish() first meets it outermost: most distinct inputs of a real trace are
       // ops' inner calls (conv2d's convolution, _convolution, ...), hidden by their caller.
-      sources_.push_back(KeySource{ev.name, ev.overloads, ev.raw, hash, index, ev.dropped.has_value(), !ev.dropped});
+      sources_.push_back(KeySource{ev.name, ev.overloads, ev.raw, hash, rec.index, ev.dropped.has_value(), !ev.dropped});
     if (ev.dropped) rec.count = *ev.dropped;
     rec.key = key;
     // Every count the report and the trace add up is part of this sum: it must fit int64.
@@ -1072,6 +1106,12 @@ inline optrace::kineto::TraceFormat detect_text(std::string& data) {
     std::string_view key;
     if (std::move(member).get(f) || f.unescaped_key().get(key)) return TraceFormat::Unknown;
     if (key == "traceEvents") return TraceFormat::Kineto;
+    // An execution trace's "schema" (a string) and "nodes" (a list): an hf op trace's members
+    // are objects.
+    od::json_type member_type;
+    if ((key == "schema" || key == "nodes") && !f.value().type().get(member_type) &&
+        member_type == (key == "schema" ? od::json_type::string : od::json_type::array))
+      return TraceFormat::ExecutionTrace;
     od::object entry;
     if (f.value().get_object().get(entry)) continue;
     for (auto inner : entry) {

@@ -8,6 +8,7 @@
 #include <optrace/detail/common/io.hpp>
 #include <optrace/detail/common/op_schema.hpp>
 #include <optrace/detail/kineto/events.hpp>
+#include <optrace/detail/kineto/execution_trace_import.hpp>
 #include <optrace/detail/kineto/importer.hpp>
 #include <optrace/detail/op_trace/operator_inputs_read.hpp>
 #include <optrace/error.hpp>
@@ -71,13 +72,14 @@ inline ImportResult load(const std::string& path, const ImportOptions& options, 
   });
 }
 
-// What the first `bytes` of `in` (rewound after) surely tell of its format: a log, a Kineto trace,
-// or Unknown, where only more of it tells.
+// What the first `bytes` of `in` (rewound after) surely tell of its format: a log, an execution
+// trace, a Kineto trace, or Unknown, where only more of it tells.
 inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes) {
   std::string head(bytes, '\0');
   head.resize(in.read(head.data(), head.size()));
   in.rewind();
   if (operator_inputs::looks_like(head)) return TraceFormat::OperatorInputs;
+  if (execution_trace::surely_execution_trace(head)) return TraceFormat::ExecutionTrace;
   return surely_kineto(head) ? TraceFormat::Kineto : TraceFormat::Unknown;
 }
 
@@ -135,6 +137,10 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       return result;
     }
     if (large && by_head == TraceFormat::Kineto) return stream_file(in, path, options, catalog);
+    if (by_head == TraceFormat::ExecutionTrace) {  // held whole (a trace cut short too)
+      std::string data = optrace::detail::read_file_maybe_gzip(path);
+      return import_execution_trace(data, options, catalog);
+    }
     if (large) {
       refuse_unless_json(in);
       // An hf op trace, streamed; anything else leaves it at its first bytes and is told below.
@@ -143,11 +149,12 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
     std::string data = optrace::detail::read_file_maybe_gzip(path);
     TraceFormat format = detect_text(data);
     if (format == TraceFormat::Kineto) return import_text(data, options, catalog);
+    if (format == TraceFormat::ExecutionTrace) return import_execution_trace(data, options, catalog);
     if (format == TraceFormat::Unknown) {
       // Let the Kineto reader name the problem (malformed JSON, or not a trace at all).
       auto probe = json::Document::parse(data);
-      optrace::detail::raise_json("", "expected a Kineto trace (\"traceEvents\") or an hf op trace (ops with \"unique_inputs\"), got " +
-                              probe->root().describe());
+      optrace::detail::raise_json("", "expected a Kineto trace (\"traceEvents\"), an execution trace (\"schema\" and \"nodes\") "
+                                      "or an hf op trace (ops with \"unique_inputs\"), got " + probe->root().describe());
     }
     return hf_result(OpTrace::from_json(data));
   });

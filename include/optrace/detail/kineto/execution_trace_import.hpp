@@ -1,0 +1,536 @@
+// optrace/detail/kineto/execution_trace_import.hpp: PyTorch's host execution trace read into an op trace
+#pragma once
+// An execution trace (torch.profiler.ExecutionTraceObserver's JSON, or the Profiler's
+// `execution_trace_dir`) holds one node per RecordFunction: its name, its parent ("ctrl_deps"),
+// its inputs' values, shapes, types and strides, and attributes (thread, op_schema, rf_id).
+// Each node's inputs are written as the Kineto fields the importer decodes ("Input type",
+// "Input Dims", "Concrete Inputs", "Input Strides", "TensorList dtypes", the overload from the
+// op_schema), and each node is handed to the Kineto importer (Importer::add_call) with a span made
+// from the tree: a node's span holds its children's. So an execution trace keeps the calls a
+// Kineto trace of the same window keeps, by the same rules (outermost dispatcher ops after
+// decomposition, the reference tracer's context rules), and reports what it leaves out the same
+// way, with the node's place ("/nodes/17") in each example.
+//
+// Read: the schema versions torch 2.x and optrace write, "1.0.x" (a node's "inputs",
+// "input_shapes", "input_types" and attributes at its top level; "parent" before "ctrl_deps")
+// and "1.1.x" ("inputs": {"values", "shapes", "types", "strides"}, "attrs": [{name, type,
+// value}]), with or without Chakra's "-chakra.x.y.z" suffix. The text is held whole and walked
+// with On-Demand; each node is read through a small DOM of its own (errors name its path).
+
+#include <optrace/detail/common/json_text.hpp>
+#include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/kineto/decode.hpp>
+#include <optrace/detail/kineto/events.hpp>
+#include <optrace/detail/kineto/importer.hpp>
+#include <optrace/error.hpp>
+#include <optrace/json/reader.hpp>
+#include <optrace/json/writer.hpp>
+#include <optrace/kineto_types.hpp>
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace optrace::detail::kineto {
+
+namespace execution_trace {
+
+// Whether `schema` is a version this reader reads: 1.0.x or 1.1.x, any suffix after the third
+// number ("1.1.1-chakra.0.0.4").
+inline bool schema_supported(std::string_view schema) {
+  return schema.rfind("1.0.", 0) == 0 || schema.rfind("1.1.", 0) == 0;
+}
+
+// The element types of a list type: "GenericList[Int,Tensor(float)]" -> {"Int", "Tensor(float)"},
+// split at the commas outside brackets and parentheses. False unless `type` is `open` + "[...]".
+inline bool element_types(std::string_view type, std::string_view open, std::vector<std::string_view>& out) {
+  out.clear();
+  if (type.size() < open.size() + 2 || type.compare(0, open.size(), open) != 0 || type[open.size()] != '[' || type.back() != ']')
+    return false;
+  std::string_view inner = type.substr(open.size() + 1, type.size() - open.size() - 2);
+  int depth = 0;
+  size_t start = 0;
+  for (size_t k = 0; k < inner.size(); ++k) {
+    const char c = inner[k];
+    if (c == '[' || c == '(') ++depth;
+    else if ((c == ']' || c == ')') && --depth < 0) return false;
+    else if (c == ',' && depth == 0) {
+      out.push_back(inner.substr(start, k - start));
+      start = k + 1;
+    }
+  }
+  if (depth != 0) return false;
+  if (!inner.empty()) out.push_back(inner.substr(start));
+  return true;
+}
+
+// "Tensor(float)" -> "float"; empty when `type` is no tensor's.
+inline std::string_view tensor_element_type(std::string_view type) {
+  if (type.size() > 8 && type.compare(0, 7, "Tensor(") == 0 && type.back() == ')') return type.substr(7, type.size() - 8);
+  return {};
+}
+
+inline bool is_scalar_type(std::string_view type) {
+  return type == "Int" || type == "Double" || type == "Bool" || type == "SymInt" || type == "SymFloat" || type == "SymBool" ||
+         type == "ComplexDouble";
+}
+
+// A scalar's value as the profiler's "Concrete Inputs" prints it: 3, 0.5, True, inf, nan.
+inline std::string scalar_text(const json::Node& v) {
+  using simdjson::dom::element_type;
+  switch (v.element().type()) {
+    case element_type::BOOL: return v.as_bool() ? "True" : "False";
+    case element_type::INT64: return std::to_string(v.as_int());
+    case element_type::DOUBLE: {
+      char buf[32];
+      auto r = std::to_chars(buf, buf + sizeof buf, v.as_double());
+      std::string out(buf, r.ptr);
+      if (out.find_first_of(".eEn") == std::string::npos) out += ".0";  // a double stays one
+      return out;
+    }
+    case element_type::STRING: {  // torch writes inf and nan as strings
+      const std::string_view s = v.element().get_string().value_unsafe();
+      double d;
+      if (json::detail::parse_double(s, d)) return std::string(s);
+      break;
+    }
+    default: break;
+  }
+  v.fail("expected a number or a boolean");
+}
+
+// A list of sizes or strides (`what`) as JSON text; JsonError naming it, or its first negative
+// element (no tensor has one, and the hf reader refuses a trace that holds one), otherwise.
+inline void append_ints(std::string& out, const json::Node& v, const char* what) {
+  out += '[';
+  bool first = true;
+  for (json::Node e : v.array()) {
+    const int64_t i = e.as_int();
+    if (i < 0) e.fail_plain(std::string("negative ") + what + " " + std::to_string(i));
+    if (!first) out += ',';
+    first = false;
+    out += std::to_string(i);
+  }
+  out += ']';
+}
+
+inline void append_quoted(std::string& out, std::string_view s) { json::Writer::append_string(out, s); }
+
+// One node's inputs as the Kineto fields' text (RawFields' parts).
+struct Fields {
+  std::string types = "[", dims = "[", concrete = "[", strides = "[", list_dtypes = "[";
+  bool any_list = false;  // a tensor list: list_dtypes is written
+  void close() {
+    for (std::string* s : {&types, &dims, &concrete, &strides, &list_dtypes}) *s += ']';
+  }
+  // One input that is no tensor and no tensor list: its "Input type" (JSON text) and "Concrete
+  // Inputs" (plain text).
+  void add_plain(std::string_view type_json, std::string_view concrete_text) {
+    types += type_json;
+    dims += "[]";
+    append_quoted(concrete, concrete_text);
+    strides += "[]";
+    list_dtypes += "null";
+  }
+};
+
+// Appends one input (`type`, `value`, `shape`, `strides`: the node's i-th) to `f`.
+inline void add_input(Fields& f, std::string_view type, const json::Node& value, const json::Node& shape,
+                      const json::Node* strides, std::vector<std::string_view>& elements) {
+  if (f.types.size() > 1)
+    for (std::string* s : {&f.types, &f.dims, &f.concrete, &f.strides, &f.list_dtypes}) *s += ',';
+  const std::string_view tensor = tensor_element_type(type);
+  if (tensor == "nullptr (uninitialized)") return f.add_plain("\"\"", "");  // an undefined tensor (a None bias)
+  if (!tensor.empty()) {
+    append_quoted(f.types, tensor);
+    append_ints(f.dims, shape, "size");
+    if (strides != nullptr && strides->is_array() && strides->size() == shape.size()) append_ints(f.strides, *strides, "stride");
+    else f.strides += "[]";
+    f.concrete += "\"\"";
+    f.list_dtypes += "null";
+    return;
+  }
+  if (is_scalar_type(type)) {
+    std::string quoted_type;
+    append_quoted(quoted_type, type);
+    return f.add_plain(quoted_type, scalar_text(value));
+  }
+  if (type == "String" || type == "Device") return f.add_plain("\"\"", value.as_string());  // Kineto's empty type, the value its text
+  if (element_types(type, "GenericList", elements)) {
+    if (elements.empty()) return f.add_plain("\"GenericList\"", "[]");  // fits an int list and a tensor list alike
+    bool scalars = true, tensors = true, any_tensor = false;
+    for (std::string_view e : elements) {
+      const bool t = !tensor_element_type(e).empty();
+      scalars = scalars && is_scalar_type(e);
+      tensors = tensors && (t || e == "None");
+      any_tensor = any_tensor || t;
+    }
+    if (scalars) {
+      std::string text = "[";
+      size_t k = 0;
+      for (json::Node item : value.array()) text += (k++ ? ", " : "") + scalar_text(item);
+      if (k != elements.size()) value.fail_plain("expected " + std::to_string(elements.size()) + " values, as its type lists");
+      return f.add_plain("\"ScalarList\"", text + "]");
+    }
+    if (tensors && any_tensor) {
+      if (shape.size() != elements.size()) shape.fail_plain("expected " + std::to_string(elements.size()) + " shapes, as its type lists");
+      f.any_list = true;
+      f.types += "\"TensorList\"";
+      f.concrete += "\"\"";
+      f.strides += "[]";
+      f.dims += '[';
+      f.list_dtypes += '[';
+      size_t k = 0;
+      for (json::Node s : shape.array()) {
+        if (k) f.dims += ',', f.list_dtypes += ',';
+        const std::string_view e = elements[k++];
+        if (e == "None") {
+          f.dims += "[]";
+          f.list_dtypes += "\"\"";
+        } else {
+          append_ints(f.dims, s, "size");
+          append_quoted(f.list_dtypes, tensor_element_type(e));
+        }
+      }
+      f.dims += ']';
+      f.list_dtypes += ']';
+      return;
+    }
+  }
+  if (type == "None" || type == "Tensor") return f.add_plain("\"\"", "");  // None, or an undefined tensor
+  // A list of lists, a tuple, an object, a generator, ...: its value is not represented.
+  const bool list = type.rfind("GenericList[", 0) == 0 || type.rfind("Tuple[", 0) == 0;
+  f.add_plain(list ? "\"GenericList\"" : "\"\"", "");
+}
+
+// The overload an op_schema names: "aten::add.Tensor(Tensor self, ...) -> Tensor" -> "Tensor",
+// "aten::relu(Tensor self) -> Tensor" -> "" (the default). False when it is no schema.
+inline bool schema_overload(std::string_view schema, std::string_view& overload) {
+  const size_t paren = schema.find('(');
+  if (paren == std::string_view::npos || paren == 0) return false;
+  const std::string_view name = schema.substr(0, paren);
+  const size_t ns = name.find("::");
+  const size_t dot = name.find('.', ns == std::string_view::npos ? 0 : ns + 2);
+  overload = dot == std::string_view::npos ? std::string_view() : name.substr(dot + 1);
+  return true;
+}
+
+// A node as the walk needs it: its place, its parent and its call for the importer.
+struct Node {
+  int64_t id = 0, parent = 0;
+  uint32_t index = 0;  // in "nodes"
+  std::string_view name, thread;
+  RawFields raw;
+};
+
+// Texts kept for the import (the importer holds views of them until it finishes): each distinct
+// text once.
+class Texts {
+ public:
+  std::string_view keep(std::string s) { return *texts_.insert(std::move(s)).first; }
+
+ private:
+  std::unordered_set<std::string> texts_;
+};
+
+// Reads node `index` (its text) into `out`; JsonError with paths under "/nodes/<index>".
+inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& texts) {
+  const std::string base = "/nodes/" + std::to_string(index);
+  try {
+    auto doc = json::Document::parse(text);
+    const json::Node node = doc->root();
+    if (!node.is_object()) node.fail("expected a node object");
+    out.index = index;
+    out.id = node["id"].as_int();
+    out.name = texts.keep(std::string(node["name"].as_string()));
+    json::Node parent(node);
+    if (node.find("ctrl_deps", parent) || node.find("parent", parent)) out.parent = parent.as_int();
+    else out.parent = -1;
+    // Attributes: 1.1 lists them in "attrs", 1.0 writes them as the node's members.
+    std::string thread = "0";
+    std::string_view schema;
+    json::Node attrs(node), v(node);
+    if (node.find("attrs", attrs)) {
+      for (json::Node a : attrs.array()) {
+        const std::string_view name = a["name"].as_string();
+        if (name == "tid") thread = std::to_string(a["value"].as_int());
+        else if (name == "op_schema") schema = a["value"].as_string();
+      }
+    } else {
+      if (node.find("tid", v)) thread = std::to_string(v.as_int());
+      if (node.find("op_schema", v)) schema = v.as_string();
+    }
+    out.thread = texts.keep(std::move(thread));
+    // Inputs: 1.1 {"values", "shapes", "types", "strides"}; 1.0 "inputs", "input_shapes", "input_types".
+    json::Node inputs(node), values(node), shapes(node), types(node), strides(node);
+    bool has_strides = false;
+    if (node.find("inputs", inputs) && inputs.is_object()) {
+      values = inputs["values"];
+      shapes = inputs["shapes"];
+      types = inputs["types"];
+      has_strides = inputs.find("strides", strides);
+    } else if (node.find("input_types", types)) {
+      values = node["inputs"];
+      shapes = node["input_shapes"];
+    } else {
+      out.raw = RawFields{};
+      return;  // no inputs recorded: a range, or a node of a trace without shapes
+    }
+    const size_t n = types.size();
+    auto same_length = [n](const json::Node& list, const char* what) {
+      if (list.size() != n) list.fail_plain(std::string(what) + " and types differ in length (" + std::to_string(list.size()) + " and " + std::to_string(n) + ")");
+    };
+    same_length(values, "values");
+    same_length(shapes, "shapes");
+    if (has_strides && strides.is_array() && strides.size() != n) has_strides = false;
+    std::vector<json::Node> vs, ss, sts;
+    for (json::Node x : values.array()) vs.push_back(x);
+    for (json::Node x : shapes.array()) ss.push_back(x);
+    if (has_strides)
+      for (json::Node x : strides.array()) sts.push_back(x);
+    Fields f;
+    std::vector<std::string_view> elements;
+    size_t k = 0;
+    for (json::Node t : types.array()) {
+      add_input(f, t.as_string(), vs[k], ss[k], has_strides ? &sts[k] : nullptr, elements);
+      ++k;
+    }
+    f.close();
+    out.raw.types = texts.keep(std::move(f.types));
+    out.raw.dims = texts.keep(std::move(f.dims));
+    out.raw.concrete = texts.keep(std::move(f.concrete));
+    out.raw.strides = has_strides ? texts.keep(std::move(f.strides)) : std::string_view();
+    out.raw.list_dtypes = f.any_list ? texts.keep(std::move(f.list_dtypes)) : std::string_view();
+    std::string_view overload;
+    if (schema_overload(schema, overload)) {
+      std::string quoted;
+      json::Writer::append_string(quoted, overload);
+      out.raw.overload = texts.keep(std::move(quoted));
+    }
+  } catch (const JsonError& e) {
+    optrace::detail::throw_error<JsonError>(e.under(base));
+  }
+}
+
+// Whether `head` (a text's first bytes) begins as torch and optrace write an execution trace:
+// an object whose first key is "schema", a string (a Kineto trace's "schemaVersion" is a number;
+// an hf op trace's members are objects). Tells a trace cut short too, which no parser takes.
+inline bool surely_execution_trace(std::string_view head) {
+  size_t i = 0;
+  auto space = [&] {
+    while (i < head.size() && (head[i] == ' ' || head[i] == '\n' || head[i] == '\r' || head[i] == '\t')) ++i;
+  };
+  auto eat = [&](std::string_view s) {
+    space();
+    if (head.compare(i, s.size(), s) != 0) return false;
+    i += s.size();
+    return true;
+  };
+  return eat("{") && eat("\"schema\"") && eat(":") && eat("\"");
+}
+
+// What the text's structure says before it is parsed (JSON's structure: strings skipped, escapes
+// too). A process that dies while torch writes its execution trace leaves the text ending inside
+// the "nodes" list (pytorch#126703): `cut` is then the length of the text up to its last whole
+// node (or the list's '[' when none is whole), and `node` the index of the node it ends in.
+// When it ends after the list closed (in the keys that follow), `cut` is the length up to the
+// list's ']' and `after_nodes` is set: every node is whole.
+// `trailing`: text follows the root's closing brace, which Python's json (Chakra, et_replay)
+// refuses and simdjson's On-Demand does not see.
+struct Structure {
+  size_t cut = std::string_view::npos;
+  uint32_t node = 0;
+  bool after_nodes = false;
+  bool trailing = false;
+};
+
+inline Structure scan_structure(std::string_view text) {
+  Structure out;
+  int depth = 0;
+  bool nodes_open = false, key_is_nodes = false, closed = false;
+  size_t last = 0, list_end = std::string_view::npos;
+  uint32_t node = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (closed) {
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') out.trailing = true;
+      if (out.trailing) return out;
+      continue;
+    }
+    if (c == '"') {
+      const size_t start = i + 1;
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\') ++i;
+      if (i >= text.size()) break;
+      if (depth == 1) key_is_nodes = text.substr(start, i - start) == "nodes";
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      ++depth;
+      if (c == '[' && depth == 2 && key_is_nodes && !nodes_open) {
+        nodes_open = true;
+        last = i + 1;
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+      if (nodes_open && depth == 2 && c == '}') {
+        last = i + 1;
+        ++node;
+      } else if (nodes_open && depth == 1) {
+        nodes_open = false;  // the list closed: a trace not cut inside it
+        key_is_nodes = false;
+        list_end = i + 1;
+      } else if (depth <= 0) {
+        closed = true;  // the root closed (or one bracket too many: the parser names it)
+      }
+    }
+  }
+  if (nodes_open) {
+    out.cut = last;
+    out.node = node;
+  } else if (!closed && depth == 1 && list_end != std::string_view::npos) {
+    out.cut = list_end;
+    out.after_nodes = true;
+  }
+  return out;
+}
+
+}  // namespace execution_trace
+
+// Reads the execution trace `data` (its whole text; its capacity grown by simdjson's padding
+// here) into the calls a Kineto trace of the same window gives (see the top of this file).
+inline ImportResult import_execution_trace(std::string& data, const ImportOptions& options, const OpCatalog& catalog) {
+  namespace et = execution_trace;
+  // A trace cut short inside its nodes is closed after its last whole node, and said so.
+  std::string cut_short;
+  const et::Structure structure = et::scan_structure(data);
+  if (structure.trailing) optrace::detail::raise_json("", "malformed JSON: text after the trace's closing brace");
+  if (structure.cut != std::string_view::npos) {
+    data.resize(structure.cut);
+    data += structure.after_nodes ? "}" : "]}";
+    cut_short = structure.after_nodes ? "after /nodes" : "/nodes/" + std::to_string(structure.node);
+  }
+  if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
+  od::parser parser;
+  od::document doc;
+  if (auto e = parser.iterate(data.data(), data.size(), data.capacity()).get(doc)) malformed("", e);
+  od::object root;
+  if (doc.get_object().get(root)) expected(doc, "", "expected an execution trace (an object with \"schema\" and \"nodes\")");
+  et::Texts texts;
+  std::vector<et::Node> nodes;
+  bool has_nodes = false, has_schema = false;
+  for (auto member : root) {
+    od::field f;
+    if (auto e = std::move(member).get(f)) malformed("", e);
+    std::string_view key;
+    if (auto e = f.unescaped_key().get(key)) malformed("", e);
+    if (key == "schema") {
+      std::string_view schema;
+      if (!ondemand::read_string(f.value(), schema)) expected(f.value(), "/schema", "expected a string");
+      if (!et::schema_supported(schema))
+        optrace::detail::raise_json("/schema", "schema \"" + std::string(schema.substr(0, 40)) +
+                                                   "\" is not one this reader knows (1.0.x or 1.1.x, as torch 2.x writes)");
+      has_schema = true;
+    } else if (key == "nodes") {
+      if (has_nodes) duplicate_key("/nodes");
+      has_nodes = true;
+      od::array list;
+      if (f.value().get_array().get(list)) expected(f.value(), "/nodes", "expected a list of nodes");
+      uint32_t index = 0;
+      for (auto element : list) {
+        if (index == UINT32_MAX) optrace::detail::raise_json("/nodes", "more than " + std::to_string(UINT32_MAX) + " nodes");
+        od::value v;
+        const std::string path = "/nodes/" + std::to_string(index);
+        if (auto e = element.get(v)) malformed(path, e);
+        const std::string_view text = raw_of(v, [&path] { return path; });
+        nodes.emplace_back();
+        et::read_node(text, index, nodes.back(), texts);
+        ++index;
+      }
+    }
+  }
+  if (!has_nodes) optrace::detail::raise_json("", "missing key \"nodes\"");
+  if (!has_schema) optrace::detail::raise_json("", "missing key \"schema\"");
+
+  // The tree: children by id (the order they were called in), each node's span around its
+  // children's, walked without recursion (a hostile trace may nest a million deep).
+  const uint32_t n = static_cast<uint32_t>(nodes.size());
+  std::unordered_map<int64_t, uint32_t> by_id;
+  by_id.reserve(n);
+  for (uint32_t k = 0; k < n; ++k) {
+    auto [it, fresh] = by_id.emplace(nodes[k].id, k);
+    if (!fresh)
+      optrace::detail::raise_json("/nodes/" + std::to_string(k) + "/id", "node id " + std::to_string(nodes[k].id) +
+                                                                          " again (first at /nodes/" + std::to_string(it->second) + ")");
+  }
+  std::vector<uint32_t> first_child(n + 1, 0), children, roots;
+  std::vector<uint32_t> parent_of(n, UINT32_MAX);
+  for (uint32_t k = 0; k < n; ++k) {
+    auto it = by_id.find(nodes[k].parent);
+    if (it != by_id.end() && it->second != k) {
+      parent_of[k] = it->second;
+      ++first_child[it->second + 1];
+    } else {
+      roots.push_back(k);
+    }
+  }
+  for (uint32_t k = 0; k < n; ++k) first_child[k + 1] += first_child[k];
+  children.resize(first_child[n]);
+  {
+    std::vector<uint32_t> fill(first_child.begin(), first_child.end() - 1);
+    for (uint32_t k = 0; k < n; ++k)
+      if (parent_of[k] != UINT32_MAX) children[fill[parent_of[k]]++] = k;
+  }
+  auto by_node_id = [&nodes](uint32_t a, uint32_t b) { return nodes[a].id < nodes[b].id; };
+  for (uint32_t k = 0; k < n; ++k) std::sort(children.begin() + first_child[k], children.begin() + first_child[k + 1], by_node_id);
+  std::sort(roots.begin(), roots.end(), by_node_id);
+
+  std::vector<int64_t> start(n, -1), end(n, 0);
+  std::vector<uint32_t> order;  // pre-order
+  order.reserve(n);
+  int64_t clock = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> stack;  // (node, its next child)
+  for (uint32_t root : roots) {
+    stack.emplace_back(root, first_child[root]);
+    start[root] = clock++;
+    order.push_back(root);
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next == first_child[node + 1]) {
+        end[node] = clock++;
+        stack.pop_back();
+        continue;
+      }
+      const uint32_t child = children[next++];
+      start[child] = clock++;
+      order.push_back(child);
+      stack.emplace_back(child, first_child[child]);
+    }
+  }
+  if (order.size() != n)  // nodes whose parents lead round in a circle, never to a root
+    for (uint32_t k = 0; k < n; ++k)
+      if (start[k] < 0)
+        optrace::detail::raise_json("/nodes/" + std::to_string(k) + "/ctrl_deps",
+                                    "node id " + std::to_string(nodes[k].id) + " is its own ancestor (its parents form a cycle)");
+
+  Importer importer(options, catalog);
+  importer.set_events_path("/nodes");
+  for (uint32_t k : order) {
+    const et::Node& node = nodes[k];
+    importer.add_call(node.name, node.thread, start[k], end[k], node.raw, node.index);
+  }
+  ImportResult result = importer.finish();
+  result.report.format = "execution_trace";
+  result.report.cut_short = std::move(cut_short);
+  return result;
+}
+
+}  // namespace optrace::detail::kineto

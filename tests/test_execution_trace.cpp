@@ -1,0 +1,280 @@
+// Execution traces (torch's ExecutionTraceObserver, optrace's Profiler) read into op traces:
+// detail/kineto/execution_trace_import.hpp, through kineto::load_any.
+#include <optrace/detail/common/io.hpp>
+#include <optrace/kineto.hpp>
+
+#include "optrace_catch.hpp"
+
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+namespace et_test {
+
+namespace kineto = optrace::kineto;
+
+std::string write(const std::string& name, const std::string& text) {
+  const std::string path = optrace_test::temp_path(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// An execution trace of `nodes` (each a node object's text), schema 1.1.1.
+std::string trace_of(const std::vector<std::string>& nodes, const std::string& schema = "1.1.1-chakra.0.0.4") {
+  std::string text = "{\"schema\": \"" + schema + "\", \"pid\": 1, \"time\": \"x\", \"start_ts\": 0, \"nodes\": [";
+  for (size_t k = 0; k < nodes.size(); ++k) text += (k ? ",\n" : "\n") + nodes[k];
+  return text + "], \"finish_ts\": 1}";
+}
+
+// A node as torch 2.6 writes one: inputs {values, shapes, types, strides}, attrs.
+std::string node(int64_t id, const std::string& name, int64_t parent, const std::string& values, const std::string& shapes,
+                 const std::string& types, const std::string& schema = "", int64_t tid = 1) {
+  return "{\"id\": " + std::to_string(id) + ", \"name\": \"" + name + "\", \"ctrl_deps\": " + std::to_string(parent) +
+         ", \"inputs\": {\"values\": " + values + ", \"shapes\": " + shapes + ", \"types\": " + types + ", \"strides\": " + shapes +
+         "}, \"outputs\": {\"values\": [], \"shapes\": [], \"types\": [], \"strides\": []}, \"attrs\": [{\"name\": \"rf_id\", \"type\": "
+         "\"uint64\", \"value\": " + std::to_string(id) + "}, {\"name\": \"tid\", \"type\": \"uint64\", \"value\": " + std::to_string(tid) +
+         "}, {\"name\": \"op_schema\", \"type\": \"string\", \"value\": \"" + schema + "\"}]}";
+}
+
+std::string thread_root(int64_t id, int64_t tid = 1) { return node(id, "[pytorch|profiler|execution_trace|thread]", 1, "[]", "[]", "[]", "", tid); }
+
+const optrace::OpInput& only_input(const optrace::OpTrace& trace, const std::string& op) {
+  const optrace::OpEntry* entry = trace.find(op);
+  REQUIRE(entry != nullptr);
+  REQUIRE(entry->unique_inputs.size() == 1);
+  return entry->unique_inputs.front();
+}
+
+}  // namespace et_test
+}  // namespace
+
+TEST_CASE("execution trace: torch 2.6's trace of a window reads as the Kineto trace of that window", "[execution_trace]") {
+  namespace kineto = optrace::kineto;
+  // One rank's window of a gloo job, both traces written by torch 2.6 (tests/data/distributed).
+  const std::string et_path = optrace_test::data_path("distributed/torch26_gloo_rank0.et.json.gz");
+  CHECK(kineto::detect_format(et_path) == kineto::TraceFormat::ExecutionTrace);
+  const auto et = kineto::load_any(et_path);
+  const auto kt = kineto::load_any(optrace_test::data_path("distributed/torch26_gloo_rank0.pt.trace.json.gz"));
+  CHECK(et.report.format == "execution_trace");
+  CHECK(et.report.events == 154);  // every node
+  CHECK(et.report.nested == kt.report.nested);
+  CHECK(et.report.decomposed == kt.report.decomposed);
+  // Every aten op the same: names, shapes, dtypes, strides, scalars, counts, in the same order.
+  std::vector<std::string> et_ops, kt_ops;
+  for (const auto& entry : et.trace.ops())
+    if (entry.name.find("allreduce") == std::string::npos) et_ops.push_back(entry.name);
+  for (const auto& entry : kt.trace.ops())
+    if (entry.name.find("allreduce") == std::string::npos) kt_ops.push_back(entry.name);
+  CHECK(et_ops == kt_ops);
+  REQUIRE(et_ops.size() == 12);
+  for (const std::string& op : et_ops) {
+    INFO(op);
+    CHECK((et.trace.find(op)->unique_inputs == kt.trace.find(op)->unique_inputs));
+  }
+  // c10d::allreduce_ takes a ProcessGroup object: kept where this libtorch's schema takes the
+  // node's five arguments (torch 2.6's), else left out and named.
+  if (const auto* issue = et.report.find("no overload \"\" takes the recorded arguments")) {
+    CHECK(issue->count == 4);
+    CHECK(issue->examples.front().rfind("/nodes/59: c10d::allreduce_ (Input type", 0) == 0);
+  } else {
+    CHECK(et.trace.total_calls("allreduce_.default") == 4);
+  }
+}
+
+TEST_CASE("execution trace: real models' traces read as their windows' Kineto traces", "[execution_trace]") {
+  namespace kineto = optrace::kineto;
+  // torch 2.6's ExecutionTraceObserver and profiler over one step (tests/data/execution_trace):
+  // the same calls, inputs, counts and order from both, None biases (undefined tensors) and
+  // tensor lists included.
+  for (const std::string model : {"mobilenet_v3_small", "train_step"}) {
+    INFO(model);
+    const auto et = kineto::load_any(optrace_test::data_path("execution_trace/" + model + ".et.json.gz"));
+    const auto kt = kineto::load_any(optrace_test::data_path("execution_trace/" + model + ".pt.trace.json.gz"));
+    INFO(et.report.to_string());
+    CHECK(et.report.left_out == 0);
+    CHECK(et.trace == kt.trace);
+    CHECK(et.trace.total_calls() == (model == "train_step" ? 37 : 192));
+  }
+  // The tensor lists' dtypes are recorded (the Kineto trace has to guess them).
+  const auto train = kineto::load_any(optrace_test::data_path("execution_trace/train_step.et.json.gz"));
+  CHECK(train.report.incomplete == 1);  // add_.Tensor's Python number, a 0-dim tensor to the profiler too
+  CHECK(et_test::only_input(train.trace, "_foreach_mul_.Scalar").tensor_lists.at(0).second.dtypes.size() == 6);  // the six parameters
+}
+
+TEST_CASE("execution trace: optrace's own, with the Kineto trace of its window", "[execution_trace]") {
+  namespace kineto = optrace::kineto;
+  const auto et = kineto::load_any(optrace_test::data_path("profiler_cuda/optrace_cuda_et.json.gz"));
+  const auto kt = kineto::load_any(optrace_test::data_path("profiler_cuda/optrace_cuda.pt.trace.json.gz"));
+  CHECK(et.report.format == "execution_trace");
+  CHECK(et.trace == kt.trace);
+  CHECK(et.trace.total_calls() == 6);
+  CHECK(et_test::only_input(et.trace, "mm.default").input_shapes ==
+        std::vector<optrace::OptionalShape>{std::vector<int64_t>{256, 256}, std::vector<int64_t>{256, 256}});
+}
+
+TEST_CASE("execution trace: the tree decides what is outermost, in any file order", "[execution_trace]") {
+  using et_test::node, et_test::only_input, et_test::thread_root, et_test::trace_of, et_test::write;
+  const std::string linear_schema =
+      "aten::linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor";
+  // linear decomposes (its parts are kept); addmm is kept and hides what it calls; a range is
+  // transparent. Listed children first, as torch writes them (a node at its op's end).
+  const std::vector<std::string> nodes = {
+      thread_root(2),
+      node(4, "aten::t", 3, "[[10,10,0,12,4,\"cpu\"]]", "[[4,3]]", "[\"Tensor(float)\"]", "aten::t(Tensor(a) self) -> Tensor(a)"),
+      node(6, "aten::empty", 5, "[[3],\"<None>\",\"<None>\",\"<None>\",\"<None>\",\"<None>\"]", "[[[]],[],[],[],[],[]]",
+           "[\"GenericList[Int]\",\"None\",\"None\",\"None\",\"None\",\"None\"]",
+           "aten::empty.memory_format(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? "
+           "pin_memory=None, MemoryFormat? memory_format=None) -> Tensor"),
+      node(5, "aten::addmm", 3, "[[1,1,0,3,4,\"cpu\"],[2,2,0,6,4,\"cpu\"],[11,10,0,12,4,\"cpu\"],1,1]", "[[3],[2,4],[4,3],[],[]]",
+           "[\"Tensor(float)\",\"Tensor(float)\",\"Tensor(float)\",\"Int\",\"Int\"]",
+           "aten::addmm(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1) -> Tensor"),
+      node(3, "aten::linear", 7, "[[2,2,0,6,4,\"cpu\"],[10,10,0,12,4,\"cpu\"],[1,1,0,3,4,\"cpu\"]]", "[[2,4],[3,4],[3]]",
+           "[\"Tensor(float)\",\"Tensor(float)\",\"Tensor(float)\"]", linear_schema),
+      node(7, "## forward ##", 2, "[]", "[]", "[]"),
+  };
+  auto read = [](const std::vector<std::string>& ns, const std::string& name) {
+    return optrace::kineto::load_any(write(name, trace_of(ns)));
+  };
+  const auto r = read(nodes, "et_tree.json");
+  CHECK(r.report.decomposed == 1);
+  CHECK(r.report.nested == 1);  // empty, inside addmm
+  CHECK(r.trace.total_calls() == 2);
+  CHECK(only_input(r.trace, "t.default").input_shapes == std::vector<optrace::OptionalShape>{std::vector<int64_t>{4, 3}});
+  CHECK(only_input(r.trace, "addmm.default").input_shapes.size() == 3);  // trailing defaults dropped
+  CHECK(r.trace.ops().front().name == "t.default");  // called first: ids, not file order
+  // Pre-order (as optrace writes) and shuffled give the same.
+  const std::vector<std::string> pre = {nodes[0], nodes[5], nodes[4], nodes[1], nodes[3], nodes[2]};
+  CHECK(read(pre, "et_tree_pre.json").trace == r.trace);
+  // A node on another thread is walked apart: an addmm of thread 2 under thread 1's linear is
+  // outermost on its own thread.
+  std::vector<std::string> threads = nodes;
+  threads.push_back(node(8, "aten::t", 3, "[[10,10,0,12,4,\"cpu\"]]", "[[4,3]]", "[\"Tensor(float)\"]", "aten::t(Tensor(a) self) -> Tensor(a)", 2));
+  CHECK(read(threads, "et_threads.json").trace.total_calls("t.default") == 2);
+}
+
+TEST_CASE("execution trace: argument types as torch writes them", "[execution_trace]") {
+  using et_test::node, et_test::only_input, et_test::thread_root, et_test::trace_of, et_test::write;
+  const std::vector<std::string> nodes = {
+      thread_root(2),
+      // A tensor list with a None (index.Tensor's indices), a scalar list, a double written as a string.
+      node(3, "aten::index", 2, "[[1,1,0,12,4,\"cpu\"],[[2,2,0,2,8,\"cpu\"],\"<None>\"]]", "[[3,4],[[2],[]]]",
+           "[\"Tensor(float)\",\"GenericList[Tensor(long int),None]\"]", "aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor"),
+      node(4, "aten::sum", 2, "[[1,1,0,12,4,\"cpu\"],[0,1],true,\"<None>\"]", "[[3,4],[[],[]],[],[]]",
+           "[\"Tensor(float)\",\"GenericList[Int,Int]\",\"Bool\",\"None\"]",
+           "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor"),
+      node(5, "aten::clamp", 2, "[[1,1,0,12,4,\"cpu\"],\"-inf\",0.500000]", "[[3,4],[],[]]", "[\"Tensor(float)\",\"Double\",\"Double\"]",
+           "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor"),
+      node(6, "aten::gelu", 2, "[[1,1,0,12,4,\"cpu\"],\"tanh\"]", "[[3,4],[]]", "[\"Tensor(float)\",\"String\"]",
+           "aten::gelu(Tensor self, *, str approximate=\\\"none\\\") -> Tensor"),
+      node(7, "aten::cat", 2, "[[[1,1,0,12,4,\"cpu\"],[3,3,0,8,4,\"cpu\"]],0]", "[[[3,4],[2,4]],[]]",
+           "[\"GenericList[Tensor(float),Tensor(float)]\",\"Int\"]", "aten::cat(Tensor[] tensors, int dim=0) -> Tensor"),
+      node(8, "aten::transpose", 2, "[[9,1,1,12,4,\"cpu\"],0,1]", "[[4,3],[],[]]", "[\"Tensor(float)\",\"Int\",\"Int\"]",
+           "aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"),
+  };
+  std::string text = trace_of(nodes);
+  // strides: [1, 4] for the transposed tensor (node() writes the shapes as strides: set them here)
+  const std::string transposed = "\"strides\": [[4,3],[],[]]";
+  REQUIRE(text.find(transposed) != std::string::npos);
+  text.replace(text.find(transposed), transposed.size(), "\"strides\": [[1,4],[],[]]");
+  const auto r = optrace::kineto::load_any(write("et_types.json", text), optrace::kineto::ImportOptions().record_strides(true));
+  INFO(r.report.to_string());
+  CHECK(r.report.incomplete == 0);
+  CHECK(r.report.left_out == 0);
+  const optrace::OpInput& index = only_input(r.trace, "index.Tensor");
+  REQUIRE(index.tensor_lists.size() == 1);
+  CHECK(index.tensor_lists[0].second.shapes == std::vector<optrace::OptionalShape>{std::vector<int64_t>{2}, std::nullopt});
+  CHECK(index.tensor_lists[0].second.dtypes == std::vector<std::string>{"torch.int64", "<class 'NoneType'>"});
+  const optrace::OpInput& sum = only_input(r.trace, "sum.dim_IntList");
+  CHECK(sum.non_tensor_inputs[1] == optrace::OpValue::list({optrace::OpValue::integer(0), optrace::OpValue::integer(1)}));
+  CHECK(sum.non_tensor_inputs[2] == optrace::OpValue::boolean(true));
+  const optrace::OpInput& clamp = only_input(r.trace, "clamp.default");
+  CHECK(clamp.non_tensor_inputs[1] == optrace::OpValue::floating(-std::numeric_limits<double>::infinity()));
+  CHECK(clamp.non_tensor_inputs[2] == optrace::OpValue::floating(0.5));
+  CHECK(r.trace.total_calls("gelu.default") == 1);
+  CHECK(only_input(r.trace, "cat.default").tensor_lists[0].second.shapes.size() == 2);
+  REQUIRE(only_input(r.trace, "transpose.int").input_strides.size() == 3);
+  CHECK(only_input(r.trace, "transpose.int").input_strides.front() == optrace::OptionalShape(std::vector<int64_t>{1, 4}));
+  // Schema 1.0 (torch 2.0): inputs, input_shapes, input_types and attributes at the node, "parent".
+  std::string flat = trace_of({"{\"id\": 2, \"name\": \"[pytorch|profiler|execution_trace|thread]\", \"parent\": 1, \"inputs\": [], "
+                               "\"input_shapes\": [], \"input_types\": [], \"tid\": 1, \"op_schema\": \"\"}",
+                               "{\"id\": 3, \"name\": \"aten::transpose\", \"parent\": 2, \"inputs\": [[9,1,1,12,4,\"cpu\"],0,1], "
+                               "\"input_shapes\": [[4,3],[],[]], \"input_types\": [\"Tensor(float)\",\"Int\",\"Int\"], \"tid\": 1, "
+                               "\"op_schema\": \"aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)\"}"},
+                              "1.0.1");
+  const auto old = optrace::kineto::load_any(write("et_flat.json", flat));
+  CHECK(old.trace.total_calls("transpose.int") == 1);
+  CHECK((only_input(old.trace, "transpose.int").non_tensor_inputs == only_input(r.trace, "transpose.int").non_tensor_inputs));
+}
+
+TEST_CASE("execution trace: a bad trace is one line naming the node", "[execution_trace][reliability]") {
+  using et_test::node, et_test::only_input, et_test::thread_root, et_test::trace_of, et_test::write;
+  auto error_of = [](const std::string& name, const std::string& text) {
+    const std::string path = write(name, text);
+    try {
+      optrace::kineto::load_any(path);
+    } catch (const optrace::Error& e) {
+      const std::string what = e.what();
+      CHECK(what.find('\n') == std::string::npos);
+      return what.substr(path.size() + std::string("optrace: ").size() + 2);
+    }
+    return std::string("no error");
+  };
+  const std::string add = node(3, "aten::neg", 2, "[[1,1,0,3,4,\"cpu\"]]", "[[3]]", "[\"Tensor(float)\"]", "aten::neg(Tensor self) -> Tensor");
+  CHECK(error_of("et_bad_schema.json", trace_of({add}, "2.0.0")) ==
+        "JsonError at /schema: schema \"2.0.0\" is not one this reader knows (1.0.x or 1.1.x, as torch 2.x writes)");
+  CHECK(error_of("et_no_schema.json", "{\"nodes\": []}") == "JsonError at /: missing key \"schema\"");
+  CHECK(error_of("et_twice.json", trace_of({thread_root(2), add, add})) ==
+        "JsonError at /nodes/2/id: node id 3 again (first at /nodes/1)");
+  CHECK(error_of("et_cycle.json", trace_of({node(3, "a", 4, "[]", "[]", "[]"), node(4, "b", 3, "[]", "[]", "[]")})) ==
+        "JsonError at /nodes/0/ctrl_deps: node id 3 is its own ancestor (its parents form a cycle)");
+  CHECK(error_of("et_lengths.json", trace_of({node(3, "aten::neg", 2, "[]", "[[3]]", "[\"Tensor(float)\"]")})) ==
+        "JsonError at /nodes/0/inputs/values: values and types differ in length (0 and 1)");
+  CHECK(error_of("et_shape.json", trace_of({node(3, "aten::neg", 2, "[1]", "[[-3]]", "[\"Tensor(float)\"]")})) ==
+        "JsonError at /nodes/0/inputs/shapes/0/0: negative size -3");
+  CHECK(error_of("et_scalar.json", trace_of({node(3, "aten::add", 2, "[\"x\"]", "[[]]", "[\"Double\"]")})) ==
+        "JsonError at /nodes/0/inputs/values/0: expected a number or a boolean, got string \"x\"");
+  // Broken after its nodes list closed: refused as it is.
+  CHECK(error_of("et_after_nodes.json", trace_of({add}) + "}") == "JsonError at /: malformed JSON: text after the trace's closing brace");
+  CHECK(optrace::kineto::load_any(write("et_no_brace.json", trace_of({add}).substr(0, trace_of({add}).size() - 1))).report.cut_short ==
+        "after /nodes");
+  std::string no_comma = trace_of({thread_root(2), add});
+  no_comma.erase(no_comma.find("},\n{") + 1, 1);
+  CHECK(error_of("et_no_comma.json", no_comma).rfind("JsonError at /nodes", 0) == 0);
+  // A chain 200,000 deep is walked without recursion.
+  std::string deep = "{\"schema\": \"1.1.1\", \"nodes\": [";
+  for (int k = 0; k < 200000; ++k)
+    deep += (k ? "," : "") + std::string("{\"id\": ") + std::to_string(k + 2) + ", \"name\": \"r\", \"ctrl_deps\": " + std::to_string(k + 1) + "}";
+  deep += "]}";
+  const auto r = optrace::kineto::load_any(write("et_deep.json", deep));
+  CHECK(r.report.events == 200000);
+  CHECK(r.report.transparent == 200000);
+}
+
+TEST_CASE("execution trace: a trace cut short is read up to its last whole node, and said so", "[execution_trace]") {
+  // A process that dies while torch writes its execution trace leaves it cut inside "nodes"
+  // (pytorch#126703): the window's ops up to there are what there is to replay.
+  const std::string whole = optrace::detail::read_file_maybe_gzip(optrace_test::data_path("execution_trace/mobilenet_v3_small.et.json.gz"));
+  const auto full = optrace::kineto::load_any(optrace_test::data_path("execution_trace/mobilenet_v3_small.et.json.gz"));
+  CHECK(full.report.cut_short.empty());
+  for (size_t cut : {whole.size() / 2, whole.rfind("\"id\": ") + 3, whole.find("\"id\": ") + 3}) {
+    INFO(cut);
+    const auto r = optrace::kineto::load_any(et_test::write("et_cut.json", whole.substr(0, cut)));
+    // Node k is the (k+1)-th "{\n      \"id\"" of torch's layout: the cut one is the last begun.
+    size_t begun = 0;
+    for (size_t at = whole.find("\"id\": "); at < cut; at = whole.find("\"id\": ", at + 1)) ++begun;
+    CHECK(r.report.cut_short == "/nodes/" + std::to_string(begun - 1));
+    CHECK(r.report.events == static_cast<int64_t>(begun - 1));
+    CHECK(r.trace.total_calls() <= full.trace.total_calls());
+    CHECK(r.report.to_string().find("note: the trace is cut short (its process died while writing it?): it ends inside /nodes/") !=
+          std::string::npos);
+  }
+  // Cut in the keys after the nodes: every node read, and said so.
+  const auto after = optrace::kineto::load_any(et_test::write("et_cut.json", whole.substr(0, whole.size() - 8)));
+  CHECK(after.trace == full.trace);
+  CHECK(after.report.cut_short == "after /nodes");
+  const auto half = optrace::kineto::load_any(et_test::write("et_cut.json", whole.substr(0, whole.size() / 2)));
+  CHECK(half.trace.total_calls() > 40);
+  CHECK(half.trace.total_calls() < full.trace.total_calls());
+}
