@@ -182,14 +182,14 @@ TEST_CASE("execution trace: argument types as torch writes them", "[execution_tr
   INFO(r.report.to_string());
   CHECK(r.report.incomplete == 0);
   CHECK(r.report.left_out == 0);
-  const optrace::OpInput& index = only_input(r.trace, "index.Tensor");
+  const optrace::OpInput index = only_input(r.trace, "index.Tensor");
   REQUIRE(index.tensor_lists.size() == 1);
   CHECK(index.tensor_lists[0].second.shapes == std::vector<optrace::OptionalShape>{std::vector<int64_t>{2}, std::nullopt});
   CHECK(index.tensor_lists[0].second.dtypes == std::vector<std::string>{"torch.int64", "<class 'NoneType'>"});
-  const optrace::OpInput& sum = only_input(r.trace, "sum.dim_IntList");
+  const optrace::OpInput sum = only_input(r.trace, "sum.dim_IntList");
   CHECK(sum.non_tensor_inputs[1] == optrace::OpValue::list({optrace::OpValue::integer(0), optrace::OpValue::integer(1)}));
   CHECK(sum.non_tensor_inputs[2] == optrace::OpValue::boolean(true));
-  const optrace::OpInput& clamp = only_input(r.trace, "clamp.default");
+  const optrace::OpInput clamp = only_input(r.trace, "clamp.default");
   CHECK(clamp.non_tensor_inputs[1] == optrace::OpValue::floating(-std::numeric_limits<double>::infinity()));
   CHECK(clamp.non_tensor_inputs[2] == optrace::OpValue::floating(0.5));
   CHECK(r.trace.total_calls("gelu.default") == 1);
@@ -278,3 +278,4 @@ TEST_CASE("execution trace: a trace cut short is read up to its last whole node,
   CHECK(half.trace.total_calls() > 40);
   CHECK(half.trace.total_calls() < full.trace.total_calls());
 }
+
