@@ -1,6 +1,7 @@
 // Execution traces (torch's ExecutionTraceObserver, optrace's Profiler) read into op traces:
 // detail/kineto/execution_trace_import.hpp, through kineto::load_any.
 #include <optrace/detail/common/io.hpp>
+#include <optrace/execution_replay.hpp>
 #include <optrace/kineto.hpp>
 
 #include "optrace_catch.hpp"
@@ -279,3 +280,169 @@ TEST_CASE("execution trace: a trace cut short is read up to its last whole node,
   CHECK(half.trace.total_calls() < full.trace.total_calls());
 }
 
+namespace {
+namespace et_test {
+// `node_text` with its outputs set.
+std::string with_outputs(std::string node_text, const std::string& values, const std::string& shapes, const std::string& types) {
+  const std::string empty = "\"outputs\": {\"values\": [], \"shapes\": [], \"types\": [], \"strides\": []}";
+  node_text.replace(node_text.find(empty), empty.size(),
+                    "\"outputs\": {\"values\": " + values + ", \"shapes\": " + shapes + ", \"types\": " + types + ", \"strides\": " + shapes + "}");
+  return node_text;
+}
+}  // namespace et_test
+}  // namespace
+
+TEST_CASE("execution trace replay: one id is one tensor, through in-place ops and outputs", "[execution_trace][replay]") {
+  using et_test::node, et_test::thread_root, et_test::trace_of, et_test::with_outputs;
+  const std::string x = "[5,6,0,6,4,\"cpu\"]", y = "[7,8,0,6,4,\"cpu\"]";
+  const std::vector<std::string> nodes = {
+      thread_root(2),
+      with_outputs(node(3, "aten::ones", 2, "[[2,3],\"<None>\",\"<None>\",\"<None>\",\"<None>\"]", "[[[],[]],[],[],[],[]]",
+                        "[\"GenericList[Int,Int]\",\"None\",\"None\",\"None\",\"None\"]",
+                        "aten::ones(SymInt[] size, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor"),
+                   "[" + x + "]", "[[2,3]]", "[\"Tensor(float)\"]"),
+      with_outputs(node(4, "aten::add_", 2, "[" + x + "," + x + ",1]", "[[2,3],[2,3],[]]", "[\"Tensor(float)\",\"Tensor(float)\",\"Int\"]",
+                        "aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"),
+                   "[" + x + "]", "[[2,3]]", "[\"Tensor(float)\"]"),
+      with_outputs(node(6, "aten::mul", 2, "[" + x + "," + x + "]", "[[2,3],[2,3]]", "[\"Tensor(float)\",\"Tensor(float)\"]",
+                        "aten::mul.Tensor(Tensor self, Tensor other) -> Tensor"),
+                   "[" + y + "]", "[[2,3]]", "[\"Tensor(float)\"]"),
+      node(8, "aten::sum", 2, "[" + y + ",\"<None>\"]", "[[2,3],[]]", "[\"Tensor(float)\",\"None\"]",
+           "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"),
+      node(9, "c10d::allreduce_", 2, "[]", "[]", "[]"),
+  };
+  const auto r = optrace::replay_execution_trace(et_test::write("et_identity.json", trace_of(nodes)),
+                                                 optrace::ReplayOptions().device(c10::kCPU));
+  INFO(r.summary());
+  REQUIRE(r.nodes.size() == 4);
+  CHECK(r.count(optrace::ReplayStatus::ok) == 4);
+  CHECK(r.collectives == 1);
+  CHECK(r.nodes[1].op == "add_.Tensor");
+  CHECK(r.nodes[1].inputs_from == std::vector<int64_t>{3, 3});  // ones' output, both
+  CHECK(r.nodes[2].inputs_from == std::vector<int64_t>{4, 4});  // add_'s (in-place: the same tensor)
+  CHECK(r.nodes[3].inputs_from == std::vector<int64_t>{6});
+  CHECK(r.shared_inputs == 5);
+  CHECK(r.external_tensors == 0);
+}
+
+TEST_CASE("execution trace replay: tensors of one storage are views of one memory, at their offsets", "[execution_trace][replay]") {
+  namespace et = optrace::detail::kineto::execution_trace;
+  // Storage 20 holds 12 floats; tensor 10 is its first 6 as [2, 3], tensor 11 a [3] view at 3.
+  optrace::detail::IdentityState state({{20, 12}}, int64_t{1} << 30);
+  state.begin_pass();
+  et::TensorRef x{10, 20, 0, 6, 4, "cpu", "float"}, y{11, 20, 3, 3, 4, "cpu", "float"}, z{12, 21, 0, 3, 4, "cpu", "float"};
+  at::Tensor a = at::rand({2, 3}), b = at::rand({3}), c = at::rand({3});
+  const at::Tensor a_values = a.clone();
+  int64_t producer = 0;
+  CHECK(state.bind(x, a, producer) == optrace::detail::IdentityState::Bound::external);
+  CHECK(producer == -1);
+  CHECK(at::equal(a, a_values));  // its values kept, in a memory of its storage's 12 floats
+  CHECK(a.storage().nbytes() == 12 * 4);
+  CHECK(state.bind(y, b, producer) == optrace::detail::IdentityState::Bound::view);
+  CHECK(b.data_ptr<float>() == a.data_ptr<float>() + 3);
+  CHECK(at::equal(b, a[1]));
+  CHECK(state.bind(z, c, producer) == optrace::detail::IdentityState::Bound::external);
+  CHECK(!c.storage().is_alias_of(a.storage()));
+  // The same id again is the same tensor; an output with that id replaces it.
+  at::Tensor again = at::rand({2, 3});
+  CHECK(state.bind(x, again, producer) == optrace::detail::IdentityState::Bound::external_again);
+  CHECK(again.data_ptr() == a.data_ptr());
+  const at::Tensor out = at::ones({2, 3});
+  state.keep_output(x, out, 7);
+  at::Tensor read = at::rand({2, 3});
+  CHECK(state.bind(x, read, producer) == optrace::detail::IdentityState::Bound::output);
+  CHECK(producer == 7);
+  CHECK(read.data_ptr() == out.data_ptr());
+  // A new pass starts from the tensors from outside the window.
+  state.begin_pass();
+  at::Tensor first = at::rand({2, 3});
+  CHECK(state.bind(x, first, producer) == optrace::detail::IdentityState::Bound::external_again);
+  CHECK(first.data_ptr() == a.data_ptr());
+}
+
+TEST_CASE("execution trace replay: an in-place op on one view is seen through the other", "[execution_trace][replay]") {
+  using et_test::node, et_test::thread_root, et_test::trace_of, et_test::with_outputs;
+  // fill_ on [2, 3] tensor 10 (storage 20); then sum of tensor 11, the [3] view at offset 3.
+  const std::string x = "[10,20,0,6,4,\"cpu\"]", y = "[11,20,3,3,4,\"cpu\"]";
+  const std::vector<std::string> nodes = {
+      thread_root(2),
+      with_outputs(node(3, "aten::fill_", 2, "[" + x + ",2]", "[[2,3],[]]", "[\"Tensor(float)\",\"Int\"]",
+                        "aten::fill_.Scalar(Tensor(a!) self, Scalar value) -> Tensor(a!)"),
+                   "[" + x + "]", "[[2,3]]", "[\"Tensor(float)\"]"),
+      node(4, "aten::sum", 2, "[" + y + ",\"<None>\"]", "[[3],[]]", "[\"Tensor(float)\",\"None\"]",
+           "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"),
+  };
+  std::string text = trace_of(nodes);  // node() writes the shapes as strides: contiguous ones instead
+  for (auto [from, to] : {std::pair<std::string, std::string>{"\"strides\": [[2,3],[]]", "\"strides\": [[3,1],[]]"},
+                          {"\"strides\": [[3],[]]", "\"strides\": [[1],[]]"}}) {
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+  }
+  const auto r = optrace::replay_execution_trace(et_test::write("et_views.json", text),
+                                                 optrace::ReplayOptions().device(c10::kCPU).progress(false));
+  INFO(r.summary());
+  REQUIRE(r.nodes.size() == 2);
+  CHECK(r.count(optrace::ReplayStatus::ok) == 2);
+  CHECK(r.external_tensors == 2);
+  CHECK(r.storage_views == 1);
+  CHECK(r.nodes[1].inputs_from == std::vector<int64_t>{-1});  // from outside, but fill_'s memory
+}
+
+TEST_CASE("execution trace replay: a hostile storage offset gets memory of its own", "[execution_trace][replay]") {
+  using et_test::node, et_test::thread_root, et_test::trace_of;
+  const std::vector<std::string> nodes = {
+      thread_root(2),
+      node(3, "aten::sum", 2, "[[12,30,9223372036854775000,3,4,\"cpu\"],\"<None>\"]", "[[3],[]]", "[\"Tensor(float)\",\"None\"]",
+           "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"),
+      node(4, "aten::sum", 2, "[[13,30,1,3,4,\"cpu\"],\"<None>\"]", "[[3],[]]", "[\"Tensor(float)\",\"None\"]",
+           "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"),
+  };
+  const auto r = optrace::replay_execution_trace(et_test::write("et_hostile_offset.json", trace_of(nodes)),
+                                                 optrace::ReplayOptions().device(c10::kCPU).progress(false));
+  INFO(r.summary());
+  CHECK(r.count(optrace::ReplayStatus::ok) == 2);
+  CHECK(r.storage_views == 0);
+}
+
+TEST_CASE("execution trace replay: torch 2.6's traces of real models, every call, timed against their Kineto traces",
+          "[execution_trace][replay]") {
+  for (const std::string model : {"mobilenet_v3_small", "train_step"}) {
+    INFO(model);
+    const std::string base = optrace_test::data_path("execution_trace/" + model);
+    const auto r = optrace::replay_execution_trace(base + ".et.json.gz", optrace::ReplayOptions().device(c10::kCPU).progress(false),
+                                                   base + ".pt.trace.json.gz");
+    INFO(r.summary());
+    std::string failures;
+    for (const auto& n : r.nodes)
+      if (n.status != optrace::ReplayStatus::ok) failures += n.op + ": " + n.message + "\n";
+    INFO(failures);
+    CHECK(r.nodes.size() == (model == "train_step" ? 37u : 192u));
+    CHECK(r.count(optrace::ReplayStatus::ok) == static_cast<int64_t>(r.nodes.size()));
+    CHECK(r.shared_inputs > 0);
+    // Every call found in the Kineto trace by its RecordFunction id, under its own name.
+    CHECK(r.recorded_nodes == static_cast<int64_t>(r.nodes.size()));
+    CHECK(r.recorded_ms > 0);
+    CHECK(r.total_ms > 0);
+  }
+}
+
+TEST_CASE("execution trace replay: time mode runs warm-up passes over the whole window, then timed ones",
+          "[execution_trace][replay]") {
+  const auto r = optrace::replay_execution_trace(optrace_test::data_path("execution_trace/train_step.et.json.gz"),
+                                                 optrace::ReplayOptions().device(c10::kCPU).progress(false).mode(optrace::ReplayMode::time).warmup(1).repeats(3));
+  INFO(r.summary());
+  CHECK(r.warmup_passes == 1);
+  CHECK(r.timed_passes == 3);
+  CHECK(r.count(optrace::ReplayStatus::ok) == 37);
+  const auto json = optrace::json::Document::parse(r.to_json());
+  CHECK(json->root()["summary"]["ok"].as_int() == 37);
+  CHECK(json->root()["nodes"].size() == 37);
+  for (optrace::json::Node n : json->root()["nodes"].array()) CHECK(n["recorded_ms"].is_null());
+}
+
+TEST_CASE("execution trace replay: a Kineto trace of another window times nothing", "[execution_trace][replay]") {
+  const auto r = optrace::replay_execution_trace(optrace_test::data_path("execution_trace/train_step.et.json.gz"),
+                                                 optrace::ReplayOptions().device(c10::kCPU).progress(false),
+                                                 optrace_test::data_path("execution_trace/mobilenet_v3_small.pt.trace.json.gz"));
+  CHECK(r.recorded_nodes < 5);  // rf_ids that name calls of other ops there are not taken
+}

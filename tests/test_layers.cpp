@@ -47,7 +47,7 @@ const std::vector<Layer> kLayers = {
     {"distributed jobs: DistributedInfo, and of a c10d process group", {"distributed.hpp", "c10d.hpp"}},
     {"Profiler", {"detail/profiler/", "profiler.hpp"}},
     {"on-demand profiling of running jobs", {"detail/on_demand/", "on_demand.hpp"}},
-    {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp"}},
+    {"replay", {"replay_types.hpp", "detail/replay/", "replay.hpp", "execution_replay.hpp"}},
     {"observation files", {"detail/observer/", "observations.hpp"}},
     {"a package's inputs, without AOTInductor: its call spec and guard (what plans and drift judge calls by)",
      {"detail/aoti/call_spec.hpp", "detail/aoti/guard.hpp"}},

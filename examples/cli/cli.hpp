@@ -64,7 +64,10 @@ inline const CommandInfo kCommands[] = {
      "optrace replay TRACE [--device cuda|cpu|meta] [--check] [--time] [--json OUT] [--csv OUT] [--force]\n"
      "                     [--warmup N] [--repeats N] [--flush-cache] [--atol X] [--rtol X] [--seed N]\n"
      "                     [--ops A,B] [--exclude A,B] [--max-inputs N] [--dtype D] [--memory-budget SIZE]\n"
-     "                     [--top N] [--all | --failures-only] [--no-progress] [--strides]",
+     "                     [--top N] [--all | --failures-only] [--no-progress] [--strides]\n"
+     "       optrace replay WINDOW.et.json [--kineto WINDOW.pt.trace.json] [--time] [--warmup N] [--repeats N]\n"
+     "                     [--device D] [--json OUT] [--force] [--seed N] [--dtype D] [--memory-budget SIZE]\n"
+     "                     [--top N] [--failures-only] [--no-progress] [--unique-inputs]",
      "  Materializes every unique input and runs it through the dispatcher. Prints per-op totals\n"
      "  (time mode: by total time, median x recorded calls, with each op's share; otherwise the ops\n"
      "  with errors first), in time mode the inputs that took the most time, then every input that\n"
@@ -85,7 +88,16 @@ inline const CommandInfo kCommands[] = {
      "                in float16 on builds without half kernels, as PyTorch's OperatorInputsLoader does)\n"
      "  Ctrl-C (SIGINT) or SIGTERM stops after the input running, and the report of what ran is\n"
      "  printed and written, marked incomplete (exit status 130 or 143).\n"
-     "  Exit status 1 when an input fails or mismatches, or when no input ran (all skipped).\n"},
+     "  Exit status 1 when an input fails or mismatches, or when no input ran (all skipped).\n"
+     "  An execution trace (torch's ExecutionTraceObserver's, the Profiler's) is replayed as the window\n"
+     "  it recorded: its outermost ops in call order, one id one tensor (an earlier call's output, or\n"
+     "  a tensor from outside the window made once; views share their storage), collectives skipped.\n"
+     "  Prints per-op totals, the calls not ok and the summary line.\n"
+     "  --kineto      the Kineto trace of the same window: each call's recorded time beside its\n"
+     "                replayed one (found by RecordFunction id)\n"
+     "  --time        --warmup passes over the whole window (default 2), then --repeats timed ones\n"
+     "                (default 10), each call's median kept; without it one pass, each call timed once\n"
+     "  --unique-inputs  replay its unique inputs instead, as any trace's (--check, --csv, --ops, ...)\n"},
     {Command::merge, "merge", "optrace merge A B ... -o OUT [--force] [--jobs N] [--strides]",
      "  Adds the traces' counts together into one trace; OUT ending in .txt: an operator-inputs log,\n"
      "  in .pt.trace.json: a Kineto trace; .gz: gzip-compressed. Each file is given once. The\n"
@@ -164,6 +176,10 @@ struct Invocation {
   std::string json_path, csv_path;
   bool all_rows = false;       // --all: every input's row
   bool failures_only = false;  // --failures-only
+  // replay of an execution trace: the window, call by call, unless --unique-inputs
+  std::string kineto_path;                 // --kineto: the Kineto trace of the same window
+  bool unique_inputs = false;              // --unique-inputs: its unique inputs, as any trace's
+  std::vector<std::string> unique_only;    // options given that only a replay of unique inputs takes
   // verify (replay's --json, --seed, --atol/--rtol and --device are its too)
   std::string reference, device, weights;
   uint64_t seed = 0;
@@ -296,7 +312,13 @@ inline void parse_replay(const Args& args, Invocation& inv) {
   bool check = false, time = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--device") {
+    static const char* const kUniqueOnly[] = {"--check", "--csv", "--ops", "--exclude", "--max-inputs", "--flush-cache", "--all", "--strides"};
+    if (std::find(std::begin(kUniqueOnly), std::end(kUniqueOnly), a) != std::end(kUniqueOnly)) inv.unique_only.push_back(a);
+    if (a == "--kineto") {
+      inv.kineto_path = value_of(args, i);
+    } else if (a == "--unique-inputs") {
+      inv.unique_inputs = true;
+    } else if (a == "--device") {
       const std::string d = value_of(args, i);
       try {
         options.device(c10::Device(d));

@@ -63,6 +63,7 @@
 #else
 #include <optrace/kineto.hpp>
 #include <optrace/operator_inputs.hpp>
+#include <optrace/execution_replay.hpp>
 #include <optrace/replay.hpp>
 #include <optrace/detail/common/compat.hpp>
 #if OPTRACE_HAS_AOTI
@@ -404,7 +405,60 @@ std::vector<std::string> unmatched_ops(const optrace::OpTrace& trace, const optr
   return out;
 }
 
+// An execution trace replayed as the window it recorded (optrace/execution_replay.hpp).
+int replay_window(const Invocation& inv) {
+  if (!inv.unique_only.empty())
+    throw UsageError(inv.unique_only.front() + " goes with a replay of unique inputs: " + inv.inputs[0] +
+                     " is an execution trace, replayed as its window (add --unique-inputs to replay its unique inputs)");
+  std::vector<std::string> outputs;
+  if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
+  std::vector<std::string> inputs = inv.inputs;
+  if (!inv.kineto_path.empty()) inputs.push_back(inv.kineto_path);
+  files::check_outputs(inputs, outputs, inv.force);  // before the long part, not after
+
+  optrace::ReplayOptions options = inv.replay;
+  options.stop_when([] { return stop_signal != 0; });
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
+  if (options.progress())
+    std::cerr << "optrace: replaying the window of " << inv.inputs[0] << " call by call (Ctrl-C stops and keeps the report)\n";
+  const optrace::ExecutionReplayReport report = optrace::replay_execution_trace(inv.inputs[0], options, inv.kineto_path);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  if (report.nodes.empty()) throw UsageError("nothing to replay: " + inv.inputs[0] + " holds no op this libtorch's dispatcher has");
+
+  if (!inv.failures_only) {
+    report.print_ops(std::cout, static_cast<size_t>(inv.top));
+    if (!inv.kineto_path.empty() && report.recorded_nodes == 0)
+      std::cout << "\nnote: no call of " << inv.inputs[0] << " was found in " << inv.kineto_path
+                << " (by RecordFunction id and name): is it the Kineto trace of another window?\n";
+  }
+  const int64_t not_ok = static_cast<int64_t>(report.nodes.size()) - report.count(optrace::ReplayStatus::ok);
+  if (not_ok > 0) {
+    std::cout << (inv.failures_only ? "" : "\n") << "not ok (" << not_ok << "):\n";
+    report.print_not_ok(std::cout);
+  }
+  std::cout << report.summary() << "\n";
+  std::cout.flush();
+  if (!inv.json_path.empty()) report.save_json(inv.json_path);
+  if (!report.complete) {
+    const int signal = stop_signal;
+    std::cerr << "optrace: stopped by " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << "; the report"
+              << (outputs.empty() ? "" : " (written, \"complete\": false)") << " holds the calls that ran\n";
+    return 128 + signal;
+  }
+  if (report.count(optrace::ReplayStatus::ok) + report.count(optrace::ReplayStatus::error) == 0) {
+    std::cerr << "optrace: nothing ran: all " << report.nodes.size() << " calls were skipped (see their messages)\n";
+    return 1;
+  }
+  return not_ok == 0 ? 0 : 1;
+}
+
 int replay(const Invocation& inv) {
+  const bool window = optrace::kineto::detect_format(inv.inputs[0]) == optrace::kineto::TraceFormat::ExecutionTrace;
+  if (window && !inv.unique_inputs) return replay_window(inv);
+  if (!inv.kineto_path.empty())
+    throw UsageError("--kineto goes with an execution trace's window: " + inv.inputs[0] + (window ? " is replayed by unique inputs (--unique-inputs)" : " is no execution trace"));
   std::vector<std::string> outputs;
   if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
   if (!inv.csv_path.empty()) outputs.push_back(inv.csv_path);

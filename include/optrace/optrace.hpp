@@ -18,6 +18,7 @@
 #include <optrace/kineto.hpp>
 #include <optrace/replay_types.hpp>
 #include <optrace/replay.hpp>
+#include <optrace/execution_replay.hpp>
 
 // Profiling: timed traces (torch.profiler's Kineto format), key averages, windows of running jobs on request.
 #include <optrace/key_averages.hpp>

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -224,11 +225,26 @@ inline bool schema_overload(std::string_view schema, std::string_view& overload)
 }
 
 // A node as the walk needs it: its place, its parent and its call for the importer.
+// A tensor as a node's value names it: [tensor id, storage id, offset (elements), numel, itemsize
+// (bytes), device]. Ids come from one counter keyed by address in torch, so one id may name
+// tensors that lived one after the other; an op that outputs an id makes its new one.
+struct TensorRef {
+  int64_t id = -1, storage = -1, offset = 0, numel = 0, itemsize = 0;
+  std::string_view device;  // "cpu", "cuda:0"
+  std::string_view dtype;   // as its type names it: "float", "long int"
+};
+
+// A node as the walk needs it: its place, its parent and its call for the importer; with
+// keep_tensors (replay), the tensors of each input and output: none for a value, one for a
+// tensor, one per element for a tensor list (id -1 for a None).
 struct Node {
   int64_t id = 0, parent = 0;
   uint32_t index = 0;  // in "nodes"
   std::string_view name, thread;
+  bool has_schema = false;  // an op_schema: a dispatcher op's node
+  int64_t rf_id = -1;       // its RecordFunction's id: the Kineto event's "Record function id" (-1: none)
   RawFields raw;
+  std::vector<std::vector<TensorRef>> inputs, outputs;
 };
 
 // Texts kept for the import (the importer holds views of them until it finishes): each distinct
@@ -242,7 +258,56 @@ class Texts {
 };
 
 // Reads node `index` (its text) into `out`; JsonError with paths under "/nodes/<index>".
-inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& texts) {
+// The tensors of value `v` of type `type`, into `out` (see Node).
+inline void read_tensors(std::string_view type, const json::Node& v, std::vector<TensorRef>& out, Texts& texts,
+                         std::vector<std::string_view>& elements) {
+  auto one = [&texts](const json::Node& t, std::string_view dtype) {
+    if (!t.is_array()) return TensorRef{};  // "<None>", an undefined tensor
+    if (t.size() != 6) t.fail_plain("expected a tensor as [id, storage id, offset, numel, itemsize, device]");
+    TensorRef r;
+    size_t k = 0;
+    for (json::Node x : t.array()) {
+      switch (k++) {
+        case 0: r.id = x.as_int(); break;
+        case 1: r.storage = x.as_int(); break;
+        case 2: r.offset = x.as_int(); break;
+        case 3: r.numel = x.as_int(); break;
+        case 4: r.itemsize = x.as_int(); break;
+        default: r.device = texts.keep(std::string(x.as_string()));
+      }
+    }
+    if (r.offset < 0 || r.numel < 0 || r.itemsize < 0) t.fail_plain("expected a tensor's offset, numel and itemsize of at least 0");
+    r.dtype = texts.keep(std::string(dtype));
+    return r;
+  };
+  const std::string_view tensor = tensor_element_type(type);
+  if (!tensor.empty()) {
+    if (tensor != "nullptr (uninitialized)") out.push_back(one(v, tensor));
+    return;
+  }
+  if (!element_types(type, "GenericList", elements) || elements.empty()) return;
+  for (std::string_view e : elements)
+    if (tensor_element_type(e).empty() && e != "None") return;  // not a tensor list
+  if (!v.is_array() || v.size() != elements.size()) v.fail_plain("expected " + std::to_string(elements.size()) + " tensors, as its type lists");
+  size_t k = 0;
+  for (json::Node t : v.array()) out.push_back(one(t, tensor_element_type(elements[k++])));
+}
+
+// The values and types of a node's inputs ("inputs", "input_types" in 1.0) or outputs, or false
+// when the node has none.
+inline bool find_args(const json::Node& node, const char* key, const char* flat_types, json::Node& values, json::Node& types) {
+  json::Node group(node);
+  if (node.find(key, group) && group.is_object()) {
+    values = group["values"];
+    types = group["types"];
+    return true;
+  }
+  if (!node.find(flat_types, types)) return false;
+  values = node[key];
+  return true;
+}
+
+inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& texts, bool keep_tensors = false) {
   const std::string base = "/nodes/" + std::to_string(index);
   try {
     auto doc = json::Document::parse(text);
@@ -263,12 +328,31 @@ inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& t
         const std::string_view name = a["name"].as_string();
         if (name == "tid") thread = std::to_string(a["value"].as_int());
         else if (name == "op_schema") schema = a["value"].as_string();
+        else if (name == "rf_id") out.rf_id = a["value"].as_int();
       }
     } else {
       if (node.find("tid", v)) thread = std::to_string(v.as_int());
       if (node.find("op_schema", v)) schema = v.as_string();
+      if (node.find("rf_id", v)) out.rf_id = v.as_int();
     }
     out.thread = texts.keep(std::move(thread));
+    out.has_schema = !schema.empty();
+    if (keep_tensors) {
+      std::vector<std::string_view> elements;
+      for (auto [key, flat, into] : {std::make_tuple("inputs", "input_types", &out.inputs), std::make_tuple("outputs", "output_types", &out.outputs)}) {
+        json::Node values(node), types(node);
+        if (!find_args(node, key, flat, values, types)) continue;
+        if (values.size() != types.size())
+          values.fail_plain(std::string("values and types differ in length (") + std::to_string(values.size()) + " and " + std::to_string(types.size()) + ")");
+        std::vector<json::Node> vs;
+        for (json::Node x : values.array()) vs.push_back(x);
+        size_t k = 0;
+        for (json::Node t : types.array()) {
+          into->emplace_back();
+          read_tensors(t.as_string(), vs[k++], into->back(), texts, elements);
+        }
+      }
+    }
     // Inputs: 1.1 {"values", "shapes", "types", "strides"}; 1.0 "inputs", "input_shapes", "input_types".
     json::Node inputs(node), values(node), shapes(node), types(node), strides(node);
     bool has_strides = false;
@@ -403,20 +487,24 @@ inline Structure scan_structure(std::string_view text) {
   return out;
 }
 
-}  // namespace execution_trace
+// A trace's nodes, read (see read_node), and where it was cut short ("" when whole).
+struct Trace {
+  std::vector<Node> nodes;
+  Texts texts;  // what the nodes' views name
+  std::string cut_short;
+};
 
 // Reads the execution trace `data` (its whole text; its capacity grown by simdjson's padding
-// here) into the calls a Kineto trace of the same window gives (see the top of this file).
-inline ImportResult import_execution_trace(std::string& data, const ImportOptions& options, const OpCatalog& catalog) {
-  namespace et = execution_trace;
+// here, and a trace cut short closed in place). Throws JsonError naming the node.
+inline Trace read_trace(std::string& data, bool keep_tensors) {
+  Trace trace;
   // A trace cut short inside its nodes is closed after its last whole node, and said so.
-  std::string cut_short;
-  const et::Structure structure = et::scan_structure(data);
+  const Structure structure = scan_structure(data);
   if (structure.trailing) optrace::detail::raise_json("", "malformed JSON: text after the trace's closing brace");
   if (structure.cut != std::string_view::npos) {
     data.resize(structure.cut);
     data += structure.after_nodes ? "}" : "]}";
-    cut_short = structure.after_nodes ? "after /nodes" : "/nodes/" + std::to_string(structure.node);
+    trace.cut_short = structure.after_nodes ? "after /nodes" : "/nodes/" + std::to_string(structure.node);
   }
   if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
   od::parser parser;
@@ -424,8 +512,7 @@ inline ImportResult import_execution_trace(std::string& data, const ImportOption
   if (auto e = parser.iterate(data.data(), data.size(), data.capacity()).get(doc)) malformed("", e);
   od::object root;
   if (doc.get_object().get(root)) expected(doc, "", "expected an execution trace (an object with \"schema\" and \"nodes\")");
-  et::Texts texts;
-  std::vector<et::Node> nodes;
+  std::vector<Node>& nodes = trace.nodes;
   bool has_nodes = false, has_schema = false;
   for (auto member : root) {
     od::field f;
@@ -435,7 +522,7 @@ inline ImportResult import_execution_trace(std::string& data, const ImportOption
     if (key == "schema") {
       std::string_view schema;
       if (!ondemand::read_string(f.value(), schema)) expected(f.value(), "/schema", "expected a string");
-      if (!et::schema_supported(schema))
+      if (!schema_supported(schema))
         optrace::detail::raise_json("/schema", "schema \"" + std::string(schema.substr(0, 40)) +
                                                    "\" is not one this reader knows (1.0.x or 1.1.x, as torch 2.x writes)");
       has_schema = true;
@@ -452,16 +539,26 @@ inline ImportResult import_execution_trace(std::string& data, const ImportOption
         if (auto e = element.get(v)) malformed(path, e);
         const std::string_view text = raw_of(v, [&path] { return path; });
         nodes.emplace_back();
-        et::read_node(text, index, nodes.back(), texts);
+        read_node(text, index, nodes.back(), trace.texts, keep_tensors);
         ++index;
       }
     }
   }
   if (!has_nodes) optrace::detail::raise_json("", "missing key \"nodes\"");
   if (!has_schema) optrace::detail::raise_json("", "missing key \"schema\"");
+  return trace;
+}
 
-  // The tree: children by id (the order they were called in), each node's span around its
-  // children's, walked without recursion (a hostile trace may nest a million deep).
+// The tree of a trace's nodes: their pre-order (children by id: the order they were called in,
+// whatever order the file lists them in), each node's parent (UINT32_MAX for a root) and span
+// around its children's, on a clock of steps. Walked without recursion (a hostile trace may
+// nest a million deep). Throws JsonError for two nodes with one id and for parents in a cycle.
+struct Tree {
+  std::vector<uint32_t> order, parent_of;
+  std::vector<int64_t> start, end;
+};
+
+inline Tree walk_tree(const std::vector<Node>& nodes) {
   const uint32_t n = static_cast<uint32_t>(nodes.size());
   std::unordered_map<int64_t, uint32_t> by_id;
   by_id.reserve(n);
@@ -471,12 +568,13 @@ inline ImportResult import_execution_trace(std::string& data, const ImportOption
       optrace::detail::raise_json("/nodes/" + std::to_string(k) + "/id", "node id " + std::to_string(nodes[k].id) +
                                                                           " again (first at /nodes/" + std::to_string(it->second) + ")");
   }
+  Tree tree;
   std::vector<uint32_t> first_child(n + 1, 0), children, roots;
-  std::vector<uint32_t> parent_of(n, UINT32_MAX);
+  tree.parent_of.assign(n, UINT32_MAX);
   for (uint32_t k = 0; k < n; ++k) {
     auto it = by_id.find(nodes[k].parent);
     if (it != by_id.end() && it->second != k) {
-      parent_of[k] = it->second;
+      tree.parent_of[k] = it->second;
       ++first_child[it->second + 1];
     } else {
       roots.push_back(k);
@@ -487,49 +585,59 @@ inline ImportResult import_execution_trace(std::string& data, const ImportOption
   {
     std::vector<uint32_t> fill(first_child.begin(), first_child.end() - 1);
     for (uint32_t k = 0; k < n; ++k)
-      if (parent_of[k] != UINT32_MAX) children[fill[parent_of[k]]++] = k;
+      if (tree.parent_of[k] != UINT32_MAX) children[fill[tree.parent_of[k]]++] = k;
   }
   auto by_node_id = [&nodes](uint32_t a, uint32_t b) { return nodes[a].id < nodes[b].id; };
   for (uint32_t k = 0; k < n; ++k) std::sort(children.begin() + first_child[k], children.begin() + first_child[k + 1], by_node_id);
   std::sort(roots.begin(), roots.end(), by_node_id);
 
-  std::vector<int64_t> start(n, -1), end(n, 0);
-  std::vector<uint32_t> order;  // pre-order
-  order.reserve(n);
+  tree.start.assign(n, -1);
+  tree.end.assign(n, 0);
+  tree.order.reserve(n);
   int64_t clock = 0;
   std::vector<std::pair<uint32_t, uint32_t>> stack;  // (node, its next child)
   for (uint32_t root : roots) {
     stack.emplace_back(root, first_child[root]);
-    start[root] = clock++;
-    order.push_back(root);
+    tree.start[root] = clock++;
+    tree.order.push_back(root);
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next == first_child[node + 1]) {
-        end[node] = clock++;
+        tree.end[node] = clock++;
         stack.pop_back();
         continue;
       }
       const uint32_t child = children[next++];
-      start[child] = clock++;
-      order.push_back(child);
+      tree.start[child] = clock++;
+      tree.order.push_back(child);
       stack.emplace_back(child, first_child[child]);
     }
   }
-  if (order.size() != n)  // nodes whose parents lead round in a circle, never to a root
+  if (tree.order.size() != n)  // nodes whose parents lead round in a circle, never to a root
     for (uint32_t k = 0; k < n; ++k)
-      if (start[k] < 0)
+      if (tree.start[k] < 0)
         optrace::detail::raise_json("/nodes/" + std::to_string(k) + "/ctrl_deps",
                                     "node id " + std::to_string(nodes[k].id) + " is its own ancestor (its parents form a cycle)");
+  return tree;
+}
 
+}  // namespace execution_trace
+
+// Reads the execution trace `data` (its whole text) into the calls a Kineto trace of the same
+// window gives (see the top of this file).
+inline ImportResult import_execution_trace(std::string& data, const ImportOptions& options, const OpCatalog& catalog) {
+  namespace et = execution_trace;
+  et::Trace trace = et::read_trace(data, false);
+  const et::Tree tree = et::walk_tree(trace.nodes);
   Importer importer(options, catalog);
   importer.set_events_path("/nodes");
-  for (uint32_t k : order) {
-    const et::Node& node = nodes[k];
-    importer.add_call(node.name, node.thread, start[k], end[k], node.raw, node.index);
+  for (uint32_t k : tree.order) {
+    const et::Node& node = trace.nodes[k];
+    importer.add_call(node.name, node.thread, tree.start[k], tree.end[k], node.raw, node.index);
   }
   ImportResult result = importer.finish();
   result.report.format = "execution_trace";
-  result.report.cut_short = std::move(cut_short);
+  result.report.cut_short = std::move(trace.cut_short);
   return result;
 }
 

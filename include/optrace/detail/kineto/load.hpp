@@ -86,11 +86,12 @@ inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes)
 inline TraceFormat detect_format(const std::string& path) {
   return optrace::detail::about_file(path, [&] {
     optrace::detail::FileReader in(path);
-    if (in.gzip() || in.file_size() >= kStreamFromBytes) {
-      // Told by the first MiB, or by reading it as an hf op trace (streamed), as load_any tells it:
-      // what neither tells is read whole below, if it may be JSON.
-      const TraceFormat format = format_by_head(in, size_t(1) << 20);
-      if (format != TraceFormat::Unknown) return format;
+    const bool large = in.gzip() || in.file_size() >= kStreamFromBytes;
+    // Told by the first bytes (an execution trace cut short too), or by reading it as an hf op
+    // trace (streamed), as load_any tells it: what neither tells is read whole below.
+    const TraceFormat format = format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
+    if (format != TraceFormat::Unknown) return format;
+    if (large) {
       refuse_unless_json(in);
       if (op_trace::stream_ops(in)) return TraceFormat::HfOpTrace;
     }

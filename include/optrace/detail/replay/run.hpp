@@ -328,17 +328,22 @@ inline void compare_with_reference(const CallPlan& plan, const torch::jit::Stack
   if (c.ok && meta) r.message = "shapes and dtypes match the CPU";
 }
 
+// Why the inputs of `plan` are not made: more bytes on `device` than `budget` ("" when they fit).
+inline std::string over_memory_budget(const CallPlan& plan, c10::Device device, int64_t budget) {
+  const int64_t bytes = plan_bytes(plan, device);
+  if (bytes <= budget) return {};
+  return "inputs need " + human_bytes(bytes) + " on " + device.str() + ", over the memory budget of " + human_bytes(budget);
+}
+
 // Plans input `index` of `op`, materializes it and runs it as the mode asks (once, timed, or
 // checked against the CPU), into `r`. Throws what planning and the op throw.
 inline void plan_and_run(const std::string& op, const OpInput& in, int64_t index, const ReplayOptions& options, c10::Device device,
                          std::optional<at::Tensor>& flush_buffer, ReplayResult& r) {
   const ReplayMode mode = options.mode();
   const CallPlan plan = PlanBuilder(in, device, options.float_dtype()).build(op);
-  const int64_t bytes = plan_bytes(plan, device);
-  if (bytes > options.memory_budget_bytes()) {
+  if (std::string why = over_memory_budget(plan, device, options.memory_budget_bytes()); !why.empty()) {
     r.status = ReplayStatus::skipped;
-    r.message = "inputs need " + human_bytes(bytes) + " on " + device.str() + ", over the memory budget of " +
-                human_bytes(options.memory_budget_bytes());
+    r.message = std::move(why);
     return;
   }
   const bool random = is_random_op(plan.base), creation = is_creation_op(plan.base);
@@ -375,6 +380,40 @@ inline void plan_and_run(const std::string& op, const OpInput& in, int64_t index
   else if (plan.mutates && mode == ReplayMode::time) r.message = "writes its inputs: fresh inputs for every call";
 }
 
+// Runs `fn` (a call planned and run into `r`) and turns what it throws into `r.status` and
+// `r.message`: the one rule of what replay calls skipped (a gap in the trace, no kernel for
+// `device` in this build) and what an error. True when the op has no kernel for `device`.
+template <class Result, class Fn>
+bool run_classified(c10::Device device, Result& r, Fn&& fn) {
+  try {
+    fn();
+  } catch (const NotRecorded& e) {  // a gap in the trace, not a failure
+    r.status = ReplayStatus::skipped;
+    r.message = "not replayable: " + e.message();
+  } catch (const UnsupportedDtype& e) {
+    r.status = ReplayStatus::skipped;
+    r.message = "not replayable: " + e.message();
+  } catch (const UnknownOp& e) {
+    r.status = ReplayStatus::skipped;
+    r.message = "not replayable: " + e.message();
+  } catch (const c10::Error& e) {
+    const bool missing = is_missing_kernel(e, device);
+    r.status = missing ? ReplayStatus::skipped : ReplayStatus::error;
+    r.message = (missing ? "no " + std::string(device.type() == c10::kMeta ? "meta" : c10::DeviceTypeName(device.type(), true)) +
+                               " kernel in this libtorch: "
+                         : std::string()) +
+                describe_exception(e);
+    return missing;
+  } catch (const std::exception& e) {  // c10::Error (OOM included), optrace errors, std errors
+    r.status = ReplayStatus::error;
+    r.message = describe_exception(e);
+  } catch (...) {
+    r.status = ReplayStatus::error;
+    r.message = "unknown exception";
+  }
+  return false;
+}
+
 // Replays one unique input; never throws for the input's own failures (they become the result).
 // `no_meta`: ops already found without a kernel for the device (meta or other), with the message: on libtorch 1.13 a
 // c10::Error costs milliseconds (its backtrace is symbolized when made), so each such op raises
@@ -392,32 +431,8 @@ inline ReplayResult replay_input(const std::string& op, const OpInput& in, int64
     r.message = it->second;
     return r;
   }
-  try {
-    plan_and_run(op, in, index, options, device, flush_buffer, r);
-  } catch (const NotRecorded& e) {  // a gap in the trace, not a failure
-    r.status = ReplayStatus::skipped;
-    r.message = "not replayable: " + e.message();
-  } catch (const UnsupportedDtype& e) {
-    r.status = ReplayStatus::skipped;
-    r.message = "not replayable: " + e.message();
-  } catch (const UnknownOp& e) {
-    r.status = ReplayStatus::skipped;
-    r.message = "not replayable: " + e.message();
-  } catch (const c10::Error& e) {
-    const bool missing = is_missing_kernel(e, device);
-    r.status = missing ? ReplayStatus::skipped : ReplayStatus::error;
-    r.message = (missing ? "no " + std::string(device.type() == c10::kMeta ? "meta" : c10::DeviceTypeName(device.type(), true)) +
-                               " kernel in this libtorch: "
-                         : std::string()) +
-                describe_exception(e);
-    if (missing) no_meta.emplace(op, r.message);
-  } catch (const std::exception& e) {  // c10::Error (OOM included), optrace errors, std errors
-    r.status = ReplayStatus::error;
-    r.message = describe_exception(e);
-  } catch (...) {
-    r.status = ReplayStatus::error;
-    r.message = "unknown exception";
-  }
+  if (run_classified(device, r, [&] { plan_and_run(op, in, index, options, device, flush_buffer, r); }))
+    no_meta.emplace(op, r.message);
   return r;
 }
 
