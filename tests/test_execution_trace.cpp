@@ -388,6 +388,42 @@ TEST_CASE("execution trace replay: an in-place op on one view is seen through th
   CHECK(r.nodes[1].inputs_from == std::vector<int64_t>{-1});  // from outside, but fill_'s memory
 }
 
+TEST_CASE("execution trace replay: keyword-only arguments run as recorded (clone to contiguous, then view)",
+          "[execution_trace][replay]") {
+  using et_test::node, et_test::thread_root, et_test::trace_of, et_test::with_outputs;
+  // clone(x, memory_format=torch.contiguous_format) of a transposed x: without its keyword the
+  // clone keeps x's strides, and the view of its output fails.
+  const std::string x = "[10,20,0,6,4,\"cpu\"]", y = "[11,21,0,6,4,\"cpu\"]";
+  const std::vector<std::string> nodes = {
+      thread_root(2),
+      with_outputs(node(3, "aten::clone", 2, "[" + x + ",0]", "[[3,2],[]]", "[\"Tensor(float)\",\"Int\"]",
+                        "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"),
+                   "[" + y + "]", "[[3,2]]", "[\"Tensor(float)\"]"),
+      node(4, "aten::view", 2, "[" + y + ",[6]]", "[[3,2],[[]]]", "[\"Tensor(float)\",\"GenericList[Int]\"]",
+           "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"),
+  };
+  std::string text = trace_of(nodes);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"\"strides\": [[3,2],[]]", "\"strides\": [[1,3],[]]"},
+                          {"\"strides\": [[3,2]]", "\"strides\": [[2,1]]"},
+                          {"\"strides\": [[3,2],[[]]]", "\"strides\": [[2,1],[[]]]"}}) {
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+  }
+  const auto r = optrace::replay_execution_trace(et_test::write("et_keyword.json", text),
+                                                 optrace::ReplayOptions().device(c10::kCPU).progress(false));
+  INFO(r.summary());
+  REQUIRE(r.nodes.size() == 2);
+  CHECK(r.nodes[1].inputs_from == std::vector<int64_t>{3});
+  CHECK(r.count(optrace::ReplayStatus::ok) == 2);
+  // An import keeps the reference tracer's positional view unless asked.
+  const std::string path = et_test::write("et_keyword_import.json", text);
+  CHECK(optrace::kineto::load_any(path).trace.find("clone.default")->unique_inputs[0].kwargs.empty());
+  const auto kept = optrace::kineto::load_any(path, optrace::kineto::ImportOptions().keyword_arguments(true));
+  const auto& kwargs = kept.trace.find("clone.default")->unique_inputs[0].kwargs;
+  REQUIRE(kwargs.size() == 1);
+  CHECK(kwargs[0].name == "memory_format");
+}
+
 TEST_CASE("execution trace replay: a hostile storage offset gets memory of its own", "[execution_trace][replay]") {
   using et_test::node, et_test::thread_root, et_test::trace_of;
   const std::vector<std::string> nodes = {
@@ -438,6 +474,19 @@ TEST_CASE("execution trace replay: time mode runs warm-up passes over the whole 
   CHECK(json->root()["summary"]["ok"].as_int() == 37);
   CHECK(json->root()["nodes"].size() == 37);
   for (optrace::json::Node n : json->root()["nodes"].array()) CHECK(n["recorded_ms"].is_null());
+}
+
+TEST_CASE("execution trace replay: stop_when stops between calls and keeps what ran", "[execution_trace][replay]") {
+  int asked = 0;
+  const auto r = optrace::replay_execution_trace(
+      optrace_test::data_path("execution_trace/train_step.et.json.gz"),
+      optrace::ReplayOptions().device(c10::kCPU).progress(false).stop_when([&asked] { return ++asked > 5; }));
+  CHECK(!r.complete);
+  CHECK(r.passes_run == 1);
+  int64_t timed = 0;
+  for (const auto& n : r.nodes) timed += n.ms > 0;
+  CHECK(timed == 5);
+  CHECK(r.summary().find("INCOMPLETE") != std::string::npos);
 }
 
 TEST_CASE("execution trace replay: a Kineto trace of another window times nothing", "[execution_trace][replay]") {

@@ -394,6 +394,36 @@ extern "C" void on_stop_signal(int signal) {
   std::signal(signal, SIG_DFL);
 }
 
+// SIGINT and SIGTERM ask the replay to stop (stop_signal) while one lives.
+struct StopOnSignals {
+  StopOnSignals() {
+    std::signal(SIGINT, on_stop_signal);
+    std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopOnSignals() {
+    std::signal(SIGINT, SIG_DFL);
+    std::signal(SIGTERM, SIG_DFL);
+  }
+  StopOnSignals(const StopOnSignals&) = delete;
+  StopOnSignals& operator=(const StopOnSignals&) = delete;
+};
+
+// The line that says a replay was stopped, and its exit status (128 + the signal).
+int stopped(const std::string& how_far, bool written) {
+  const int signal = stop_signal;
+  std::cerr << "optrace: stopped by " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << how_far << "; the report"
+            << (written ? " (written, \"complete\": false)" : "") << " holds those\n";
+  return 128 + signal;
+}
+
+// "not ok (N):" and the results' lines (print_not_ok), after a blank line unless they come first.
+template <class Report>
+void print_not_ok(const Report& report, int64_t not_ok, bool first) {
+  if (not_ok == 0) return;
+  std::cout << (first ? "" : "\n") << "not ok (" << not_ok << "):\n";
+  report.print_not_ok(std::cout);
+}
+
 // Each name in --ops that no op of the trace answers to (a typo would otherwise replay nothing).
 std::vector<std::string> unmatched_ops(const optrace::OpTrace& trace, const optrace::ReplayOptions& options) {
   std::vector<std::string> out;
@@ -418,13 +448,12 @@ int replay_window(const Invocation& inv) {
 
   optrace::ReplayOptions options = inv.replay;
   options.stop_when([] { return stop_signal != 0; });
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   if (options.progress())
     std::cerr << "optrace: replaying the window of " << inv.inputs[0] << " call by call (Ctrl-C stops and keeps the report)\n";
-  const optrace::ExecutionReplayReport report = optrace::replay_execution_trace(inv.inputs[0], options, inv.kineto_path);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  const optrace::ExecutionReplayReport report = [&] {
+    StopOnSignals signals;
+    return optrace::replay_execution_trace(inv.inputs[0], options, inv.kineto_path);
+  }();
   if (report.nodes.empty()) throw UsageError("nothing to replay: " + inv.inputs[0] + " holds no op this libtorch's dispatcher has");
 
   if (!inv.failures_only) {
@@ -434,19 +463,12 @@ int replay_window(const Invocation& inv) {
                 << " (by RecordFunction id and name): is it the Kineto trace of another window?\n";
   }
   const int64_t not_ok = static_cast<int64_t>(report.nodes.size()) - report.count(optrace::ReplayStatus::ok);
-  if (not_ok > 0) {
-    std::cout << (inv.failures_only ? "" : "\n") << "not ok (" << not_ok << "):\n";
-    report.print_not_ok(std::cout);
-  }
+  print_not_ok(report, not_ok, inv.failures_only);
   std::cout << report.summary() << "\n";
   std::cout.flush();
   if (!inv.json_path.empty()) report.save_json(inv.json_path);
-  if (!report.complete) {
-    const int signal = stop_signal;
-    std::cerr << "optrace: stopped by " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << "; the report"
-              << (outputs.empty() ? "" : " (written, \"complete\": false)") << " holds the calls that ran\n";
-    return 128 + signal;
-  }
+  if (!report.complete) return stopped(" during pass " + std::to_string(report.passes_run) + " of " +
+                                           std::to_string(report.warmup_passes + report.timed_passes), !outputs.empty());
   if (report.count(optrace::ReplayStatus::ok) + report.count(optrace::ReplayStatus::error) == 0) {
     std::cerr << "optrace: nothing ran: all " << report.nodes.size() << " calls were skipped (see their messages)\n";
     return 1;
@@ -475,13 +497,12 @@ int replay(const Invocation& inv) {
 
   optrace::ReplayOptions options = inv.replay;
   options.stop_when([] { return stop_signal != 0; });
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   if (options.progress())
     std::cerr << "optrace: replaying " << inv.inputs[0] << " (Ctrl-C stops after the input running and keeps the report)\n";
-  const optrace::ReplayReport report = optrace::replay(trace, options);
-  std::signal(SIGINT, SIG_DFL);
-  std::signal(SIGTERM, SIG_DFL);
+  const optrace::ReplayReport report = [&] {
+    StopOnSignals signals;
+    return optrace::replay(trace, options);
+  }();
   if (report.planned == 0) throw UsageError("nothing to replay: the options select no input of " + inv.inputs[0]);
 
   if (inv.all_rows) {
@@ -494,23 +515,15 @@ int replay(const Invocation& inv) {
         report.print_slowest(std::cout, inv.top > 0 ? inv.top : 20);
       }
     }
-    const int64_t not_ok = static_cast<int64_t>(report.results.size()) - report.num(optrace::ReplayStatus::ok);
-    if (not_ok > 0) {
-      std::cout << (inv.failures_only ? "" : "\n") << "not ok (" << not_ok << "):\n";
-      report.print_not_ok(std::cout);
-    }
+    print_not_ok(report, static_cast<int64_t>(report.results.size()) - report.num(optrace::ReplayStatus::ok), inv.failures_only);
     std::cout << report.summary() << "\n";
   }
   std::cout.flush();
   if (!inv.json_path.empty()) report.save_json(inv.json_path);
   if (!inv.csv_path.empty()) report.save_csv(inv.csv_path);
-  if (!report.complete) {
-    const int signal = stop_signal;
-    std::cerr << "optrace: stopped by " << (signal == SIGTERM ? "SIGTERM" : "SIGINT") << " after " << report.results.size()
-              << " of " << report.planned << " inputs; the report"
-              << (outputs.empty() ? "" : " (written, \"complete\": false)") << " holds those\n";
-    return 128 + signal;
-  }
+  if (!report.complete)
+    return stopped(" after " + std::to_string(report.results.size()) + " of " + std::to_string(report.planned) + " inputs",
+                   !outputs.empty());
   const int64_t ran = report.num(optrace::ReplayStatus::ok) + report.num(optrace::ReplayStatus::mismatch) +
                       report.num(optrace::ReplayStatus::error);
   if (ran == 0) {

@@ -64,6 +64,7 @@ struct ExecutionReplayReport {
   int warmup_passes = 0;              ///< passes over the window before the timed ones
   int timed_passes = 1;               ///< passes whose times are kept (their median per call)
   bool complete = true;               ///< false when ReplayOptions::stop_when stopped it
+  int passes_run = 0;                 ///< passes begun (all of them when complete)
   int64_t trace_nodes = 0;            ///< every node read
   int64_t collectives = 0;            ///< collective nodes skipped (c10d ops, record_param_comms)
   int64_t shared_inputs = 0;          ///< tensor inputs that were an earlier op's output
@@ -168,7 +169,7 @@ struct ExecutionReplayReport {
   }
 
   /// The report as JSON: `{"format": "optrace.execution_replay", "version": 1, "device",
-  /// "mode", "warmup_passes", "timed_passes", "complete", "summary": {...the counts and totals},
+  /// "mode", "warmup_passes", "timed_passes", "complete", "passes_run", "summary": {...the counts and totals},
   /// "nodes": [{"index", "id", "rf_id", "name", "op", "status", "message", "ms", "recorded_ms",
   /// "inputs_from"}]}`; a time not recorded is null.
   std::string to_json(int indent = 1) const {
@@ -181,6 +182,7 @@ struct ExecutionReplayReport {
     w.key("warmup_passes").value(warmup_passes);
     w.key("timed_passes").value(timed_passes);
     w.key("complete").value(complete);
+    w.key("passes_run").value(passes_run);
     w.key("summary").begin_object();
     for (ReplayStatus s : {ReplayStatus::ok, ReplayStatus::error, ReplayStatus::skipped}) w.key(to_string(s)).value(count(s));
     w.key("calls").value(static_cast<int64_t>(nodes.size()));
@@ -445,8 +447,6 @@ inline ExecutionReplayReport replay_execution_trace(const std::string& path, con
   et::Trace trace = detail::about_file(path, [&] { return et::read_trace(data, true); });
   data = std::string();
   const et::Tree tree = detail::about_file(path, [&] { return et::walk_tree(trace.nodes); });
-  std::unordered_map<int64_t, detail::kineto::RecordedCall> recorded;
-  if (!kineto_path.empty()) recorded = detail::kineto::read_record_function_times_file(kineto_path);
 
   const detail::OpCatalog& catalog = detail::live_catalog();
   ExecutionReplayReport report;
@@ -490,7 +490,7 @@ inline ExecutionReplayReport replay_execution_trace(const std::string& path, con
       continue;
     }
     detail::kineto::KeyInfo info;
-    detail::kineto::decode(info, overloads, node.name, node.raw, "/nodes", node.index, kineto::ImportOptions().record_strides(true));
+    detail::kineto::decode(info, overloads, node.name, node.raw, "/nodes", node.index, kineto::ImportOptions().record_strides(true).keyword_arguments(true));
     if (info.status == detail::kineto::Status::Decomposed) continue;  // its parts run
     covered[k] = 1;
     if (info.status != detail::kineto::Status::Kept) {
@@ -513,6 +513,15 @@ inline ExecutionReplayReport replay_execution_trace(const std::string& path, con
     }
     calls.push_back(detail::WindowCall{k, report.nodes.size(), r.op, std::move(input), {}});
     report.nodes.push_back(std::move(r));
+  }
+
+  // The recorded times, read before the replay (a bad file stops it before it starts).
+  std::unordered_map<int64_t, detail::kineto::RecordedCall> recorded;
+  if (!kineto_path.empty()) {
+    std::unordered_set<int64_t> wanted;
+    for (const ExecutionReplayNode& r : report.nodes)
+      if (r.rf_id >= 0) wanted.insert(r.rf_id);
+    recorded = detail::kineto::read_record_function_times_file(kineto_path, wanted);
   }
 
   // What identity needs to know ahead: the memory each storage's tensors reach, and the last
@@ -545,6 +554,7 @@ inline ExecutionReplayReport replay_execution_trace(const std::string& path, con
   detail::ProgressBar progress(options.progress(), static_cast<int64_t>(calls.size()) * passes);
   for (int pass = 0; pass < passes && report.complete; ++pass) {
     state.begin_pass();
+    report.passes_run = pass + 1;
     const bool timed = pass >= report.warmup_passes;
     for (size_t c = 0; c < calls.size(); ++c) {
       if (options.stop_when() && options.stop_when()()) {

@@ -37,6 +37,17 @@ class ImportOptions {
   }
   bool record_strides() const { return record_strides_; }
 
+  /// Keep the keyword-only arguments the trace recorded (those not equal to their defaults:
+  /// `clone(x, memory_format=torch.contiguous_format)`) as the inputs' `kwargs` (optrace's
+  /// extended field), where libtorch's schema names them. Default: false: the reference tracer's
+  /// inputs are positional, and an import equals them. Replaying an execution trace's window
+  /// keeps them, so that each call runs as it was made.
+  ImportOptions& keyword_arguments(bool keep) {
+    keyword_arguments_ = keep;
+    return *this;
+  }
+  bool keyword_arguments() const { return keyword_arguments_; }
+
   /// Examples kept per reason in the report. Default: 3.
   ImportOptions& max_examples(int64_t n) {
     OPTRACE_CHECK(n >= 0, ArgumentError, "max_examples must be >= 0, got ", n);
@@ -59,6 +70,7 @@ class ImportOptions {
  private:
   bool keep_incomplete_ = true;
   bool record_strides_ = false;
+  bool keyword_arguments_ = false;
   int64_t max_examples_ = 3;
   int64_t threads_ = 0;
 };

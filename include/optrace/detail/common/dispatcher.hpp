@@ -220,6 +220,7 @@ inline const OpInfo* op_info(const c10::OperatorName& name) {
   for (const auto& a : args) {
     info->args.push_back(arg_type(a));
     info->defaults.push_back(a.default_value() ? std::optional<DefaultValue>(default_value_of(*a.default_value())) : std::nullopt);
+    info->arg_names.push_back(a.name());
   }
   set_logger_facts(schema, *info);
   info->process_group_arg = process_group_arg(schema);

@@ -181,6 +181,9 @@ struct OpInfo {
   size_t defaults_from = 0;
   std::vector<ArgType> args;  ///< one per schema argument
   std::vector<std::optional<DefaultValue>> defaults;  ///< one per schema argument: its default, if any
+  /// One per schema argument: its name, where libtorch's schema is at hand (empty in a captured
+  /// catalog): what a keyword-only argument is passed by (ImportOptions::keyword_arguments).
+  std::vector<std::string> arg_names;
   /// What PyTorch's operator-inputs logger reads of the schema (operator_inputs.hpp's rules).
   bool returns_tensor = true;  ///< a tensor among its returns (calls returning none are not logged)
   int storage_arg = -1;        ///< the first Storage argument's index (calls passing one are not logged)

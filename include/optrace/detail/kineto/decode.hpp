@@ -734,6 +734,14 @@ inline void fill_input(KeyInfo& info, const OpInfo& best, std::vector<RecArg>& a
       in.input_strides.emplace_back();
     }
   }
+  // Keyword-only arguments, by name, where they differ from their defaults (as Python passes them).
+  if (options.keyword_arguments() && rule == nullptr && best.arg_names.size() == best.args.size())
+    for (size_t k = best.positional; k < args.size() && k < best.args.size(); ++k) {
+      if (equals_default(args[k], best.defaults[k])) continue;
+      Converted c = convert(args[k], best.args[k], k, guess, options.record_strides(), missing);
+      if (c.list) continue;  // a keyword-only tensor list: none in aten's schemas
+      in.kwargs.push_back(OpKwarg{best.arg_names[k], std::move(c.shape), std::move(c.dtype), std::move(c.value), std::move(c.strides)});
+    }
   for (std::string& m : missing)
     if (std::find(info.reasons.begin(), info.reasons.end(), m) == info.reasons.end()) info.reasons.push_back(std::move(m));
   info.status = Status::Kept;

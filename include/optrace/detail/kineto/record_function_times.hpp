@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace optrace::detail::kineto {
 
@@ -26,10 +27,12 @@ struct RecordedCall {
   int64_t dur_ns = 0;  // its span, its children's included
 };
 
-// The `cpu_op` events of the Kineto trace `data` (`capacity` readable: simdjson's padding) that
-// carry a "Record function id", by that id (a second event with one id is left out: the first
-// one counts). Throws JsonError at the event's path.
-inline std::unordered_map<int64_t, RecordedCall> read_record_function_times(const char* data, size_t size, size_t capacity) {
+// The `cpu_op` events of the Kineto trace `data` (`capacity` readable: simdjson's padding) whose
+// "Record function id" is one of `wanted`, by that id (a second event with one id is left out:
+// the first one counts). Only those are held: a trace of a million events costs what the
+// execution trace's calls need. Throws JsonError at the event's path.
+inline std::unordered_map<int64_t, RecordedCall> read_record_function_times(const char* data, size_t size, size_t capacity,
+                                                                            const std::unordered_set<int64_t>& wanted) {
   std::unordered_map<int64_t, RecordedCall> out;
   struct Event {
     std::string_view cat, name, dur;
@@ -62,7 +65,7 @@ inline std::unordered_map<int64_t, RecordedCall> read_record_function_times(cons
           return true;
         },
         [&](Event& e, const EventPath& path) {
-          if (e.cat != "cpu_op" || e.rf_id < 0 || e.dur.data() == nullptr) return;  // no span: nothing to compare
+          if (e.cat != "cpu_op" || e.rf_id < 0 || e.dur.data() == nullptr || wanted.count(e.rf_id) == 0) return;
           int64_t dur = 0;
           if (!parse_time_ns(e.dur, dur) || dur < 0) optrace::detail::raise_json(path() + "/dur", "expected a duration in microseconds");
           out.emplace(e.rf_id, RecordedCall{std::string(e.name), dur});
@@ -74,10 +77,11 @@ inline std::unordered_map<int64_t, RecordedCall> read_record_function_times(cons
 
 // read_record_function_times of the file at `path` (gzip or plain). Throws IoError, JsonError
 // (naming the file).
-inline std::unordered_map<int64_t, RecordedCall> read_record_function_times_file(const std::string& path) {
+inline std::unordered_map<int64_t, RecordedCall> read_record_function_times_file(const std::string& path,
+                                                                                 const std::unordered_set<int64_t>& wanted) {
   return optrace::detail::about_file(path, [&] {
     const std::string text = read_file_maybe_gzip(path, simdjson::SIMDJSON_PADDING);
-    return read_record_function_times(text.data(), text.size(), text.capacity());
+    return read_record_function_times(text.data(), text.size(), text.capacity(), wanted);
   });
 }
 
