@@ -2,6 +2,7 @@
 // file or a request in a running loop, nothing installed while idle, and the trigger file and the
 // paths it names read as hostile.
 #include <optrace/detail/common/io.hpp>
+#include <optrace/execution_replay.hpp>
 #include <optrace/json/reader.hpp>
 #include <optrace/on_demand.hpp>
 #include <optrace/rank_summary.hpp>
@@ -417,6 +418,31 @@ TEST_CASE("on demand: an execution trace folder swapped for a link does not move
   REQUIRE(kept.size() == 1);
   CHECK_THAT(kept[0], OPTRACE_STARTS_WITH("w."));
   CHECK(optrace::json::Document::parse(optrace::detail::read_file(dir + "/et_moved/" + kept[0]))->root()["nodes"].array().size() > 1);
+}
+
+TEST_CASE("on demand: a window's execution trace replays with its Kineto trace, every call timed against its record",
+          "[on_demand][replay]") {
+  const std::string dir = fresh_dir("window_replay");
+  OnDemandProfiler od(OnDemandOptions().output_dir(dir + "/traces").execution_trace_dir(dir + "/et").worker_name("w").profiler(
+      optrace::ProfilerOptions().record_shapes(true)));
+  od.request(steps_request(0, 2));
+  for (int i = 0; i < 3; ++i) {
+    work();
+    od.step();
+  }
+  od.flush();
+  REQUIRE(od.traces().size() == 2);  // the Kineto trace and the execution trace, one name
+  std::string kineto = od.traces()[0], et = od.traces()[1];
+  if (et.find("/et/") == std::string::npos) std::swap(kineto, et);
+  const std::string kineto_name = fs::path(kineto).filename().string(), suffix = ".pt.trace.json";
+  REQUIRE(kineto_name.size() > suffix.size());
+  CHECK(fs::path(et).filename().string() == kineto_name.substr(0, kineto_name.size() - suffix.size()) + ".et.json");
+  const auto r = optrace::replay_execution_trace(et, optrace::ReplayOptions().device(c10::kCPU).progress(false), kineto);
+  INFO(r.summary());
+  CHECK(r.nodes.size() >= 6);  // randn, mm, relu per step
+  CHECK(r.count(optrace::ReplayStatus::ok) == static_cast<int64_t>(r.nodes.size()));
+  CHECK(r.recorded_nodes == static_cast<int64_t>(r.nodes.size()));
+  CHECK(r.shared_inputs > 0);  // relu reads mm's output
 }
 
 TEST_CASE("on demand: a trace that cannot be written stops the window, not the job", "[on_demand]") {
