@@ -5,10 +5,12 @@
 #include <optrace/kineto.hpp>
 
 #include "optrace_catch.hpp"
+#include "text_reader.hpp"
 
 #include <fstream>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -27,6 +29,16 @@ std::string trace_of(const std::vector<std::string>& nodes, const std::string& s
   std::string text = "{\"schema\": \"" + schema + "\", \"pid\": 1, \"time\": \"x\", \"start_ts\": 0, \"nodes\": [";
   for (size_t k = 0; k < nodes.size(); ++k) text += (k ? ",\n" : "\n") + nodes[k];
   return text + "], \"finish_ts\": 1}";
+}
+
+// `text` with each {from, to} made once (node() writes the shapes as strides: tests that need
+// other strides set them so).
+std::string with_edits(std::string text, const std::vector<std::pair<std::string, std::string>>& edits) {
+  for (const auto& [from, to] : edits) {
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+  }
+  return text;
 }
 
 // A node as torch 2.6 writes one: inputs {values, shapes, types, strides}, attrs.
@@ -174,11 +186,8 @@ TEST_CASE("execution trace: argument types as torch writes them", "[execution_tr
       node(8, "aten::transpose", 2, "[[9,1,1,12,4,\"cpu\"],0,1]", "[[4,3],[],[]]", "[\"Tensor(float)\",\"Int\",\"Int\"]",
            "aten::transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)"),
   };
-  std::string text = trace_of(nodes);
-  // strides: [1, 4] for the transposed tensor (node() writes the shapes as strides: set them here)
-  const std::string transposed = "\"strides\": [[4,3],[],[]]";
-  REQUIRE(text.find(transposed) != std::string::npos);
-  text.replace(text.find(transposed), transposed.size(), "\"strides\": [[1,4],[],[]]");
+  // strides: [1, 4] for the transposed tensor
+  const std::string text = et_test::with_edits(trace_of(nodes), {{"\"strides\": [[4,3],[],[]]", "\"strides\": [[1,4],[],[]]"}});
   const auto r = optrace::kineto::load_any(write("et_types.json", text), optrace::kineto::ImportOptions().record_strides(true));
   INFO(r.report.to_string());
   CHECK(r.report.incomplete == 0);
@@ -243,6 +252,24 @@ TEST_CASE("execution trace: a bad trace is one line naming the node", "[executio
   std::string no_comma = trace_of({thread_root(2), add});
   no_comma.erase(no_comma.find("},\n{") + 1, 1);
   CHECK(error_of("et_no_comma.json", no_comma).rfind("JsonError at /nodes", 0) == 0);
+  // What the streamed reader follows itself: the nodes list's own bytes, brackets, depth, size.
+  CHECK(error_of("et_bracket.json", trace_of({thread_root(2), "{\"id\": 3, \"name\": \"a\", \"ctrl_deps\": 2]"})) ==
+        "JsonError at /nodes/1: malformed JSON: ']' where '}' was expected");
+  CHECK(error_of("et_number.json", trace_of({thread_root(2), "5"})) == "JsonError at /nodes/1: expected a node object");
+  std::string trailing_comma = trace_of({thread_root(2), add});
+  trailing_comma.insert(trailing_comma.rfind("]"), ",");
+  CHECK(error_of("et_trailing_comma.json", trailing_comma) == "JsonError at /nodes/2: malformed JSON: expected a node after ','");
+  CHECK(error_of("et_nested.json", trace_of({"{\"id\": 2, \"x\": " + std::string(2000, '[') + std::string(2000, ']') + "}"})) ==
+        "JsonError at /nodes/0: malformed JSON: nested more than 1024 deep");
+  CHECK(error_of("et_two_lists.json", trace_of({thread_root(2)}) .insert(1, "\"nodes\": [], ")) ==
+        "JsonError at /nodes: a key given twice in one object (JSON readers differ on which value they take)");
+  CHECK(error_of("et_nodes_not_list.json", "{\"schema\": \"1.1.1\", \"nodes\": 5}") == "JsonError at /nodes: expected a list of nodes, got integer 5");
+  CHECK(error_of("et_outside.json", "{\"schema\": \"1.1.1\", \"time\": \"" + std::string(size_t(17) << 20, 'x') + "\", \"nodes\": []}") ==
+        "JsonError at /: more than 16 MiB of text outside \"nodes\": not read, to bound the memory");
+  // A key's escapes are read as every JSON reader reads them.
+  std::string escaped = trace_of({thread_root(2), add});
+  escaped.replace(escaped.find("\"nodes\""), 7, "\"nod\\u0065s\"");
+  CHECK(optrace::kineto::load_any(write("et_escaped_key.json", escaped)).report.events == 2);
   // A chain 200,000 deep is walked without recursion.
   std::string deep = "{\"schema\": \"1.1.1\", \"nodes\": [";
   for (int k = 0; k < 200000; ++k)
@@ -278,6 +305,31 @@ TEST_CASE("execution trace: a trace cut short is read up to its last whole node,
   const auto half = optrace::kineto::load_any(et_test::write("et_cut.json", whole.substr(0, whole.size() / 2)));
   CHECK(half.trace.total_calls() > 40);
   CHECK(half.trace.total_calls() < full.trace.total_calls());
+}
+
+TEST_CASE("execution trace: streamed a piece at a time, the same nodes whatever the pieces", "[execution_trace]") {
+  namespace et = optrace::detail::kineto::execution_trace;
+  const std::string whole = optrace::detail::read_file_maybe_gzip(optrace_test::data_path("execution_trace/train_step.et.json.gz"));
+  const et::Trace from_text = et::read_trace_text(whole, true);
+  REQUIRE(from_text.nodes.size() > 100);
+  // Pieces of one byte and of seven cut every string, escape, number and bracket somewhere.
+  for (size_t step : {size_t(1), size_t(7), size_t(4096)}) {
+    INFO(step);
+    optrace_test::TextReader in{whole, step};
+    const et::Trace streamed = et::read_trace(in, true);
+    REQUIRE(streamed.nodes.size() == from_text.nodes.size());
+    CHECK(streamed.cut_short.empty());
+    for (size_t k = 0; k < streamed.nodes.size(); ++k) {
+      const et::Node &a = streamed.nodes[k], &b = from_text.nodes[k];
+      CHECK((a.id == b.id && a.parent == b.parent && a.rf_id == b.rf_id && a.name == b.name && a.raw.dims == b.raw.dims &&
+             a.raw.concrete == b.raw.concrete && a.inputs.size() == b.inputs.size() && a.outputs.size() == b.outputs.size()));
+    }
+  }
+  // Cut short in a piece of its own: the nodes before the cut, and said so.
+  optrace_test::TextReader cut{std::string_view(whole).substr(0, whole.size() / 2), 5};
+  const et::Trace half = et::read_trace(cut, false);
+  CHECK(half.cut_short == "/nodes/" + std::to_string(half.nodes.size()));
+  CHECK(half.nodes.size() < from_text.nodes.size());
 }
 
 namespace {
@@ -372,12 +424,8 @@ TEST_CASE("execution trace replay: an in-place op on one view is seen through th
       node(4, "aten::sum", 2, "[" + y + ",\"<None>\"]", "[[3],[]]", "[\"Tensor(float)\",\"None\"]",
            "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor"),
   };
-  std::string text = trace_of(nodes);  // node() writes the shapes as strides: contiguous ones instead
-  for (auto [from, to] : {std::pair<std::string, std::string>{"\"strides\": [[2,3],[]]", "\"strides\": [[3,1],[]]"},
-                          {"\"strides\": [[3],[]]", "\"strides\": [[1],[]]"}}) {
-    REQUIRE(text.find(from) != std::string::npos);
-    text.replace(text.find(from), from.size(), to);
-  }
+  const std::string text = et_test::with_edits(trace_of(nodes), {{"\"strides\": [[2,3],[]]", "\"strides\": [[3,1],[]]"},
+                                                                 {"\"strides\": [[3],[]]", "\"strides\": [[1],[]]"}});
   const auto r = optrace::replay_execution_trace(et_test::write("et_views.json", text),
                                                  optrace::ReplayOptions().device(c10::kCPU).progress(false));
   INFO(r.summary());
@@ -402,13 +450,9 @@ TEST_CASE("execution trace replay: keyword-only arguments run as recorded (clone
       node(4, "aten::view", 2, "[" + y + ",[6]]", "[[3,2],[[]]]", "[\"Tensor(float)\",\"GenericList[Int]\"]",
            "aten::view(Tensor(a) self, SymInt[] size) -> Tensor(a)"),
   };
-  std::string text = trace_of(nodes);
-  for (auto [from, to] : {std::pair<std::string, std::string>{"\"strides\": [[3,2],[]]", "\"strides\": [[1,3],[]]"},
-                          {"\"strides\": [[3,2]]", "\"strides\": [[2,1]]"},
-                          {"\"strides\": [[3,2],[[]]]", "\"strides\": [[2,1],[[]]]"}}) {
-    REQUIRE(text.find(from) != std::string::npos);
-    text.replace(text.find(from), from.size(), to);
-  }
+  const std::string text = et_test::with_edits(trace_of(nodes), {{"\"strides\": [[3,2],[]]", "\"strides\": [[1,3],[]]"},
+                                                                 {"\"strides\": [[3,2]]", "\"strides\": [[2,1]]"},
+                                                                 {"\"strides\": [[3,2],[[]]]", "\"strides\": [[2,1],[[]]]"}});
   const auto r = optrace::replay_execution_trace(et_test::write("et_keyword.json", text),
                                                  optrace::ReplayOptions().device(c10::kCPU).progress(false));
   INFO(r.summary());

@@ -477,15 +477,26 @@ int replay_window(const Invocation& inv) {
 }
 
 int replay(const Invocation& inv) {
-  const bool window = optrace::kineto::detect_format(inv.inputs[0]) == optrace::kineto::TraceFormat::ExecutionTrace;
-  if (window && !inv.unique_inputs) return replay_window(inv);
-  if (!inv.kineto_path.empty())
-    throw UsageError("--kineto goes with an execution trace's window: " + inv.inputs[0] + (window ? " is replayed by unique inputs (--unique-inputs)" : " is no execution trace"));
+  // An execution trace is told by its first bytes (torch and optrace write "schema" first), or,
+  // with its keys in another order, by its import: a large trace is read once either way.
+  using optrace::kineto::TraceFormat;
+  const TraceFormat by_head = optrace::detail::kineto::format_by_first_bytes(inv.inputs[0]);
+  if (by_head == TraceFormat::ExecutionTrace && !inv.unique_inputs) return replay_window(inv);
+  auto refuse_kineto = [&](bool window) {
+    if (!inv.kineto_path.empty())
+      throw UsageError("--kineto goes with an execution trace's window: " + inv.inputs[0] +
+                       (window ? " is replayed by unique inputs (--unique-inputs)" : " is no execution trace"));
+  };
+  if (by_head != TraceFormat::Unknown) refuse_kineto(by_head == TraceFormat::ExecutionTrace);  // before the long part
   std::vector<std::string> outputs;
   if (!inv.json_path.empty()) outputs.push_back(inv.json_path);
   if (!inv.csv_path.empty()) outputs.push_back(inv.csv_path);
   files::check_outputs(inv.inputs, outputs, inv.force);  // before the long part, not after
-  const optrace::OpTrace trace = load_trace(inv.inputs[0], inv.import);
+  const optrace::kineto::ImportResult loaded = load_file(inv.inputs[0], inv.import);
+  const bool window = loaded.report.format == "execution_trace";
+  if (window && !inv.unique_inputs) return replay_window(inv);
+  refuse_kineto(window);
+  const optrace::OpTrace& trace = loaded.trace;
   const std::vector<std::string> unmatched = unmatched_ops(trace, inv.replay);
   if (!unmatched.empty()) {
     std::string names, known;

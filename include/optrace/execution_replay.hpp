@@ -421,13 +421,6 @@ inline double run_call(const kineto::execution_trace::Node& node, const WindowCa
   return ms;
 }
 
-inline double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace detail
 
 /// Replays the execution trace at `path` (torch's ExecutionTraceObserver's or the Profiler's,
@@ -443,9 +436,10 @@ inline double median_of(std::vector<double> v) {
 inline ExecutionReplayReport replay_execution_trace(const std::string& path, const ReplayOptions& options = {},
                                                     const std::string& kineto_path = {}) {
   namespace et = detail::kineto::execution_trace;
-  std::string data = detail::about_file(path, [&] { return detail::read_file_maybe_gzip(path); });
-  et::Trace trace = detail::about_file(path, [&] { return et::read_trace(data, true); });
-  data = std::string();
+  et::Trace trace = detail::about_file(path, [&] {
+    detail::FileReader in(path);
+    return et::read_trace(in, true);
+  });
   const et::Tree tree = detail::about_file(path, [&] { return et::walk_tree(trace.nodes); });
 
   const detail::OpCatalog& catalog = detail::live_catalog();

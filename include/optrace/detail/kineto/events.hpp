@@ -188,15 +188,15 @@ inline bool parse_time_ns(std::string_view s, int64_t& out) {
   return parse_time_ns_general(s, out);
 }
 
-// Whether the JSON string whose text (between its quotes) is [begin, end) is "traceEvents", its
-// escapes read by simdjson, as every reader here reads keys ("trace\u0045vents" is the same key).
-inline bool is_events_key(const char* begin, const char* end) {
+// Whether the JSON string whose text (between its quotes) is [begin, end) is `name`, its escapes
+// read by simdjson, as every reader here reads keys ("trace\u0045vents" is "traceEvents").
+inline bool is_key(const char* begin, const char* end, std::string_view name) {
   const std::string_view raw(begin, static_cast<size_t>(end - begin));
-  if (raw.find('\\') == std::string_view::npos) return raw == "traceEvents";
+  if (raw.find('\\') == std::string_view::npos) return raw == name;
   const simdjson::padded_string quoted("\"" + std::string(raw) + "\"");
   simdjson::dom::parser parser;
   std::string_view key;
-  return !parser.parse(quoted).get_string().get(key) && key == "traceEvents";
+  return !parser.parse(quoted).get_string().get(key) && key == name;
 }
 
 // Whether the root object's members in [from, end) (from past its events list, to its closing
@@ -216,7 +216,7 @@ inline bool events_key_again(const char* from, const char* end) {
         if (depth == 0) {
           const char* colon = p + 1;
           while (colon < end && json::detail::is_json_space(*colon)) ++colon;
-          if (colon < end && *colon == ':' && is_events_key(begin, p)) return true;
+          if (colon < end && *colon == ':' && is_key(begin, p, "traceEvents")) return true;
         }
         break;
       }

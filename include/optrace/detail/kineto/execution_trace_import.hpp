@@ -19,6 +19,7 @@
 
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/common/ondemand.hpp>
+#include <optrace/detail/common/pieces.hpp>
 #include <optrace/detail/kineto/decode.hpp>
 #include <optrace/detail/kineto/events.hpp>
 #include <optrace/detail/kineto/importer.hpp>
@@ -32,9 +33,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -224,7 +225,6 @@ inline bool schema_overload(std::string_view schema, std::string_view& overload)
   return true;
 }
 
-// A node as the walk needs it: its place, its parent and its call for the importer.
 // A tensor as a node's value names it: [tensor id, storage id, offset (elements), numel, itemsize
 // (bytes), device]. Ids come from one counter keyed by address in torch, so one id may name
 // tensors that lived one after the other; an op that outputs an id makes its new one.
@@ -241,7 +241,6 @@ struct Node {
   int64_t id = 0, parent = 0;
   uint32_t index = 0;  // in "nodes"
   std::string_view name, thread;
-  bool has_schema = false;  // an op_schema: a dispatcher op's node
   int64_t rf_id = -1;       // its RecordFunction's id: the Kineto event's "Record function id" (-1: none)
   RawFields raw;
   std::vector<std::vector<TensorRef>> inputs, outputs;
@@ -257,7 +256,6 @@ class Texts {
   std::unordered_set<std::string> texts_;
 };
 
-// Reads node `index` (its text) into `out`; JsonError with paths under "/nodes/<index>".
 // The tensors of value `v` of type `type`, into `out` (see Node).
 inline void read_tensors(std::string_view type, const json::Node& v, std::vector<TensorRef>& out, Texts& texts,
                          std::vector<std::string_view>& elements) {
@@ -293,19 +291,34 @@ inline void read_tensors(std::string_view type, const json::Node& v, std::vector
   for (json::Node t : v.array()) out.push_back(one(t, tensor_element_type(elements[k++])));
 }
 
-// The values and types of a node's inputs ("inputs", "input_types" in 1.0) or outputs, or false
-// when the node has none.
-inline bool find_args(const json::Node& node, const char* key, const char* flat_types, json::Node& values, json::Node& types) {
-  json::Node group(node);
-  if (node.find(key, group) && group.is_object()) {
-    values = group["values"];
-    types = group["types"];
+// Where a node's inputs (or outputs) are: 1.1 groups them ("inputs": {"values", "shapes",
+// "types", "strides"}); 1.0 writes "inputs", "input_shapes" and "input_types" at the node's top
+// level, without strides.
+struct Args {
+  explicit Args(const json::Node& node) : where(node), values(node), types(node) {}
+  json::Node where;  // the group (1.1), or the node (1.0)
+  json::Node values, types;
+  const char* shapes_key = "shapes";  // in `where`
+  bool grouped = false;               // 1.1: "strides" may be in `where`
+};
+
+// Finds a node's inputs (or outputs) into `args`; false when the node has none.
+inline bool find_args(const json::Node& node, bool outputs, Args& args) {
+  const char* key = outputs ? "outputs" : "inputs";
+  if (node.find(key, args.where) && args.where.is_object()) {
+    args.values = args.where["values"];
+    args.types = args.where["types"];
+    args.grouped = true;
     return true;
   }
-  if (!node.find(flat_types, types)) return false;
-  values = node[key];
+  args.where = node;
+  if (!node.find(outputs ? "output_types" : "input_types", args.types)) return false;
+  args.values = node[key];
+  args.shapes_key = outputs ? "output_shapes" : "input_shapes";
   return true;
 }
+
+// Reads node `index` (its text) into `out`; JsonError with paths under "/nodes/<index>".
 
 inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& texts, bool keep_tensors = false) {
   const std::string base = "/nodes/" + std::to_string(index);
@@ -336,38 +349,31 @@ inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& t
       if (node.find("rf_id", v)) out.rf_id = v.as_int();
     }
     out.thread = texts.keep(std::move(thread));
-    out.has_schema = !schema.empty();
     if (keep_tensors) {
       std::vector<std::string_view> elements;
-      for (auto [key, flat, into] : {std::make_tuple("inputs", "input_types", &out.inputs), std::make_tuple("outputs", "output_types", &out.outputs)}) {
-        json::Node values(node), types(node);
-        if (!find_args(node, key, flat, values, types)) continue;
-        if (values.size() != types.size())
-          values.fail_plain(std::string("values and types differ in length (") + std::to_string(values.size()) + " and " + std::to_string(types.size()) + ")");
+      for (auto* into : {&out.inputs, &out.outputs}) {
+        Args args(node);
+        if (!find_args(node, into == &out.outputs, args)) continue;
+        if (args.values.size() != args.types.size())
+          args.values.fail_plain(std::string("values and types differ in length (") + std::to_string(args.values.size()) + " and " +
+                                 std::to_string(args.types.size()) + ")");
         std::vector<json::Node> vs;
-        for (json::Node x : values.array()) vs.push_back(x);
+        for (json::Node x : args.values.array()) vs.push_back(x);
         size_t k = 0;
-        for (json::Node t : types.array()) {
+        for (json::Node t : args.types.array()) {
           into->emplace_back();
           read_tensors(t.as_string(), vs[k++], into->back(), texts, elements);
         }
       }
     }
-    // Inputs: 1.1 {"values", "shapes", "types", "strides"}; 1.0 "inputs", "input_shapes", "input_types".
-    json::Node inputs(node), values(node), shapes(node), types(node), strides(node);
-    bool has_strides = false;
-    if (node.find("inputs", inputs) && inputs.is_object()) {
-      values = inputs["values"];
-      shapes = inputs["shapes"];
-      types = inputs["types"];
-      has_strides = inputs.find("strides", strides);
-    } else if (node.find("input_types", types)) {
-      values = node["inputs"];
-      shapes = node["input_shapes"];
-    } else {
+    Args args(node);
+    if (!find_args(node, false, args)) {
       out.raw = RawFields{};
       return;  // no inputs recorded: a range, or a node of a trace without shapes
     }
+    const json::Node values = args.values, types = args.types, shapes = args.where[args.shapes_key];
+    json::Node strides(node);
+    bool has_strides = args.grouped && args.where.find("strides", strides);
     const size_t n = types.size();
     auto same_length = [n](const json::Node& list, const char* what) {
       if (list.size() != n) list.fail_plain(std::string(what) + " and types differ in length (" + std::to_string(list.size()) + " and " + std::to_string(n) + ")");
@@ -421,71 +427,201 @@ inline bool surely_execution_trace(std::string_view head) {
   return eat("{") && eat("\"schema\"") && eat(":") && eat("\"");
 }
 
-// What the text's structure says before it is parsed (JSON's structure: strings skipped, escapes
-// too). A process that dies while torch writes its execution trace leaves the text ending inside
-// the "nodes" list (pytorch#126703): `cut` is then the length of the text up to its last whole
-// node (or the list's '[' when none is whole), and `node` the index of the node it ends in.
-// When it ends after the list closed (in the keys that follow), `cut` is the length up to the
-// list's ']' and `after_nodes` is set: every node is whole.
-// `trailing`: text follows the root's closing brace, which Python's json (Chakra, et_replay)
-// refuses and simdjson's On-Demand does not see.
-struct Structure {
-  size_t cut = std::string_view::npos;
-  uint32_t node = 0;
-  bool after_nodes = false;
-  bool trailing = false;
-};
+// The text outside "nodes" (torch writes a few short keys: schema, pid, time, start_ts,
+// finish_ts) is kept to be read at the end; past this it is refused, to bound the memory.
+inline constexpr size_t kMaxOutsideNodesBytes = size_t(16) << 20;
 
-inline Structure scan_structure(std::string_view text) {
-  Structure out;
-  int depth = 0;
-  bool nodes_open = false, key_is_nodes = false, closed = false;
-  size_t last = 0, list_end = std::string_view::npos;
-  uint32_t node = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (closed) {
-      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') out.trailing = true;
-      if (out.trailing) return out;
-      continue;
-    }
-    if (c == '"') {
-      const size_t start = i + 1;
-      for (++i; i < text.size() && text[i] != '"'; ++i)
-        if (text[i] == '\\') ++i;
-      if (i >= text.size()) break;
-      if (depth == 1) key_is_nodes = text.substr(start, i - start) == "nodes";
-      continue;
-    }
-    if (c == '{' || c == '[') {
-      ++depth;
-      if (c == '[' && depth == 2 && key_is_nodes && !nodes_open) {
-        nodes_open = true;
-        last = i + 1;
+// The streamed reader's one pass over the text, a piece at a time (feed): each node of the root's
+// "nodes" list is handed to on_node(text, index) as soon as it is whole, as a text of its own;
+// the text outside the list is kept in `outside`, the list written "[]", to be read as a document
+// (read_outside). A pass over the bytes that follows strings and their escapes across pieces;
+// memory: one node and the text outside the list, whatever the trace's size.
+// A process that dies while torch writes its execution trace leaves the text ending inside the
+// "nodes" list (pytorch#126703): finish() then closes `outside` after the list's '[' and names
+// where it ends (`cut_short`: "/nodes/17", the node begun or next); a text that ends after the
+// list closed, in the keys that follow, is closed after the list ("after /nodes": every node is
+// whole). Text after the root's closing brace is refused, as Python's json (Chakra, et_replay)
+// refuses it.
+class NodeScanner {
+ public:
+  template <class OnNode>
+  void feed(const char* p, size_t n, OnNode&& on_node) {
+    for (size_t i = 0; i < n;) {
+      std::string& sink = phase_ == Phase::in ? node_ : outside;  // between nodes nothing is kept (between_nodes)
+      if (in_string_) {
+        size_t j = i;
+        for (; j < n; ++j) {
+          if (escaped_) escaped_ = false;
+          else if (p[j] == '\\') escaped_ = true;
+          else if (p[j] == '"') break;
+        }
+        const bool closes = j < n;
+        keep(sink, p + i, j - i + closes);
+        i = j + closes;
+        if (closes) {
+          in_string_ = false;
+          if (depth_ == 1) key_end_ = outside.size() - 1;
+        }
+        continue;
       }
-    } else if (c == '}' || c == ']') {
-      --depth;
-      if (nodes_open && depth == 2 && c == '}') {
-        last = i + 1;
-        ++node;
-      } else if (nodes_open && depth == 1) {
-        nodes_open = false;  // the list closed: a trace not cut inside it
-        key_is_nodes = false;
-        list_end = i + 1;
-      } else if (depth <= 0) {
-        closed = true;  // the root closed (or one bracket too many: the parser names it)
+      if (depth_ >= (phase_ == Phase::in ? 3u : 2u)) {  // inside a node, or inside another key's value
+        size_t j = i;
+        while (j < n && p[j] != '"' && p[j] != '{' && p[j] != '}' && p[j] != '[' && p[j] != ']') ++j;
+        keep(sink, p + i, j - i);
+        if ((i = j) == n) break;
+      }
+      const char c = p[i++];
+      if (json::detail::is_json_space(c)) {
+        if (phase_ != Phase::in || depth_ != 2) keep(sink, &c, 1);
+        continue;
+      }
+      if (root_closed_) optrace::detail::raise_json("", "malformed JSON: text after the trace's closing brace");
+      if (depth_ == 0 && c != '{') optrace::detail::raise_json("", "expected an execution trace (an object with \"schema\" and \"nodes\")");
+      if (phase_ == Phase::in && depth_ == 2) {
+        between_nodes(c);
+        continue;
+      }
+      keep(sink, &c, 1);
+      const bool list_follows = pending_list_;
+      if (depth_ == 1) pending_list_ = false;
+      switch (c) {
+        case '"':
+          in_string_ = true;
+          if (depth_ == 1) key_begin_ = outside.size();
+          break;
+        case ':':
+          if (depth_ == 1 && is_key(outside.data() + key_begin_, outside.data() + key_end_, "nodes")) {
+            if (phase_ != Phase::before) duplicate_key("/nodes");
+            pending_list_ = true;
+          }
+          break;
+        case '[':
+        case '{':
+          open(c);
+          if (depth_ == 2 && list_follows && c == '[') {
+            phase_ = Phase::in;
+            expect_ = Expect::node_or_end;
+            read_outside(outside + "]}", false);  // the schema, before any node is read by it
+          }
+          break;
+        case ']':
+        case '}':
+          close(c);
+          if (depth_ == 0) root_closed_ = true;
+          if (phase_ == Phase::in && depth_ == 2) {  // a node's end
+            if (index_ == UINT32_MAX) optrace::detail::raise_json("/nodes", "more than " + std::to_string(UINT32_MAX) + " nodes");
+            on_node(std::string_view(node_), index_++);
+            node_.clear();
+            expect_ = Expect::comma_or_end;
+          }
+          break;
+        default: break;
       }
     }
   }
-  if (nodes_open) {
-    out.cut = last;
-    out.node = node;
-  } else if (!closed && depth == 1 && list_end != std::string_view::npos) {
-    out.cut = list_end;
-    out.after_nodes = true;
+
+  // After the last piece: `outside` closed where the text was cut short, and read.
+  void finish() {
+    if (!root_closed_ && phase_ == Phase::in) {
+      outside += "]}";
+      cut_short = "/nodes/" + std::to_string(index_);
+    } else if (!root_closed_ && phase_ == Phase::after) {
+      outside.resize(nodes_end_);
+      outside += '}';
+      cut_short = "after /nodes";
+    }
+    read_outside(outside, true);  // a text cut before its nodes: the parser names it
   }
-  return out;
-}
+
+  std::string outside;
+  std::string cut_short;
+
+ private:
+  enum class Phase { before, in, after };
+  enum class Expect { node_or_end, node, comma_or_end };
+
+  // The nodes list's own bytes, between its nodes: white space, commas, a node's '{', the ']'.
+  void between_nodes(char c) {
+    const std::string at = "/nodes/" + std::to_string(index_);
+    switch (c) {
+      case '{':
+        if (expect_ == Expect::comma_or_end) optrace::detail::raise_json(at, "malformed JSON: expected ',' or ']' before it");
+        node_.assign(1, '{');
+        open(c);
+        return;
+      case ',':
+        if (expect_ != Expect::comma_or_end) optrace::detail::raise_json(at, "malformed JSON: expected a node before ','");
+        expect_ = Expect::node;
+        return;
+      case ']':
+        if (expect_ == Expect::node) optrace::detail::raise_json(at, "malformed JSON: expected a node after ','");
+        outside += ']';
+        close(c);
+        phase_ = Phase::after;
+        nodes_end_ = outside.size();
+        return;
+      default: optrace::detail::raise_json(at, "expected a node object");
+    }
+  }
+
+  // Where an error in the text read now lies: the node's, or the root's.
+  std::string here() const { return phase_ == Phase::in ? "/nodes/" + std::to_string(index_) : std::string(); }
+
+  // A bracket opened, or closed: it must close the last one open (else the list or object the
+  // scanner follows would not be the one a parser reads). As deep as simdjson reads, no deeper.
+  void open(char c) {
+    if (open_.size() == simdjson::DEFAULT_MAX_DEPTH)
+      optrace::detail::raise_json(here(), "malformed JSON: nested more than " + std::to_string(simdjson::DEFAULT_MAX_DEPTH) + " deep");
+    open_ += c;
+    depth_ = open_.size();
+  }
+  void close(char c) {
+    const char expected = open_.back() == '{' ? '}' : ']';
+    if (c != expected) optrace::detail::raise_json(here(), std::string("malformed JSON: '") + c + "' where '" + expected + "' was expected");
+    open_.pop_back();
+    depth_ = open_.size();
+  }
+
+  void keep(std::string& into, const char* p, size_t n) {
+    if (n == 0) return;
+    if (&into == &node_ && node_.size() + n > kMaxPieceBytes)
+      optrace::detail::raise_json("/nodes/" + std::to_string(index_), "a node longer than " + std::to_string(kMaxPieceBytes >> 20) +
+                                                                           " MiB: not read, to bound the memory");
+    if (&into == &outside && outside.size() + n > kMaxOutsideNodesBytes)
+      optrace::detail::raise_json("", "more than " + std::to_string(kMaxOutsideNodesBytes >> 20) +
+                                          " MiB of text outside \"nodes\": not read, to bound the memory");
+    into.append(p, n);
+  }
+
+  // The root as `text` holds it (its nodes list empty): an object with a supported "schema" and
+  // a "nodes" list; `whole`: the text's end was read, so a missing key is missing.
+  static void read_outside(const std::string& text, bool whole) {
+    auto doc = json::Document::parse(text);
+    const json::Node root = doc->root();
+    if (!root.is_object()) root.fail("expected an execution trace (an object with \"schema\" and \"nodes\")");
+    json::Node v(root);
+    if (whole && !root.find("nodes", v)) optrace::detail::raise_json("", "missing key \"nodes\"");
+    if (whole && !v.is_array()) v.fail("expected a list of nodes");
+    if (!root.find("schema", v)) {
+      if (whole) optrace::detail::raise_json("", "missing key \"schema\"");
+      return;
+    }
+    const std::string_view schema = v.as_string();
+    if (!schema_supported(schema))
+      optrace::detail::raise_json("/schema", "schema \"" + std::string(schema.substr(0, 40)) +
+                                                 "\" is not one this reader knows (1.0.x or 1.1.x, as torch 2.x writes)");
+  }
+
+  Phase phase_ = Phase::before;
+  Expect expect_ = Expect::node_or_end;
+  std::string open_;  // the brackets open, outermost first
+  size_t depth_ = 0;  // open_.size()
+  bool in_string_ = false, escaped_ = false, root_closed_ = false, pending_list_ = false;
+  size_t key_begin_ = 0, key_end_ = 0;  // in `outside`: the last string at depth 1 (a key, when ':' follows)
+  size_t nodes_end_ = 0;                // in `outside`: after the list's ']'
+  std::string node_;
+  uint32_t index_ = 0;
+};
 
 // A trace's nodes, read (see read_node), and where it was cut short ("" when whole).
 struct Trace {
@@ -494,59 +630,34 @@ struct Trace {
   std::string cut_short;
 };
 
-// Reads the execution trace `data` (its whole text; its capacity grown by simdjson's padding
-// here, and a trace cut short closed in place). Throws JsonError naming the node.
-inline Trace read_trace(std::string& data, bool keep_tensors) {
+// Reads a trace whose text `feed(scanner, on_node)` hands to the scanner. Throws JsonError naming the node.
+template <class Feed>
+Trace read_trace_from(bool keep_tensors, Feed&& feed) {
   Trace trace;
-  // A trace cut short inside its nodes is closed after its last whole node, and said so.
-  const Structure structure = scan_structure(data);
-  if (structure.trailing) optrace::detail::raise_json("", "malformed JSON: text after the trace's closing brace");
-  if (structure.cut != std::string_view::npos) {
-    data.resize(structure.cut);
-    data += structure.after_nodes ? "}" : "]}";
-    trace.cut_short = structure.after_nodes ? "after /nodes" : "/nodes/" + std::to_string(structure.node);
-  }
-  if (data.capacity() < data.size() + simdjson::SIMDJSON_PADDING) data.reserve(data.size() + simdjson::SIMDJSON_PADDING);
-  od::parser parser;
-  od::document doc;
-  if (auto e = parser.iterate(data.data(), data.size(), data.capacity()).get(doc)) malformed("", e);
-  od::object root;
-  if (doc.get_object().get(root)) expected(doc, "", "expected an execution trace (an object with \"schema\" and \"nodes\")");
-  std::vector<Node>& nodes = trace.nodes;
-  bool has_nodes = false, has_schema = false;
-  for (auto member : root) {
-    od::field f;
-    if (auto e = std::move(member).get(f)) malformed("", e);
-    std::string_view key;
-    if (auto e = f.unescaped_key().get(key)) malformed("", e);
-    if (key == "schema") {
-      std::string_view schema;
-      if (!ondemand::read_string(f.value(), schema)) expected(f.value(), "/schema", "expected a string");
-      if (!schema_supported(schema))
-        optrace::detail::raise_json("/schema", "schema \"" + std::string(schema.substr(0, 40)) +
-                                                   "\" is not one this reader knows (1.0.x or 1.1.x, as torch 2.x writes)");
-      has_schema = true;
-    } else if (key == "nodes") {
-      if (has_nodes) duplicate_key("/nodes");
-      has_nodes = true;
-      od::array list;
-      if (f.value().get_array().get(list)) expected(f.value(), "/nodes", "expected a list of nodes");
-      uint32_t index = 0;
-      for (auto element : list) {
-        if (index == UINT32_MAX) optrace::detail::raise_json("/nodes", "more than " + std::to_string(UINT32_MAX) + " nodes");
-        od::value v;
-        const std::string path = "/nodes/" + std::to_string(index);
-        if (auto e = element.get(v)) malformed(path, e);
-        const std::string_view text = raw_of(v, [&path] { return path; });
-        nodes.emplace_back();
-        read_node(text, index, nodes.back(), trace.texts, keep_tensors);
-        ++index;
-      }
-    }
-  }
-  if (!has_nodes) optrace::detail::raise_json("", "missing key \"nodes\"");
-  if (!has_schema) optrace::detail::raise_json("", "missing key \"schema\"");
+  NodeScanner scanner;
+  feed(scanner, [&](std::string_view text, uint32_t index) {
+    trace.nodes.emplace_back();
+    read_node(text, index, trace.nodes.back(), trace.texts, keep_tensors);
+  });
+  scanner.finish();
+  trace.cut_short = std::move(scanner.cut_short);
   return trace;
+}
+
+// Reads the execution trace `in` hands (`size_t read(char*, size_t)`, 0 at its end:
+// detail::FileReader, gzip inflated), streamed: a piece at a time, each node read as soon as it
+// is whole. Throws JsonError naming the node.
+template <class Source>
+Trace read_trace(Source& in, bool keep_tensors) {
+  return read_trace_from(keep_tensors, [&in](NodeScanner& scanner, auto&& on_node) {
+    std::unique_ptr<char[]> piece(new char[kStreamPieceBytes]);
+    for (size_t n; (n = in.read(piece.get(), kStreamPieceBytes)) > 0;) scanner.feed(piece.get(), n, on_node);
+  });
+}
+
+// Reads the execution trace whose whole text is `text`.
+inline Trace read_trace_text(std::string_view text, bool keep_tensors) {
+  return read_trace_from(keep_tensors, [text](NodeScanner& scanner, auto&& on_node) { scanner.feed(text.data(), text.size(), on_node); });
 }
 
 // The tree of a trace's nodes: their pre-order (children by id: the order they were called in,
@@ -623,11 +734,9 @@ inline Tree walk_tree(const std::vector<Node>& nodes) {
 
 }  // namespace execution_trace
 
-// Reads the execution trace `data` (its whole text) into the calls a Kineto trace of the same
-// window gives (see the top of this file).
-inline ImportResult import_execution_trace(std::string& data, const ImportOptions& options, const OpCatalog& catalog) {
+// The calls a Kineto trace of the same window gives (see the top of this file), of `trace`.
+inline ImportResult import_execution_trace(execution_trace::Trace trace, const ImportOptions& options, const OpCatalog& catalog) {
   namespace et = execution_trace;
-  et::Trace trace = et::read_trace(data, false);
   const et::Tree tree = et::walk_tree(trace.nodes);
   Importer importer(options, catalog);
   importer.set_events_path("/nodes");
@@ -639,6 +748,11 @@ inline ImportResult import_execution_trace(std::string& data, const ImportOption
   result.report.format = "execution_trace";
   result.report.cut_short = std::move(trace.cut_short);
   return result;
+}
+
+// The same, of the execution trace whose whole text is `text`.
+inline ImportResult import_execution_trace(std::string_view text, const ImportOptions& options, const OpCatalog& catalog) {
+  return import_execution_trace(execution_trace::read_trace_text(text, false), options, catalog);
 }
 
 }  // namespace optrace::detail::kineto

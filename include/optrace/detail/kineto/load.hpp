@@ -30,6 +30,9 @@ using optrace::kineto::ImportReport;
 using optrace::kineto::ImportResult;
 using optrace::kineto::TraceFormat;
 
+// Whether `in` is read streamed: a gzip file, or a plain one from kStreamFromBytes on.
+inline bool is_large(const optrace::detail::FileReader& in) { return in.gzip() || in.file_size() >= kStreamFromBytes; }
+
 inline ImportResult parse(std::string_view text, const ImportOptions& options, const OpCatalog& catalog) {
   std::string data;
   data.reserve(text.size() + simdjson::SIMDJSON_PADDING);
@@ -63,7 +66,7 @@ inline ImportResult stream_file(optrace::detail::FileReader& in, const std::stri
 inline ImportResult load(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     optrace::detail::FileReader in(path);
-    if (!in.gzip() && in.file_size() < kStreamFromBytes) {
+    if (!is_large(in)) {
       optrace::detail::FileBytes file(path, simdjson::SIMDJSON_PADDING);
       if (file.data() && !optrace::detail::is_gzip(std::string_view(file.data(), file.size())))
         return import_file(file, options, catalog);
@@ -83,13 +86,28 @@ inline TraceFormat format_by_head(optrace::detail::FileReader& in, size_t bytes)
   return surely_kineto(head) ? TraceFormat::Kineto : TraceFormat::Unknown;
 }
 
+// format_by_head of the first bytes every reader here looks at: 1 MiB of a large file, at most
+// 64 KiB of a small one.
+inline TraceFormat format_by_head(optrace::detail::FileReader& in) {
+  return format_by_head(in, is_large(in) ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
+}
+
+// What the first bytes of the file at `path` surely tell of its format (Unknown where only more
+// of it tells), for a caller that must not read a large file twice to choose what to do with it.
+inline TraceFormat format_by_first_bytes(const std::string& path) {
+  return optrace::detail::about_file(path, [&] {
+    optrace::detail::FileReader in(path);
+    return format_by_head(in);
+  });
+}
+
 inline TraceFormat detect_format(const std::string& path) {
   return optrace::detail::about_file(path, [&] {
     optrace::detail::FileReader in(path);
-    const bool large = in.gzip() || in.file_size() >= kStreamFromBytes;
+    const bool large = is_large(in);
     // Told by the first bytes (an execution trace cut short too), or by reading it as an hf op
     // trace (streamed), as load_any tells it: what neither tells is read whole below.
-    const TraceFormat format = format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
+    const TraceFormat format = format_by_head(in);
     if (format != TraceFormat::Unknown) return format;
     if (large) {
       refuse_unless_json(in);
@@ -113,7 +131,7 @@ inline ImportResult hf_result(OpTrace trace) {
 inline ImportResult load_any(const std::string& path, const ImportOptions& options, const OpCatalog& catalog) {
   return optrace::detail::about_file(path, [&]() -> ImportResult {
     optrace::detail::FileReader in(path);
-    const bool large = in.gzip() || in.file_size() >= kStreamFromBytes;
+    const bool large = is_large(in);
     if (!large) {
       // A plain Kineto trace, known by its first bytes, is read as `load` reads it: from its
       // mapping, in pieces, without a copy of the text or a first pass over it to tell its format.
@@ -123,7 +141,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
         return import_file(file, options, catalog);
     }
     // The first bytes tell a log, and a large Kineto trace: both are streamed.
-    const TraceFormat by_head = format_by_head(in, large ? size_t(1) << 20 : std::min<size_t>(in.file_size(), 64 * 1024));
+    const TraceFormat by_head = format_by_head(in);
     if (by_head == TraceFormat::OperatorInputs) {
       operator_inputs::ReadResult read = op_trace::oplog::read_log(in, path);
       ImportResult result;
@@ -138,10 +156,7 @@ inline ImportResult load_any(const std::string& path, const ImportOptions& optio
       return result;
     }
     if (large && by_head == TraceFormat::Kineto) return stream_file(in, path, options, catalog);
-    if (by_head == TraceFormat::ExecutionTrace) {  // held whole (a trace cut short too)
-      std::string data = optrace::detail::read_file_maybe_gzip(path);
-      return import_execution_trace(data, options, catalog);
-    }
+    if (by_head == TraceFormat::ExecutionTrace) return import_execution_trace(execution_trace::read_trace(in, false), options, catalog);
     if (large) {
       refuse_unless_json(in);
       // An hf op trace, streamed; anything else leaves it at its first bytes and is told below.

@@ -250,6 +250,14 @@ inline bool is_missing_kernel(const c10::Error& e, c10::Device device) {
   return !backend.empty() && first_line(e).find("with arguments from the '" + backend + "' backend") != std::string::npos;
 }
 
+// The median of `v` (0 when empty): of an even count, the mean of the middle two.
+inline double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 // The median milliseconds of the timed calls of `stack`, after the warmup ones; in-place and out=
 // ops get fresh inputs for every call, and with flush_cache the cache is overwritten before each
 // timed one.
@@ -277,9 +285,7 @@ inline double median_call_ms(const CallPlan& plan, torch::jit::Stack& stack, c10
     }
     ms.push_back(time_ms(device, [&]() { plan.op.callBoxed(&stack); }));
   }
-  std::sort(ms.begin(), ms.end());
-  const size_t n = ms.size();
-  return n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  return median_of(std::move(ms));
 }
 
 // The target's outputs (`stack`) against the CPU reference run on `reference`, into `r`'s status
