@@ -1,7 +1,8 @@
 """Makes torch's own execution traces of real models, with the Kineto trace of the same window.
 
 Usage: python3 execution_trace_models.py OUT_DIR [MODEL ...]
-Writes OUT_DIR/<model>.et.json and OUT_DIR/<model>.pt.trace.json for each model (default: the
+Writes OUT_DIR/<model>.et.json and OUT_DIR/<model>.pt.trace.json for each model, and
+OUT_DIR/<model>.kineto_only.pt.trace.json of the next step without the observer (default: the
 first two, which tests/data/execution_trace holds; the others feed docs/replay.md's table):
   mobilenet_v3_small  torchvision's, eval, one 1x3x64x64 image (no weights: random init)
   resnet18            torchvision's, eval, one 1x3x64x64 image
@@ -90,6 +91,13 @@ def record(name, out):
             step()
             prof.step()
     et.unregister_callback()
+    # The next step, with Kineto alone: the times the step takes without the observer, which
+    # writes each node inside its op's span (benchmarks/execution_replay_side_by_side.sh).
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, schedule=schedule(wait=0, warmup=1, active=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(f"{out}/{name}.kineto_only.pt.trace.json")) as prof:
+        for _ in range(2):
+            step()
+            prof.step()
 
 
 if __name__ == "__main__":

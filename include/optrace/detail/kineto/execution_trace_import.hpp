@@ -18,7 +18,6 @@
 // with On-Demand; each node is read through a small DOM of its own (errors name its path).
 
 #include <optrace/detail/common/json_text.hpp>
-#include <optrace/detail/common/ondemand.hpp>
 #include <optrace/detail/common/pieces.hpp>
 #include <optrace/detail/kineto/decode.hpp>
 #include <optrace/detail/kineto/events.hpp>
