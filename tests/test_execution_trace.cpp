@@ -261,7 +261,7 @@ TEST_CASE("execution trace: a bad trace is one line naming the node", "[executio
   CHECK(error_of("et_trailing_comma.json", trailing_comma) == "JsonError at /nodes/2: malformed JSON: expected a node after ','");
   CHECK(error_of("et_nested.json", trace_of({"{\"id\": 2, \"x\": " + std::string(2000, '[') + std::string(2000, ']') + "}"})) ==
         "JsonError at /nodes/0: malformed JSON: nested more than 1024 deep");
-  CHECK(error_of("et_two_lists.json", trace_of({thread_root(2)}) .insert(1, "\"nodes\": [], ")) ==
+  CHECK(error_of("et_two_lists.json", trace_of({thread_root(2)}).insert(1, "\"nodes\": [], ")) ==
         "JsonError at /nodes: a key given twice in one object (JSON readers differ on which value they take)");
   CHECK(error_of("et_nodes_not_list.json", "{\"schema\": \"1.1.1\", \"nodes\": 5}") == "JsonError at /nodes: expected a list of nodes, got integer 5");
   CHECK(error_of("et_outside.json", "{\"schema\": \"1.1.1\", \"time\": \"" + std::string(size_t(17) << 20, 'x') + "\", \"nodes\": []}") ==

@@ -14,8 +14,9 @@
 // Read: the schema versions torch 2.x and optrace write, "1.0.x" (a node's "inputs",
 // "input_shapes", "input_types" and attributes at its top level; "parent" before "ctrl_deps")
 // and "1.1.x" ("inputs": {"values", "shapes", "types", "strides"}, "attrs": [{name, type,
-// value}]), with or without Chakra's "-chakra.x.y.z" suffix. The text is held whole and walked
-// with On-Demand; each node is read through a small DOM of its own (errors name its path).
+// value}]), with or without Chakra's "-chakra.x.y.z" suffix. The text is streamed (NodeScanner): a
+// piece at a time, each node read through a small DOM of its own as soon as it is whole (errors
+// name its path), so what is held is the nodes' calls, never the text.
 
 #include <optrace/detail/common/json_text.hpp>
 #include <optrace/detail/common/pieces.hpp>
@@ -35,6 +36,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -318,7 +320,6 @@ inline bool find_args(const json::Node& node, bool outputs, Args& args) {
 }
 
 // Reads node `index` (its text) into `out`; JsonError with paths under "/nodes/<index>".
-
 inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& texts, bool keep_tensors = false) {
   const std::string base = "/nodes/" + std::to_string(index);
   try {
@@ -348,25 +349,26 @@ inline void read_node(std::string_view text, uint32_t index, Node& out, Texts& t
       if (node.find("rf_id", v)) out.rf_id = v.as_int();
     }
     out.thread = texts.keep(std::move(thread));
+    Args args(node), output_args(node);
+    const bool has_inputs = find_args(node, false, args);
     if (keep_tensors) {
       std::vector<std::string_view> elements;
-      for (auto* into : {&out.inputs, &out.outputs}) {
-        Args args(node);
-        if (!find_args(node, into == &out.outputs, args)) continue;
-        if (args.values.size() != args.types.size())
-          args.values.fail_plain(std::string("values and types differ in length (") + std::to_string(args.values.size()) + " and " +
-                                 std::to_string(args.types.size()) + ")");
+      for (auto [found, a, into] : {std::make_tuple(has_inputs, &args, &out.inputs),
+                                    std::make_tuple(find_args(node, true, output_args), &output_args, &out.outputs)}) {
+        if (!found) continue;
+        if (a->values.size() != a->types.size())
+          a->values.fail_plain(std::string("values and types differ in length (") + std::to_string(a->values.size()) + " and " +
+                               std::to_string(a->types.size()) + ")");
         std::vector<json::Node> vs;
-        for (json::Node x : args.values.array()) vs.push_back(x);
+        for (json::Node x : a->values.array()) vs.push_back(x);
         size_t k = 0;
-        for (json::Node t : args.types.array()) {
+        for (json::Node t : a->types.array()) {
           into->emplace_back();
           read_tensors(t.as_string(), vs[k++], into->back(), texts, elements);
         }
       }
     }
-    Args args(node);
-    if (!find_args(node, false, args)) {
+    if (!has_inputs) {
       out.raw = RawFields{};
       return;  // no inputs recorded: a range, or a node of a trace without shapes
     }
@@ -459,11 +461,11 @@ class NodeScanner {
         i = j + closes;
         if (closes) {
           in_string_ = false;
-          if (depth_ == 1) key_end_ = outside.size() - 1;
+          if (depth() == 1) key_end_ = outside.size() - 1;
         }
         continue;
       }
-      if (depth_ >= (phase_ == Phase::in ? 3u : 2u)) {  // inside a node, or inside another key's value
+      if (depth() >= (phase_ == Phase::in ? 3u : 2u)) {  // inside a node, or inside another key's value
         size_t j = i;
         while (j < n && p[j] != '"' && p[j] != '{' && p[j] != '}' && p[j] != '[' && p[j] != ']') ++j;
         keep(sink, p + i, j - i);
@@ -471,25 +473,25 @@ class NodeScanner {
       }
       const char c = p[i++];
       if (json::detail::is_json_space(c)) {
-        if (phase_ != Phase::in || depth_ != 2) keep(sink, &c, 1);
+        if (phase_ != Phase::in || depth() != 2) keep(sink, &c, 1);
         continue;
       }
       if (root_closed_) optrace::detail::raise_json("", "malformed JSON: text after the trace's closing brace");
-      if (depth_ == 0 && c != '{') optrace::detail::raise_json("", "expected an execution trace (an object with \"schema\" and \"nodes\")");
-      if (phase_ == Phase::in && depth_ == 2) {
+      if (depth() == 0 && c != '{') optrace::detail::raise_json("", "expected an execution trace (an object with \"schema\" and \"nodes\")");
+      if (phase_ == Phase::in && depth() == 2) {
         between_nodes(c);
         continue;
       }
       keep(sink, &c, 1);
       const bool list_follows = pending_list_;
-      if (depth_ == 1) pending_list_ = false;
+      if (depth() == 1) pending_list_ = false;
       switch (c) {
         case '"':
           in_string_ = true;
-          if (depth_ == 1) key_begin_ = outside.size();
+          if (depth() == 1) key_begin_ = outside.size();
           break;
         case ':':
-          if (depth_ == 1 && is_key(outside.data() + key_begin_, outside.data() + key_end_, "nodes")) {
+          if (depth() == 1 && is_key(outside.data() + key_begin_, outside.data() + key_end_, "nodes")) {
             if (phase_ != Phase::before) duplicate_key("/nodes");
             pending_list_ = true;
           }
@@ -497,7 +499,7 @@ class NodeScanner {
         case '[':
         case '{':
           open(c);
-          if (depth_ == 2 && list_follows && c == '[') {
+          if (depth() == 2 && list_follows && c == '[') {
             phase_ = Phase::in;
             expect_ = Expect::node_or_end;
             read_outside(outside + "]}", false);  // the schema, before any node is read by it
@@ -506,8 +508,8 @@ class NodeScanner {
         case ']':
         case '}':
           close(c);
-          if (depth_ == 0) root_closed_ = true;
-          if (phase_ == Phase::in && depth_ == 2) {  // a node's end
+          if (depth() == 0) root_closed_ = true;
+          if (phase_ == Phase::in && depth() == 2) {  // a node's end
             if (index_ == UINT32_MAX) optrace::detail::raise_json("/nodes", "more than " + std::to_string(UINT32_MAX) + " nodes");
             on_node(std::string_view(node_), index_++);
             node_.clear();
@@ -572,14 +574,13 @@ class NodeScanner {
     if (open_.size() == simdjson::DEFAULT_MAX_DEPTH)
       optrace::detail::raise_json(here(), "malformed JSON: nested more than " + std::to_string(simdjson::DEFAULT_MAX_DEPTH) + " deep");
     open_ += c;
-    depth_ = open_.size();
   }
   void close(char c) {
     const char expected = open_.back() == '{' ? '}' : ']';
     if (c != expected) optrace::detail::raise_json(here(), std::string("malformed JSON: '") + c + "' where '" + expected + "' was expected");
     open_.pop_back();
-    depth_ = open_.size();
   }
+  size_t depth() const { return open_.size(); }
 
   void keep(std::string& into, const char* p, size_t n) {
     if (n == 0) return;
@@ -614,7 +615,6 @@ class NodeScanner {
   Phase phase_ = Phase::before;
   Expect expect_ = Expect::node_or_end;
   std::string open_;  // the brackets open, outermost first
-  size_t depth_ = 0;  // open_.size()
   bool in_string_ = false, escaped_ = false, root_closed_ = false, pending_list_ = false;
   size_t key_begin_ = 0, key_end_ = 0;  // in `outside`: the last string at depth 1 (a key, when ':' follows)
   size_t nodes_end_ = 0;                // in `outside`: after the list's ']'
