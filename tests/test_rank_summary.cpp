@@ -537,7 +537,10 @@ TEST_CASE("rank summary: a rank whose clock is off is proven so where it arrived
   CHECK(waits_for_all("gloo:all_gather"));
   CHECK_FALSE(waits_for_all("gloo:broadcast"));
   CHECK_FALSE(waits_for_all("c10d::allreduce_"));
-  CHECK_FALSE(waits_for_all("nccl:all_reduce"));
+  CHECK_FALSE(waits_for_all("nccl:all_reduce"));  // NCCL's CPU range ends when the call is enqueued
+  CHECK(waits_for_all("nccl:all_reduce", true));   // its kernels end when every rank's have run
+  CHECK(waits_for_all("nccl:all_to_all", true));
+  CHECK_FALSE(waits_for_all("nccl:broadcast", true));
 }
 
 TEST_CASE("rank summary: without a wait of 1 ms nobody is blamed", "[rank_summary]") {
@@ -955,6 +958,216 @@ TEST_CASE("rank summary: groups of one name are told apart by their ranks", "[ra
   const RankSummary by_name = RankSummary::from_ranks(std::move(named));
   REQUIRE(by_name.waits().collectives.size() == 2);
   CHECK(by_name.waits().collectives[1].group == "2");
+}
+
+const std::string kNccl = optrace_test::data_path("distributed_nccl_dlrm");
+
+TEST_CASE("rank summary: NCCL calls are timed by the kernels they launched, on the real traces of an 8-GPU job", "[rank_summary]") {
+  // DLRM on 8 V100s, one step (tests/data/distributed_nccl_dlrm/). Recomputed in Python from the
+  // traces: each nccl:* range holds the cudaLaunchKernel (its thread) of one ncclKernel_*; the 8
+  // ranks' kernels of a call end within 7 us of each other. Kernel starts after the first rank's,
+  // in us, per call: #0 (all_to_all) rank 1 0, 3 1502, 4 2752, 5 2955, 0 5489, 2 7116, 6 7119, 7
+  // 7624; #1 4 0, 5 48, 0 77, 1 84, 3 86, 6 589, 2 592, 7 1101; #2 7 168 (the others 0..6); #3 7
+  // 125 (the others 0..1); #4 (all_reduce) 0, 15, 64, 96, 107, 211, 214, 223 (rank 7 last); #5 7
+  // 186, 4 482, 5 534 (the others 0..76); #6 7 136, 4 535, 5 584 (the others 0..30); #7 7 147, 5
+  // 871, 4 885 (the others 0..68).
+  std::vector<RankTrace> ranks;
+  for (const char* file : {"worker0_step_12.1694128201545", "worker1_step_12.1694128201556", "worker2_step_12.1694128201554",
+                           "worker3_step_12.1694128201557", "worker4_step_12.1694128201547", "worker5_step_12.1694128201549",
+                           "worker6_step_12.1694128201553", "worker7_step_12.1694128201553"})
+    ranks.push_back(RankTrace::from_kineto_file(kNccl + "/" + file + ".pt.trace.json.gz"));
+  for (const RankTrace& r : ranks) {
+    INFO("rank " << r.rank);
+    REQUIRE(r.calls.calls.size() == 8);
+    for (size_t k = 0; k < 8; ++k) CHECK(r.calls.device_times(k) != nullptr);
+  }
+  // Rank 0's first call: its range [3083, 3145) us into the step, its kernel [3121, 5267).
+  CHECK(ranks[0].calls.calls[0].cpu.start_ns == 1694128201429757000);
+  CHECK(ranks[0].calls.calls[0].cpu.end_ns == 1694128201429819000);
+  const auto* first = ranks[0].calls.device_times(0);
+  REQUIRE(first != nullptr);
+  CHECK(first->start_ns == 1694128201429795000);
+  CHECK(first->end_ns == 1694128201431941000);
+  CHECK(first->since_ns == 1694128201426674000);  // the step's start: no call before it
+
+  RankSummary summary = RankSummary::from_ranks(std::move(ranks));
+  const auto& w = summary.waits();
+  REQUIRE(w.collectives.size() == 8);
+  CHECK(w.on_device == 8);
+  const int64_t last[8] = {7, 7, 7, 7, 7, 5, 5, 4}, late[8] = {0, 3, 1, 1, 0, 3, 3, 2};
+  const int64_t max_wait_us[8] = {7624, 1101, 168, 125, 223, 534, 584, 885};
+  for (size_t k = 0; k < 8; ++k) {
+    INFO("collective #" << k);
+    const auto& c = w.collectives[k];
+    CHECK(c.on_device);
+    CHECK(c.index == static_cast<int64_t>(k));
+    CHECK(c.last_rank == last[k]);
+    CHECK(c.late == late[k]);
+    CHECK(c.max_wait_ns == max_wait_us[k] * 1000);
+  }
+  // #0: the ranks began their step up to 7.5 ms apart, and arrive spread out, with no gap: no one
+  // rank is to blame. #4: rank 7's 104 us gap is narrower than the 107 us spread before it.
+  CHECK(w.collectives[2].total_wait_ns == 1161000);  // 7 x 168 less 0 + 0 + 0 + 1 + 3 + 5 + 6
+  REQUIRE(w.ranks.size() == 8);
+  CHECK(w.ranks[7].caused_ns == 8263000);
+  CHECK(w.ranks[7].blamed == 3);
+  CHECK(w.ranks[5].caused_ns == 6282000);
+  CHECK(w.ranks[4].caused_ns == 5009000);
+  for (int64_t r : {0, 1, 2, 3, 6}) CHECK(w.ranks[static_cast<size_t>(r)].blamed == 0);
+  // Their kernels end together: the clocks are checked at every call, and agree.
+  CHECK(w.clock_checked == 8);
+  CHECK(w.clock_checked_on_device == 8);
+  CHECK(w.clock_gaps.empty());
+  REQUIRE(w.clock_offsets.size() == 8);
+  for (const auto& o : w.clock_offsets) {
+    CHECK(o.calls == 8);
+    CHECK(std::abs(o.ns) <= 7000);
+  }
+
+  // Why: rank 4's GPU sat idle 0.667 ms longer than the median rank's on its way to all_reduce #7:
+  // its CPU launched the call later. On the CPU, its way from its call before (all_reduce #6's
+  // range, ending 14818 us into its step) to this one's (16187 us) took 1369 us, rank 2's 1043 us
+  // (10262 to 11305 us).
+  summary.explain_waits();
+  CHECK(summary.notes().empty());
+  const std::string table = summary.table();
+  CHECK_THAT(table, OPTRACE_CONTAINS("; 8 of 8 timed on the GPU, by the NCCL kernels each rank's call launched; the last rank is blamed "
+                                     "where at most half the ranks arrived late, 1 ms or more after the others (0.1 ms on the GPU) and "
+                                     "after a gap as wide as the others' spread):\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("  step 10, nccl:all_reduce #7: rank 4 (the last of 2 late ranks) arrived 0.885 ms after the first on "
+                                     "the GPU; 7 other rank(s) waited 5.009 ms in all\n"
+                                     "    its way there on the GPU took 1.361 ms, the median rank's (rank 2) 0.518 ms; rank 4's GPU spent "
+                                     "more time:\n      0.667 ms more outside any kernel (the GPU idle) (1.121 against 0.454 ms)\n"
+                                     "      0.047 ms more in void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, "
+                                     "int>::Policy800, fa... (0.047 against 0.000 ms)\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("\n    on the CPU, its way to the call took 1.369 ms, the median rank's (rank 2) 1.043 ms; rank 4 spent "
+                                     "more time:\n      0.326 ms more in ## backward ## [] (1.357 against 1.031 ms)\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("the rank the others waited for most: 7 (8.263 ms at 3 collective(s), steps 10)\n"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("clocks: at the 8 all-reduce, all-gather, reduce-scatter, all-to-all or barrier call(s) checked "
+                                     "(NCCL's kernels), no rank arrived after another's call had ended: consistent with one clock\n"
+                                     "clock offsets, estimated from the ends of NCCL's kernels (those of a call end together; the median "
+                                     "over 8 call(s)): every rank's clock reads within 0.001 ms of the others'\n"));
+  const auto doc = optrace::json::Document::parse(summary.to_json());
+  for (optrace::json::Node c : doc->root()["waits"]["collectives"].array()) CHECK(c["on_device"].as_bool());
+  int64_t causes = 0;
+  for (optrace::json::Node c : doc->root()["waits"]["causes"].array()) {
+    ++causes;
+    CHECK(c["on_device"].as_bool());
+    if (c["index"].as_int() != 7) continue;
+    CHECK(c["way_us"].as_double() == 1361);
+    CHECK(c["cpu_way_us"].as_double() == 1369);
+    CHECK(c["median_cpu_way_us"].as_double() == 1043);
+    // The kernel's name whole, as the trace writes it.
+    CHECK((*c["rows"].array().begin())["outside"].as_bool());
+    CHECK((*c["cpu_rows"].array().begin())["name"].as_string() == "## backward ##");
+  }
+  CHECK(causes == 5);
+}
+
+TEST_CASE("rank summary: an NCCL call is timed by the kernels launched from within its range, on its thread", "[rank_summary]") {
+  namespace rs = optrace::detail::rank_summary;
+  const uint64_t main_thread = rs::thread_key("7"), other_thread = rs::thread_key("8");
+  rs::RankEvents e;
+  e.calls.names = {"nccl:all_reduce", "gloo:all_reduce"};
+  e.calls.groups = {""};
+  e.calls.group_ranks = {""};
+  // nccl:all_reduce [10, 20) us on thread 7, another [40, 50); a gloo range [60, 70) on thread 7.
+  for (const auto& [start, name] : {std::pair<int64_t, uint32_t>{10, 0}, {40, 0}, {60, 1}}) {
+    rs::CollectiveCall c;
+    c.start_ns = start * 1000, c.end_ns = (start + 10) * 1000, c.name = name, c.thread = main_thread;
+    e.calls.calls.push_back(c);
+  }
+  // Launches: 1 and 2 inside the first range (its two kernels), 3 on another thread inside it, 4
+  // after its end, 5 inside the gloo range; kernel 9's launch is not in the trace.
+  e.launches = {{2, 19000, main_thread}, {1, 12000, main_thread}, {3, 15000, other_thread}, {4, 25000, main_thread}, {5, 65000, main_thread}};
+  e.device_collectives = {{100000, 150000, 1}, {90000, 140000, 2}, {30000, 400000, 3}, {30000, 400000, 4}, {30000, 400000, 5}, {1, 2, 9}};
+  rs::link_kernels(e);
+  const auto& c = e.calls.calls;
+  CHECK(c[0].on_device);
+  CHECK(c[0].device_start_ns == 90000);  // the earlier kernel's start, the later one's end
+  CHECK(c[0].device_end_ns == 150000);
+  CHECK_FALSE(c[1].on_device);  // no launch of its own
+  CHECK_FALSE(c[2].on_device);  // gloo's ranges run no kernels
+}
+
+namespace {
+// Rank `r` of a hand-made NCCL job: one step [0, 100) ms, `calls` of "nccl:all_reduce" (their
+// name and group left 0: the one name, no group).
+RankTrace nccl_rank(int64_t r, std::vector<optrace::detail::rank_summary::CollectiveCall> calls) {
+  namespace rs = optrace::detail::rank_summary;
+  RankTrace t;
+  t.rank = r;
+  t.file = "rank" + std::to_string(r);
+  t.steps = {{0, 100000, 0, 100000}};
+  rs::RankCalls rc;
+  rc.names = {"nccl:all_reduce"};
+  rc.groups = {""};
+  rc.group_ranks = {""};
+  rc.calls = std::move(calls);
+  t.calls = rs::place_in_steps(std::move(rc), {{0, 0, 100000000}});
+  return t;
+}
+}  // namespace
+
+TEST_CASE("rank summary: a collective is timed on the GPU only where every rank's call launched kernels", "[rank_summary]") {
+  namespace rs = optrace::detail::rank_summary;
+  // Two ranks, one all-reduce. On the CPU rank 1 enqueues 0.5 ms after rank 0 (noise: under 1
+  // ms); on the GPU its kernel starts 0.3 ms after rank 0's (late: 0.1 ms on the GPU). Without
+  // rank 1's kernel, the CPU ranges time it, and nobody is late.
+  auto rank = [](int64_t r, bool kernels) {
+    rs::CollectiveCall c;
+    c.start_ns = 10000000 + r * 500000, c.end_ns = c.start_ns + 50000;
+    c.on_device = kernels, c.device_start_ns = 30000000 + r * 300000, c.device_end_ns = 31000000;
+    return nccl_rank(r, {c});
+  };
+  const RankSummary on_gpu = RankSummary::from_ranks({rank(0, true), rank(1, true)});
+  REQUIRE(on_gpu.waits().collectives.size() == 1);
+  CHECK(on_gpu.waits().collectives[0].on_device);
+  CHECK(on_gpu.waits().collectives[0].max_wait_ns == 300000);
+  CHECK(on_gpu.waits().collectives[0].blamed());
+  CHECK(on_gpu.waits().ranks[1].caused_ns == 300000);
+  const RankSummary mixed = RankSummary::from_ranks({rank(0, true), rank(1, false)});
+  REQUIRE(mixed.waits().collectives.size() == 1);
+  CHECK_FALSE(mixed.waits().collectives[0].on_device);
+  CHECK(mixed.waits().collectives[0].max_wait_ns == 500000);
+  CHECK_FALSE(mixed.waits().collectives[0].blamed());
+  CHECK(mixed.waits().on_device == 0);
+  CHECK(mixed.waits().clock_offsets.empty());
+  CHECK_THAT(mixed.table(), !OPTRACE_CONTAINS("on the GPU"));
+  CHECK_THAT(mixed.table(), !OPTRACE_CONTAINS("clock offsets"));
+}
+
+TEST_CASE("rank summary: each rank's clock is estimated from the ends of NCCL's kernels", "[rank_summary]") {
+  namespace rs = optrace::detail::rank_summary;
+  // Three ranks, four all-reduces timed by their kernels, which end together; rank 2's clock reads
+  // 2 ms later (its kernels start and end 2 ms later), but at its third call it ends 5 ms late
+  // (an outlier the median leaves out).
+  auto rank = [](int64_t r) {
+    std::vector<rs::CollectiveCall> calls;
+    for (int64_t k = 0; k < 4; ++k) {
+      rs::CollectiveCall c;
+      c.start_ns = 10000000 * (k + 1), c.end_ns = c.start_ns + 50000;
+      const int64_t clock = r == 2 ? (k == 2 ? 5000000 : 2000000) : 0;
+      c.on_device = true, c.device_start_ns = c.start_ns + 100000 * r + clock, c.device_end_ns = c.start_ns + 3000000 + clock;
+      calls.push_back(c);
+    }
+    return nccl_rank(r, std::move(calls));
+  };
+  const RankSummary summary = RankSummary::from_ranks({rank(0), rank(1), rank(2)});
+  const auto& o = summary.waits().clock_offsets;
+  REQUIRE(o.size() == 3);
+  CHECK(o[0].ns == 0);
+  CHECK(o[1].ns == 0);
+  CHECK(o[2].rank == 2);
+  CHECK(o[2].ns == 2000000);  // the median of 2, 2, 5 and 2 ms
+  CHECK(o[2].calls == 4);
+  CHECK_THAT(summary.table(), OPTRACE_CONTAINS("clock offsets, estimated from the ends of NCCL's kernels (those of a call end together; "
+                                               "the median over 4 call(s)): 1 rank(s) read 0.1 ms or more off the others':\n"
+                                               "  rank 2's clock reads 2.000 ms later (median of 4 call(s))\n"));
+  const auto doc = optrace::json::Document::parse(summary.to_json());
+  double last_offset_us = 0;
+  for (optrace::json::Node n : doc->root()["waits"]["clock_offsets"].array()) last_offset_us = n["offset_us"].as_double();
+  CHECK(last_offset_us == 2000);  // rank 2's, the last
 }
 
 }  // namespace rank_summary_test

@@ -24,6 +24,7 @@
 
 #include <optrace/detail/common/printable.hpp>
 #include <optrace/detail/common/text_table.hpp>
+#include <optrace/detail/key_averages/table.hpp>
 #include <optrace/detail/rank_summary/blame.hpp>
 #include <optrace/detail/rank_summary/explain.hpp>
 #include <optrace/detail/rank_summary/html.hpp>
@@ -80,6 +81,7 @@ struct RankTrace {
     out.world_size = events.world_size;
     out.backend = std::move(events.backend);
     out.capture = events.capture;
+    detail::rank_summary::link_kernels(events);
     out.calls = detail::rank_summary::place_in_steps(std::move(events.calls), events.steps, events.base_ns);
     out.steps = step_times(std::move(events), path);
     return out;
@@ -266,11 +268,11 @@ class RankSummary {
   /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps", "by_step": [{"step",
   /// "caused_us", "waited_us"}]}], "collectives":
   /// [{"step", "group", "index", "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
-  /// "late", "blamed", "blamed_rank", "via" (null, or the collective before where the last rank
+  /// "late", "blamed", "blamed_rank", "on_device" (timed by its NCCL kernels), "via" (null, or the collective before where the last rank
   /// waited for the blamed one: {"step", "group", "index"})}], "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
-  /// "at_least_us", "step", "group", "index", "name"}], "causes" (explain_waits(); else empty): [{"step", "group", "index", "rank", "way_us",
-  /// "median_rank", "median_way_us", "set_out_later_us", "rows": [{"name", "input_shapes", "outside", "excess_us",
-  /// "rank_us", "median_us"}]}]}, "notes": [...]}. `indent` > 0 pretty-prints.
+  /// "at_least_us", "step", "group", "index", "name"}], "clock_offsets" (from NCCL kernels' ends): [{"rank", "offset_us", "calls"}], "causes" (explain_waits(); else empty): [{"step", "group", "index", "rank", "on_device" (the way is the GPU's), "way_us",
+  /// "median_rank", "median_way_us", "set_out_later_us", "set_out_late" (whether that is past noise, as the text says it), "rows": [{"name", "input_shapes", "outside", "excess_us",
+  /// "rank_us", "median_us"}], and where on_device: "cpu_way_us", "median_cpu_way_us", "cpu_rows" (the ways on the CPU)}]}, "notes": [...]}. `indent` > 0 pretty-prints.
   std::string to_json(int indent = 0) const {
     json::Writer w(indent);
     w.begin_object().key("ranks").begin_array();
@@ -308,7 +310,7 @@ class RankSummary {
       w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("name").value(c.name)
           .key("ranks").value(c.ranks).key("last_rank").value(c.last_rank).key("max_wait_us").value(us(c.max_wait_ns))
           .key("total_wait_us").value(us(c.total_wait_ns)).key("late").value(c.late).key("blamed").value(c.blamed())
-          .key("blamed_rank").value(c.blamed_rank).key("via");
+          .key("blamed_rank").value(c.blamed_rank).key("on_device").value(c.on_device).key("via");
       if (c.via < 0) {
         w.null();
       } else {
@@ -321,19 +323,32 @@ class RankSummary {
     for (const detail::rank_summary::ClockGap& g : waits_.clock_gaps)
       w.begin_object().key("later_rank").value(g.later).key("earlier_rank").value(g.earlier).key("at_least_us").value(us(g.ns))
           .key("step").value(g.step).key("group").value(g.group).key("index").value(g.index).key("name").value(g.name).end_object();
+    w.end_array().key("clock_offsets").begin_array();
+    for (const detail::rank_summary::ClockOffset& o : waits_.clock_offsets)
+      w.begin_object().key("rank").value(o.rank).key("offset_us").value(us(o.ns)).key("calls").value(o.calls).end_object();
     w.end_array().key("causes").begin_array();
     for (const detail::rank_summary::WaitCause& why : causes_) {
       if (!why.read) continue;
       const detail::rank_summary::CollectiveWait& c = waits_.collectives[why.collective];
       w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index)
-          .key("rank").value(c.last.rank).key("way_us").value(us(c.last.ns())).key("median_rank").value(c.median.rank)
+          .key("rank").value(c.last.rank).key("on_device").value(c.on_device).key("way_us").value(us(c.last.ns())).key("median_rank").value(c.median.rank)
           .key("median_way_us").value(us(c.median.ns())).key("set_out_later_us").value(us(set_out_later(c)))
-          .key("rows").begin_array();
-      for (const detail::rank_summary::OpExcess& row : why.rows)
-        w.begin_object().key("name").value(row.name).key("input_shapes").value(row.input_shapes).key("outside").value(row.outside)
-            .key("excess_us").value(us(row.excess_ns())).key("rank_us").value(us(row.late_ns)).key("median_us").value(us(row.median_ns))
-            .end_object();
-      w.end_array().end_object();
+          .key("set_out_late").value(set_out_late(c))
+          .key("rows");
+      auto rows = [&w](const std::vector<detail::rank_summary::OpExcess>& list) {
+        w.begin_array();
+        for (const detail::rank_summary::OpExcess& row : list)
+          w.begin_object().key("name").value(row.name).key("input_shapes").value(row.input_shapes).key("outside").value(row.outside)
+              .key("excess_us").value(us(row.excess_ns())).key("rank_us").value(us(row.late_ns)).key("median_us").value(us(row.median_ns))
+              .end_object();
+        w.end_array();
+      };
+      rows(why.rows);
+      if (c.on_device) {
+        w.key("cpu_way_us").value(us(c.last_cpu.ns())).key("median_cpu_way_us").value(us(c.median_cpu.ns())).key("cpu_rows");
+        rows(why.cpu_rows);
+      }
+      w.end_object();
     }
     w.end_array().end_object().key("notes").begin_array();
     for (const std::string& n : notes_) w.value(n);
@@ -383,10 +398,15 @@ class RankSummary {
     using detail::rank_summary::CollectiveWait;
     using detail::rank_summary::RankWait;
     const double noise_ms = static_cast<double>(detail::rank_summary::kNoiseNs) / 1e6;
+    const double device_noise_ms = static_cast<double>(detail::rank_summary::kDeviceNoiseNs) / 1e6;
+    const bool gpu = waits_.on_device > 0;
     std::string out = "\nwaits at collectives (each step's collective calls matched across ranks in order, " +
                       std::string(waits_.groups_named ? "per process group" : "the traces name no process group") +
+                      (gpu ? "; " + std::to_string(waits_.on_device) + " of " + std::to_string(waits_.collectives.size()) +
+                                 " timed on the GPU, by the NCCL kernels each rank's call launched" : std::string()) +
                       "; the last rank is blamed where at most half the ranks arrived late, " + detail::fixed(noise_ms, 0) +
-                      " ms or more after the others and after a gap as wide as the others' spread):\n";
+                      " ms or more after the others" + (gpu ? " (" + detail::fixed(device_noise_ms, 1) + " ms on the GPU)" : std::string()) +
+                      " and after a gap as wide as the others' spread):\n";
     std::vector<const RankWait*> blamed;
     for (const RankWait& r : waits_.ranks)
       if (r.blamed > 0) blamed.push_back(&r);
@@ -407,7 +427,8 @@ class RankSummary {
       out += "  step " + std::to_string(c.step) + ", " + detail::printable(c.name) + " #" + std::to_string(c.index) +
              detail::rank_summary::group_label(c.group) + ": rank " + std::to_string(c.last_rank) +
              (c.late > 1 ? " (the last of " + std::to_string(c.late) + " late ranks)" : std::string()) +
-             " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first; " + std::to_string(c.ranks - 1) +
+             " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first" + (c.on_device ? " on the GPU" : "") +
+             "; " + std::to_string(c.ranks - 1) +
              " other rank(s) waited " + detail::fixed(us(c.total_wait_ns) / 1000, 3) + " ms in all\n";
       if (c.via >= 0) {
         const CollectiveWait& v = waits_.collectives[static_cast<size_t>(c.via)];
@@ -429,12 +450,14 @@ class RankSummary {
   // that they prove nothing wrong; "" where no collective could be checked.
   std::string clock_text() const {
     if (waits_.clock_checked == 0) return "";
-    const std::string checked = std::to_string(waits_.clock_checked) + " all-reduce, all-gather, reduce-scatter, all-to-all or barrier call(s)";
+    const int64_t kernels = waits_.clock_checked_on_device;
+    const std::string checked = std::to_string(waits_.clock_checked) + " all-reduce, all-gather, reduce-scatter, all-to-all or barrier call(s)" +
+                                " checked (" + (kernels == 0 ? "gloo's ranges" : kernels == waits_.clock_checked ? "NCCL's kernels" : "gloo's ranges, NCCL's kernels") + ")";
+    const std::string offsets = offsets_text();
     if (waits_.clock_gaps.empty())
-      return "clocks: at the " + checked + " checked (gloo's ranges), no rank arrived after another's call had ended: consistent "
-             "with one clock\n";
-    std::string out = "clocks: at the " + checked + " checked (gloo's ranges), ranks arrived after another's call had ended, which "
-                      "one clock cannot show; the waits above are read on each rank's own clock:\n";
+      return "clocks: at the " + checked + ", no rank arrived after another's call had ended: consistent with one clock\n" + offsets;
+    std::string out = "clocks: at the " + checked + ", ranks arrived after another's call had ended, which one clock cannot show; "
+                      "the waits above are read on each rank's own clock:\n";
     for (size_t k = 0; k < waits_.clock_gaps.size() && k < 5; ++k) {
       const detail::rank_summary::ClockGap& g = waits_.clock_gaps[k];
       out += "  rank " + std::to_string(g.later) + "'s clock reads at least " + detail::fixed(us(g.ns) / 1000, 3) + " ms later than rank " +
@@ -442,6 +465,33 @@ class RankSummary {
              std::to_string(g.index) + detail::rank_summary::group_label(g.group) + ")\n";
     }
     if (waits_.clock_gaps.size() > 5) out += "  ... and " + std::to_string(waits_.clock_gaps.size() - 5) + " more ranks\n";
+    return out + offsets;
+  }
+
+  // What the NCCL kernels' ends estimate of the ranks' clocks (Waits::clock_offsets): the ranks
+  // whose clock reads kDeviceNoiseNs or more off the others' (up to 5, the farthest first), or one
+  // line that none does; "" where no kernels' ends were read.
+  std::string offsets_text() const {
+    const auto& all = waits_.clock_offsets;
+    if (all.empty()) return "";
+    std::vector<const detail::rank_summary::ClockOffset*> off;
+    for (const auto& o : all)
+      if (o.ns >= detail::rank_summary::kDeviceNoiseNs || o.ns <= -detail::rank_summary::kDeviceNoiseNs) off.push_back(&o);
+    auto magnitude = [](int64_t ns) { return ns < 0 ? -static_cast<double>(ns) : static_cast<double>(ns); };
+    const std::string head = "clock offsets, estimated from the ends of NCCL's kernels (those of a call end together; the median over " +
+                             std::to_string(waits_.clock_checked_on_device) + " call(s)): ";
+    if (off.empty()) {
+      int64_t widest = 0;
+      for (const auto& o : all) widest = std::max<int64_t>(widest, static_cast<int64_t>(magnitude(o.ns)));
+      return head + "every rank's clock reads within " + detail::fixed(us(widest) / 1000, 3) + " ms of the others'\n";
+    }
+    std::stable_sort(off.begin(), off.end(), [&](const auto* a, const auto* b) { return magnitude(a->ns) > magnitude(b->ns); });
+    std::string out = head + std::to_string(off.size()) + " rank(s) read " +
+                      detail::fixed(us(detail::rank_summary::kDeviceNoiseNs) / 1000, 1) + " ms or more off the others':\n";
+    for (size_t k = 0; k < off.size() && k < 5; ++k)
+      out += "  rank " + std::to_string(off[k]->rank) + "'s clock reads " + detail::fixed(magnitude(off[k]->ns) / 1e6, 3) + " ms " +
+             (off[k]->ns > 0 ? "later" : "earlier") + " (median of " + std::to_string(off[k]->calls) + " call(s))\n";
+    if (off.size() > 5) out += "  ... and " + std::to_string(off.size() - 5) + " more ranks\n";
     return out;
   }
 
@@ -450,22 +500,45 @@ class RankSummary {
     return detail::rank_summary::saturating_sub(c.last.since_ns, c.median.since_ns);
   }
 
+  // A name cut to kMaxWhyName code points and "...": a kernel's C++ signature runs to 2,000 (to_json has it whole).
+  static constexpr size_t kMaxWhyName = 100;
+  static std::string cut_name(const std::string& name) {
+    return detail::key_averages::code_points(name) > kMaxWhyName ? detail::key_averages::first_code_points(name, kMaxWhyName - 3) + "..." : name;
+  }
+
+  // Whether it set out late enough to say so: past noise on the clock c is timed by.
+  static bool set_out_late(const detail::rank_summary::CollectiveWait& c) {
+    return set_out_later(c) >= detail::rank_summary::least_gap_ns(c.on_device);
+  }
+
   // Why c's last rank was late: its way there against the median rank's, and the rows of `why`.
   static std::string cause_text(const detail::rank_summary::CollectiveWait& c, const detail::rank_summary::WaitCause& why) {
     if (!why.read) return "";
-    const std::string late = "rank " + std::to_string(c.last.rank), median = "rank " + std::to_string(c.median.rank);
+    const std::string median = "rank " + std::to_string(c.median.rank);
     std::string out;
-    if (const int64_t later = set_out_later(c); later >= detail::rank_summary::kNoiseNs)
-      out += "    it set out " + detail::fixed(us(later) / 1000, 3) + " ms after the median rank (" + median +
+    if (set_out_late(c))
+      out += "    it set out " + detail::fixed(us(set_out_later(c)) / 1000, 3) + " ms after the median rank (" + median +
              "): its step, or its collective before, ended later\n";
-    out += "    its way there took " + detail::fixed(us(c.last.ns()) / 1000, 3) + " ms, the median rank's (" + median +
-                      ") " + detail::fixed(us(c.median.ns()) / 1000, 3) + " ms";
-    if (why.rows.empty()) return out + "; no op took " + late + " longer there\n";
-    out += "; " + late + " spent more time:\n";
-    for (const detail::rank_summary::OpExcess& row : why.rows)
+    out += way_text(std::string("    its way there") + (c.on_device ? " on the GPU" : ""), c.last, c.median, why.rows, c.on_device);
+    if (c.on_device) out += way_text("    on the CPU, its way to the call", c.last_cpu, c.median_cpu, why.cpu_rows, false);
+    return out;
+  }
+
+  // "<what> took X ms, the median rank's (rank M) Y ms; rank L spent more time:" and `rows`, on the
+  // GPU (`on_device`: kernels, and its idle time) or the CPU (ops, and the time outside them).
+  static std::string way_text(const std::string& what, const detail::rank_summary::Approach& last,
+                              const detail::rank_summary::Approach& median, const std::vector<detail::rank_summary::OpExcess>& rows,
+                              bool on_device) {
+    const std::string late = "rank " + std::to_string(last.rank);
+    std::string out = what + " took " + detail::fixed(us(last.ns()) / 1000, 3) + " ms, the median rank's (rank " +
+                      std::to_string(median.rank) + ") " + detail::fixed(us(median.ns()) / 1000, 3) + " ms";
+    if (rows.empty()) return out + "; no " + (on_device ? "kernel" : "op") + " took " + late + " longer there\n";
+    out += "; " + late + (on_device ? "'s GPU" : "") + " spent more time:\n";
+    for (const detail::rank_summary::OpExcess& row : rows)
       out += "      " + detail::fixed(us(row.excess_ns()) / 1000, 3) + " ms more " +
-             (row.outside ? std::string("outside any op") : "in " + detail::printable(row.name) +
-                                                                (row.input_shapes.empty() ? "" : " " + detail::printable(row.input_shapes))) +
+             (row.outside ? std::string(on_device ? "outside any kernel (the GPU idle)" : "outside any op")
+                          : "in " + detail::printable(cut_name(row.name)) +
+                                (row.input_shapes.empty() ? "" : " " + detail::printable(row.input_shapes))) +
              " (" + detail::fixed(us(row.late_ns) / 1000, 3) + " against " + detail::fixed(us(row.median_ns) / 1000, 3) + " ms)\n";
     return out;
   }

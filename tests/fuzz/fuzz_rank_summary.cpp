@@ -5,8 +5,9 @@
 // must add up and whose table and JSON are made: one line per row, JSON that parses. The streamed
 // read's rank, steps, capture ("optraceCapture") and collective calls are the whole read's; the
 // waits of the collectives matched across the two ranks are possible ones. Why a rank was late
-// (explain.hpp): what the trace ran on each call's way is the same read whole and read keeping
-// only the ways, and its time outside any op lies within the way.
+// (explain.hpp): what the trace ran on each call's way (on the CPU, and on the GPU where the call
+// is timed by its kernels) is the same read whole and read keeping only the ways, and its time
+// outside any op lies within the way.
 #include "harness.hpp"
 #include "../text_reader.hpp"
 
@@ -32,9 +33,13 @@ std::string shown(const optrace::RankTrace& t) {
            std::to_string(t.capture->first_step) + " " + std::to_string(t.capture->iterations) + "\n";
   for (const optrace::RankStepTime& s : t.steps)
     out += std::to_string(s.step) + " " + std::to_string(s.step_us) + " " + std::to_string(s.collective_us) + "\n";
-  for (const auto& c : t.calls.calls)
-    out += "call " + std::to_string(c.step) + " " + std::to_string(c.start_ns) + " " + std::to_string(c.end_ns) + " " +
+  for (size_t k = 0; k < t.calls.calls.size(); ++k) {
+    const auto& c = t.calls.calls[k];
+    const auto* d = t.calls.device_times(k);
+    out += "call " + std::to_string(c.step) + " " + std::to_string(c.cpu.start_ns) + " " + std::to_string(c.cpu.end_ns) + " " +
+           (d != nullptr ? std::to_string(d->start_ns) + " " + std::to_string(d->end_ns) + " " : "") +
            t.calls.names.at(c.name) + " " + t.calls.groups.at(c.group) + "\n";
+  }
   return out;
 }
 
@@ -49,10 +54,16 @@ void check_ways(const std::string& padded, const optrace::RankTrace& trace) {
   } catch (const optrace::Error&) {
     return;  // a trace the rank reader takes and the events' reader refuses: explain_waits notes it
   }
+  // The ways: each call's on the CPU, and on the GPU where it is timed there.
+  std::vector<std::pair<const rs::CallTimes*, bool>> ways;
+  for (size_t k = 0; k < trace.calls.calls.size(); ++k) {
+    ways.emplace_back(&trace.calls.calls[k].cpu, false);
+    if (const rs::CallTimes* d = trace.calls.device_times(k)) ways.emplace_back(d, true);
+  }
   ka::Spans spans;
-  for (const rs::StepCall& c : trace.calls.calls) {
+  for (const auto& [c, on_device] : ways) {
     int64_t from = 0, to = 0;
-    if (__builtin_sub_overflow(c.since_ns, trace.calls.base_ns, &from) || __builtin_sub_overflow(c.start_ns, trace.calls.base_ns, &to))
+    if (__builtin_sub_overflow(c->since_ns, trace.calls.base_ns, &from) || __builtin_sub_overflow(c->start_ns, trace.calls.base_ns, &to))
       return;  // saturated times: no way to compare
     spans.emplace_back(from, to);
   }
@@ -63,12 +74,12 @@ void check_ways(const std::string& padded, const optrace::RankTrace& trace) {
   bool exact = true;
   for (const ka::TraceEvents* t : {static_cast<const ka::TraceEvents*>(&*whole), &kept})
     for (const optrace::TimedEvent& e : t->events) exact = exact && std::fabs(e.start_us) < 1e11 && e.dur_us < 1e11;
-  for (const rs::StepCall& c : trace.calls.calls) {
-    const rs::WayOps a = rs::ops_on_way(*whole, c.since_ns, c.start_ns), b = rs::ops_on_way(kept, c.since_ns, c.start_ns);
+  for (const auto& [c, on_device] : ways) {
+    const rs::WayOps a = rs::ops_on_way(*whole, c->since_ns, c->start_ns, on_device), b = rs::ops_on_way(kept, c->since_ns, c->start_ns, on_device);
     if (exact && (a.self_ns != b.self_ns || a.outside_ns != b.outside_ns))
       optrace_fuzz::property_failed("a way's ops differ between the trace read whole and read keeping only the ways");
     int64_t length = 0;
-    const bool fits = !__builtin_sub_overflow(c.start_ns, c.since_ns, &length);
+    const bool fits = !__builtin_sub_overflow(c->start_ns, c->since_ns, &length);
     if (a.outside_ns < 0 || (fits && a.outside_ns > length)) optrace_fuzz::property_failed("time outside any op beyond its way");
   }
 }

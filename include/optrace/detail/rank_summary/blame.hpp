@@ -8,11 +8,15 @@
 //   order, as torch's traces number no calls (torch 2.6 writes no sequence number for gloo); the
 //   group is the call's "Process Group Name", and calls whose trace names none form one sequence;
 // - a rank arrives at a collective when its call starts; the last to arrive kept the others
-//   waiting: each rank's wait is the last arrival minus its own. Times are the epoch's ("ts" plus
+//   waiting: each rank's wait is the last arrival minus its own. Where every rank's call launched
+//   NCCL kernels (read.hpp's link_kernels), the collective is timed by them, on the GPU: a rank
+//   arrives when its first kernel starts (its CPU range ended at the enqueue; the ranks wait in
+//   the kernels), for all its ranks, else by the CPU ranges for all. Times are the epoch's ("ts" plus
 //   the trace's "baseTimeNanoseconds", as torch and optrace write both), so ranks compare as far as
 //   their hosts' clocks agree (one host: exactly);
 // - a collective blames its last rank only when its arrivals split into the ranks on time and a
-//   late group of at most half of them, after a gap of at least kNoiseNs that is also at least the
+//   late group of at most half of them, after a gap of at least kNoiseNs (kDeviceNoiseNs on the
+//   GPU, whose clock is exact to microseconds: an 8-GPU job's kernels of one call end within 7 us) that is also at least the
 //   on-time ranks' own spread (late_group; the first such gap: the largest late group). Noise
 //   spreads arrivals without such a gap, however long the waits: 16 and 64 forked gloo ranks on
 //   2 cores wait up to 57 and 257 ms at collectives where no rank was made slow, and none splits;
@@ -28,7 +32,9 @@
 //   (waits_for_all), a rank that arrived after another's call had ended proves their clocks
 //   disagree by at least that much (ClockGap). Calls do not end together (gloo's ring all-reduce
 //   under load ends rank by rank, tens of ms apart, on one host's one clock: 64 forked ranks, the
-//   starts shifted with the ends), so their ends cannot estimate an offset.
+//   starts shifted with the ends), so their ends cannot estimate an offset. NCCL's kernels of
+//   one call do end together (8 GPUs of one host: within 7 us): where collectives are timed by
+//   them, each rank's offset is estimated from their ends (ClockOffset), and reported.
 // One map entry per collective; each sorts its arrivals (late_group).
 
 #include <optrace/detail/common/printable.hpp>
@@ -46,8 +52,12 @@
 
 namespace optrace::detail::rank_summary {
 
-/// The least gap before a late group (see above).
+/// The least gap before a late group (see above): of calls timed by their CPU ranges, and of NCCL
+/// calls timed by their kernels (kDeviceNoiseNs).
 inline constexpr int64_t kNoiseNs = 1'000'000;
+inline constexpr int64_t kDeviceNoiseNs = 100'000;
+/// The least gap that is not noise, on the clock a collective is timed by: its kernels' (on_device) or its CPU ranges'.
+inline constexpr int64_t least_gap_ns(bool on_device) { return on_device ? kDeviceNoiseNs : kNoiseNs; }
 
 /// a - b and a + b, held at the int64 bound they pass: a hostile trace's times may lie far apart.
 inline int64_t saturating_sub(int64_t a, int64_t b) {
@@ -60,35 +70,48 @@ inline int64_t saturating_add(int64_t a, int64_t b) {
 }
 
 /// How many ranks arrived late at a collective: those after the first gap in `arrivals` (any
-/// order, sorted here) that is at least kNoiseNs and at least the spread of the arrivals before
-/// it, with at most half the ranks after it; 0 when no gap is such (see above).
-inline int64_t late_group(std::vector<int64_t> arrivals) {
+/// order, sorted here) that is at least `least_gap_ns` (kNoiseNs, or kDeviceNoiseNs for kernels)
+/// and at least the spread of the arrivals before it, with at most half the ranks after it; 0 when
+/// no gap is such (see above).
+inline int64_t late_group(std::vector<int64_t> arrivals, int64_t least_gap_ns = kNoiseNs) {
   std::sort(arrivals.begin(), arrivals.end());
   const size_t n = arrivals.size();
   // After arrivals[i], n - 1 - i ranks are late: at most half, so i >= (n - 1) / 2.
   for (size_t i = n < 2 ? n : (n - 1) / 2; i + 1 < n; ++i) {
     const int64_t gap = saturating_sub(arrivals[i + 1], arrivals[i]);
-    if (gap >= kNoiseNs && gap >= saturating_sub(arrivals[i], arrivals.front())) return static_cast<int64_t>(n - 1 - i);
+    if (gap >= least_gap_ns && gap >= saturating_sub(arrivals[i], arrivals.front())) return static_cast<int64_t>(n - 1 - i);
   }
   return 0;
 }
 
-/// One call of a rank, placed in its step: what matching reads.
-struct StepCall {
-  int64_t step = 0;
+/// A call's times on one clock's reading: the CPU range's, or its kernels' on the GPU.
+struct CallTimes {
   int64_t start_ns = 0, end_ns = 0;
-  uint32_t name = 0, group = 0;  // indices into the rank's RankCalls tables
   /// Where the rank's way to this call began: the end of its previous call in the step, or the
   /// step's start (place_in_steps). What it ran in [since_ns, start_ns) is why it arrived when it did.
   int64_t since_ns = 0;
+};
+
+/// One call of a rank, placed in its step: what matching reads.
+struct StepCall {
+  int64_t step = 0;
+  CallTimes cpu;  ///< its range's
+  uint32_t name = 0, group = 0;  // indices into the rank's RankCalls tables
 };
 
 /// A rank's calls of one family, by start, each in its step (steps: the rank's, sorted by number
 /// and not overlapping, as a profiler writes them). The tables are the reader's.
 struct StepCalls {
   std::vector<StepCall> calls;
+  /// Per call, its kernels' times on the GPU where it launched some (read.hpp's link_kernels;
+  /// `on_device`); both empty where no call of the rank did: a gloo job keeps none.
+  std::vector<CallTimes> device;
+  std::vector<bool> on_device;
   std::vector<std::string> names, groups, group_ranks;  // RankCalls'
   int64_t base_ns = 0;  ///< what was added to the trace's times to put them on the epoch clock
+
+  /// Call k's times on the GPU, or nullptr where it launched no kernel.
+  const CallTimes* device_times(size_t k) const { return k < on_device.size() && on_device[k] ? &device[k] : nullptr; }
 };
 
 /// The calls of `calls`' first family present, each in the step whose range holds its start, with
@@ -110,17 +133,28 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   auto epoch = [base_ns](int64_t t) { return saturating_add(t, base_ns); };
   // A call's way began where the calls before it in its step had all ended, or at the step's
   // start; a call that starts while an earlier one still runs (async collectives overlapping)
-  // shares the way of the call before it.
+  // shares the way of the call before it. On the GPU alike, among the step's calls timed there.
+  struct Way {
+    int64_t ended = 0, since = 0;  // within the step: the latest end of its calls so far, the last call's since
+    CallTimes next(int64_t start, int64_t end) {
+      if (ended <= start) since = ended;
+      ended = std::max(ended, end);
+      return {start, end, since};
+    }
+  };
   const StepRange* step_of_last = nullptr;
-  int64_t ended = 0, since = 0;  // within step_of_last: the latest end of its calls so far, the last call's since
+  Way cpu, device;
+  const bool any_on_device = std::any_of(c.begin(), c.end(), [family](const CollectiveCall& k) { return k.family == family && k.on_device; });
+  auto on_epoch = [&epoch](CallTimes t) { return CallTimes{epoch(t.start_ns), epoch(t.end_ns), epoch(t.since_ns)}; };
   for (const CollectiveCall& call : c) {
     if (call.family != family) continue;
-    const StepRange* it = step_at(steps, call.start_ns);
+    const StepRange* it = step_at(steps, call.start_ns);  // the CPU's step: the call's, wherever its kernels run
     if (it == nullptr) continue;
-    if (step_of_last != it) step_of_last = it, ended = since = it->start_ns;
-    if (ended <= call.start_ns) since = ended;
-    ended = std::max(ended, call.end_ns);
-    out.calls.push_back({it->step, epoch(call.start_ns), epoch(call.end_ns), call.name, call.group, epoch(since)});
+    if (step_of_last != it) step_of_last = it, cpu = device = Way{it->start_ns, it->start_ns};
+    out.calls.push_back({it->step, on_epoch(cpu.next(call.start_ns, call.end_ns)), call.name, call.group});
+    if (!any_on_device) continue;
+    out.device.push_back(call.on_device ? on_epoch(device.next(call.device_start_ns, call.device_end_ns)) : CallTimes{});
+    out.on_device.push_back(call.on_device);
   }
   return out;
 }
@@ -146,7 +180,11 @@ struct CollectiveWait {
   int64_t total_wait_ns = 0;  ///< the sum of every rank's wait
   Approach last;    ///< the last rank's way there
   Approach median;  ///< the median way of the other ranks (by its length; of two, the shorter; ties: the lowest rank)
+  /// Where it is on_device: the same two ranks' ways on the CPU, to their calls' ranges (the GPU
+  /// idle on a way is the CPU launching late: what the CPU ran there says why). Else rank -1.
+  Approach last_cpu, median_cpu;
   int64_t late = 0;  ///< the ranks that arrived late (late_group); 0: nobody is to blame
+  bool on_device = false;  ///< timed by its kernels on the GPU (every rank's call launched some); else by the CPU ranges
   /// Who the waits are blamed on: the last rank, or, where it came late only because it had
   /// waited for another at its collective before (`via`), the rank blamed there (see blame()).
   int64_t blamed_rank = 0;
@@ -181,6 +219,15 @@ struct ClockGap {
   std::string group, name;
 };
 
+/// A rank's clock against the others', estimated from the ends of NCCL's kernels, which end
+/// together: the median, over the collectives timed by them that wait for all (waits_for_all), of
+/// its kernels' end less the median end of the collective's ranks.
+struct ClockOffset {
+  int64_t rank = 0;
+  int64_t ns = 0;     ///< how much later its clock reads (negative: earlier)
+  int64_t calls = 0;  ///< the collectives it is the median of
+};
+
 /// Every matched collective and every rank's part.
 struct Waits {
   std::vector<CollectiveWait> collectives;  ///< by step, group, index
@@ -188,15 +235,18 @@ struct Waits {
   std::vector<std::string> notes;           ///< calls never reached, names that differ
   bool groups_named = false;                ///< some trace names its calls' process groups
   int64_t clock_checked = 0;                ///< the collectives the clocks were checked at (waits_for_all)
+  int64_t clock_checked_on_device = 0;      ///< ... of them, those timed by their kernels
+  int64_t on_device = 0;                    ///< the collectives timed by their kernels on the GPU
   std::vector<ClockGap> clock_gaps;         ///< per rank that arrived after another's call ended, its widest; widest first
+  std::vector<ClockOffset> clock_offsets;   ///< per rank with NCCL kernels' ends to read, by rank
 };
 
-/// Whether no rank can leave a collective so named before every rank arrived, and its range spans
-/// the call to its end: gloo's own ranges of an all-reduce, all-gather, reduce-scatter,
-/// all-to-all or barrier (not a broadcast, whose root may leave first, nor the dispatcher's c10d
-/// ops or NCCL's CPU ranges, which end when the call is enqueued).
-inline bool waits_for_all(std::string_view name) {
-  if (name.substr(0, 5) != "gloo:") return false;
+/// Whether no rank can leave a collective so named before every rank arrived, and its times span
+/// the call to its end: gloo's own ranges, or NCCL's kernels (`on_device`), of an all-reduce,
+/// all-gather, reduce-scatter, all-to-all or barrier (not a broadcast, whose root may leave first,
+/// nor the dispatcher's c10d ops or NCCL's CPU ranges, which end when the call is enqueued).
+inline bool waits_for_all(std::string_view name, bool on_device = false) {
+  if (name.substr(0, 5) != (on_device ? "nccl:" : "gloo:")) return false;
   for (std::string_view kind : {"all_reduce", "allreduce", "all_gather", "allgather", "reduce_scatter", "alltoall", "all_to_all", "barrier"})
     if (name.find(kind) != std::string_view::npos) return true;
   return false;
@@ -289,6 +339,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   Waits out;
   using Group = std::pair<std::string, std::string>;     // name, ranks as written (RankCalls)
   using Key = std::tuple<int64_t, Group, int64_t>;        // step, group, index
+  // The times are of the collective's clock (`timed`: the calls' CPU ranges, or their kernels).
   struct Arrival {
     int64_t rank;
     int64_t start_ns;
@@ -296,6 +347,18 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     int64_t since_ns, end_ns;
     const Key* before = nullptr;  // the rank's call before this one (any step, any group): its collective
     int64_t before_end_ns = 0;    // ... and that call's end
+    const StepCalls* calls = nullptr;  // the rank's
+    uint32_t k = 0, before_k = 0;      // this call's index there, and the call before's (where `before`)
+    bool on_device() const { return calls->device_times(k) != nullptr; }
+    const CallTimes& times(uint32_t call, bool gpu) const {
+      const CallTimes* d = gpu ? calls->device_times(call) : nullptr;
+      return d != nullptr ? *d : calls->calls[call].cpu;
+    }
+    void timed(bool gpu) {
+      const CallTimes& t = times(k, gpu);
+      start_ns = t.start_ns, since_ns = t.since_ns, end_ns = t.end_ns;
+      if (before != nullptr) before_end_ns = times(before_k, gpu).end_ns;
+    }
   };
   std::map<Key, std::vector<Arrival>> matched;
   // Per step and group, how many calls each rank made there: the never-reached check.
@@ -304,15 +367,16 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   for (const RankInput& r : ranks) {
     std::map<std::pair<int64_t, uint32_t>, int64_t> next;  // (step, group index) -> the next call's index
     const Key* before = nullptr;  // map keys stay where they are
-    int64_t before_end = 0;
-    for (const StepCall& c : r.calls->calls) {  // by start (place_in_steps)
+    uint32_t before_k = 0;  // (a trace of 2^32 calls would hold 256 GB of them)
+    for (uint32_t i = 0; i < r.calls->calls.size(); ++i) {  // by start (place_in_steps)
+      const StepCall& c = r.calls->calls[i];
       Group group{r.calls->groups[c.group], r.calls->group_ranks[c.group]};
       if (!group.first.empty()) out.groups_named = true;
       const int64_t k = next[{c.step, c.group}]++;
       auto at = matched.try_emplace(Key{c.step, std::move(group), k}).first;
-      at->second.push_back({r.rank, c.start_ns, &r.calls->names[c.name], c.since_ns, c.end_ns, before, before_end});
+      at->second.push_back({r.rank, 0, &r.calls->names[c.name], 0, 0, before, 0, r.calls, i, before_k});
       before = &at->first;
-      before_end = c.end_ns;
+      before_k = i;
     }
     std::vector<uint32_t> groups;  // the groups this rank has calls of
     for (const auto& [where, n] : next) {
@@ -335,6 +399,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   int64_t differ = 0, unreached = 0;
   std::map<int64_t, RankWait> by_rank;
   std::map<int64_t, ClockGap> gaps;  // later rank -> its widest gap
+  std::map<int64_t, std::vector<int64_t>> end_offsets;  // rank -> its kernels' ends less each collective's median end
   for (const RankInput& r : ranks) by_rank[r.rank].rank = r.rank;
   std::map<const Key*, size_t> index_of;  // a collective's index in out.collectives
   std::vector<const Arrival*> last_of;    // per collective, its last arrival
@@ -343,6 +408,9 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     index_of[&key] = out.collectives.size();
     arrivals_at.push_back(&arrivals);
     CollectiveWait w;
+    // On the GPU where every rank's call launched kernels: one clock for all its ranks.
+    w.on_device = std::all_of(arrivals.begin(), arrivals.end(), [](const Arrival& a) { return a.on_device(); });
+    for (Arrival& a : arrivals) a.timed(w.on_device);
     w.step = std::get<0>(key);
     w.group = shown(std::get<1>(key));
     w.index = std::get<2>(key);
@@ -361,9 +429,15 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     w.max_wait_ns = wait(Arrival{0, first, nullptr, 0, 0});
     std::vector<int64_t> starts;
     for (const Arrival& a : arrivals) starts.push_back(a.start_ns);
-    w.late = late_group(std::move(starts));
+    w.late = late_group(std::move(starts), least_gap_ns(w.on_device));
     w.last = {last->rank, last->since_ns, last->start_ns};
     w.median = median_approach(arrivals, last->rank);
+    if (w.on_device)
+      for (const Arrival& a : arrivals) {
+        const CallTimes& cpu = a.times(a.k, false);
+        if (a.rank == w.last.rank) w.last_cpu = {a.rank, cpu.since_ns, cpu.start_ns};
+        if (a.rank == w.median.rank) w.median_cpu = {a.rank, cpu.since_ns, cpu.start_ns};
+      }
     bool names_differ = false;
     for (const Arrival& a : arrivals) {
       RankWait& own = by_rank[a.rank];
@@ -373,13 +447,21 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       names_differ = names_differ || *a.name != w.name;
     }
     // The clocks: the last to arrive came after the first call to end had ended? (Saturating.)
-    if (!names_differ && arrivals.size() > 1 && waits_for_all(w.name)) {
+    if (!names_differ && arrivals.size() > 1 && waits_for_all(w.name, w.on_device)) {
       ++out.clock_checked;
+      out.clock_checked_on_device += w.on_device;
+      if (w.on_device) {
+        std::vector<int64_t> ends;
+        for (const Arrival& a : arrivals) ends.push_back(a.end_ns);
+        const auto middle = ends.begin() + static_cast<std::ptrdiff_t>((ends.size() - 1) / 2);
+        std::nth_element(ends.begin(), middle, ends.end());
+        for (const Arrival& a : arrivals) end_offsets[a.rank].push_back(saturating_sub(a.end_ns, *middle));
+      }
       const Arrival* ended = &arrivals.front();
       for (const Arrival& a : arrivals)
         if (a.end_ns < ended->end_ns) ended = &a;
       int64_t gap = 0;
-      if (ended->rank != last->rank && !__builtin_sub_overflow(last->start_ns, ended->end_ns, &gap) && gap >= kNoiseNs) {
+      if (ended->rank != last->rank && !__builtin_sub_overflow(last->start_ns, ended->end_ns, &gap) && gap >= least_gap_ns(w.on_device)) {
         ClockGap& g = gaps[last->rank];
         if (gap > g.ns) g = {last->rank, ended->rank, gap, w.step, w.index, w.group, w.name};
       }
@@ -392,6 +474,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
                           ": rank(s) " + which + " called another collective than " + printable(w.name) +
                           " there: the ranks' calls do not match from this one on");
     }
+    out.on_device += w.on_device;
     out.collectives.push_back(std::move(w));
   }
   pass_on_blame(
@@ -411,6 +494,11 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   }
   for (auto& [rank, w] : by_rank) out.ranks.push_back(std::move(w));
   for (auto& [rank, g] : gaps) out.clock_gaps.push_back(std::move(g));
+  for (auto& [rank, offsets] : end_offsets) {
+    const auto middle = offsets.begin() + static_cast<std::ptrdiff_t>((offsets.size() - 1) / 2);
+    std::nth_element(offsets.begin(), middle, offsets.end());
+    out.clock_offsets.push_back({rank, *middle, static_cast<int64_t>(offsets.size())});
+  }
   std::stable_sort(out.clock_gaps.begin(), out.clock_gaps.end(), [](const ClockGap& a, const ClockGap& b) { return a.ns > b.ns; });
 
   // Never reached: a member of the group that has the step made fewer of its calls there. Ranks,

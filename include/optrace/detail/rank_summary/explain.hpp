@@ -9,6 +9,12 @@
 //   self time (an event's time less the events nested directly in it on its thread:
 //   key_averages' aggregate), per name and input shapes; and the time no event covers on any
 //   thread, "outside any op" (Python, a sleep, a wait on a data loader);
+// - a collective timed on the GPU (blame.hpp's CollectiveWait::on_device: NCCL's kernels) has its
+//   ways on the GPU: what ran there is the rank's kernels, copies and sets (not the GPU
+//   annotations over them), each its time within the way, per name; "outside any op" is the time
+//   no kernel ran, the GPU idle (waiting for the CPU to launch its work, or for a copy);
+//   and then, as the GPU idle is the CPU launching late, the same two ranks' ways on the CPU to
+//   their calls' ranges, read as above (WaitCause::cpu_rows);
 // - the late rank's times less the median rank's (blame.hpp's CollectiveWait::median) are the
 //   excess; rows with the largest excess first, those under kMinExcessNs left out.
 // Only the traces of the ranks compared are read again, each once, one at a time, keeping only the
@@ -43,15 +49,16 @@ struct WayOps {
   int64_t outside_ns = 0;  ///< the time no event covers, on any thread
 };
 
-/// What `trace` ran in [from_ns, to_ns) of the epoch clock (see above).
-inline WayOps ops_on_way(const key_averages::TraceEvents& trace, int64_t from_ns, int64_t to_ns) {
+/// What `trace` ran in [from_ns, to_ns) of the epoch clock: on the CPU, or on the GPU (`on_device`;
+/// see above).
+inline WayOps ops_on_way(const key_averages::TraceEvents& trace, int64_t from_ns, int64_t to_ns, bool on_device = false) {
   // On the events' clock: nanoseconds from trace.time_zero_ns (their microseconds hold them exactly).
   const int64_t from = saturating_sub(from_ns, trace.time_zero_ns), to = saturating_sub(to_ns, trace.time_zero_ns);
   WayOps out;
   std::vector<TimedEvent> clipped;
   key_averages::Spans spans;
   for (const TimedEvent& e : trace.events) {
-    if (e.on_device || (e.user_annotation && step_number(e.name))) continue;
+    if (on_device ? !e.on_device || e.user_annotation : e.on_device || (e.user_annotation && step_number(e.name))) continue;
     const double start = std::round(e.start_us * 1000.0), end = start + std::round(e.dur_us * 1000.0);
     if (!(end > static_cast<double>(from) && start < static_cast<double>(to))) continue;
     // Clamped in doubles: a hostile event's bounds may lie beyond int64.
@@ -68,6 +75,10 @@ inline WayOps ops_on_way(const key_averages::TraceEvents& trace, int64_t from_ns
   int64_t covered = 0;
   for (const auto& [s, t] : key_averages::union_of(std::move(spans))) covered = saturating_add(covered, saturating_sub(t, s));
   out.outside_ns = std::max<int64_t>(0, saturating_sub(saturating_sub(to, from), covered));
+  if (on_device) {  // kernels nest in nothing: each its own time
+    for (const TimedEvent& e : clipped) out.self_ns[{e.name, ""}] += std::llround(e.dur_us * 1000.0);
+    return out;
+  }
   for (const KeyAverage& row : key_averages::aggregate(std::move(clipped), {}, GroupBy::InputShape, 0))
     out.self_ns[{row.name, row.input_shapes}] += std::llround(row.self_cpu_us * 1000.0);
   return out;
@@ -86,6 +97,7 @@ struct WaitCause {
   size_t collective = 0;  ///< its index in Waits::collectives
   bool read = false;      ///< both ranks' traces were read again (else the rows are empty)
   std::vector<OpExcess> rows;  ///< the largest excess first (see above)
+  std::vector<OpExcess> cpu_rows;  ///< where the collective is on_device: the rows of the ways on the CPU
 };
 
 /// The rows of `late` against `median` (see above).
@@ -127,16 +139,22 @@ std::vector<WaitCause> explain(const Waits& waits, const BaseOf& base_of, const 
     size_t cause;
     bool late;
     int64_t from_ns, to_ns;
+    bool on_device;
+    bool cpu_of_device;  // the CPU way of a collective timed on the GPU
   };
   std::map<int64_t, std::vector<Way>> ways;  // rank -> the ways to measure in its trace
   for (size_t k : longest_waits(waits, kExplained)) {
     const CollectiveWait& c = waits.collectives[k];
     if (c.median.rank < 0 || c.via >= 0) continue;  // passed on: the collective it passes to says why
-    ways[c.last.rank].push_back({out.size(), true, c.last.since_ns, c.last.arrival_ns});
-    ways[c.median.rank].push_back({out.size(), false, c.median.since_ns, c.median.arrival_ns});
-    out.push_back({k, true, {}});
+    ways[c.last.rank].push_back({out.size(), true, c.last.since_ns, c.last.arrival_ns, c.on_device, false});
+    ways[c.median.rank].push_back({out.size(), false, c.median.since_ns, c.median.arrival_ns, c.on_device, false});
+    if (c.on_device) {
+      ways[c.last_cpu.rank].push_back({out.size(), true, c.last_cpu.since_ns, c.last_cpu.arrival_ns, false, true});
+      ways[c.median_cpu.rank].push_back({out.size(), false, c.median_cpu.since_ns, c.median_cpu.arrival_ns, false, true});
+    }
+    out.push_back({k, true, {}, {}});
   }
-  std::vector<std::pair<WayOps, WayOps>> measured(out.size());  // late, median
+  std::vector<std::pair<WayOps, WayOps>> measured(out.size()), measured_cpu(out.size());  // late, median
   for (const auto& [rank, list] : ways) {
     // The ways on the trace's clock, merged: the reader keeps what overlaps them.
     const int64_t base = base_of(rank);
@@ -145,11 +163,17 @@ std::vector<WaitCause> explain(const Waits& waits, const BaseOf& base_of, const 
     const std::optional<key_averages::TraceEvents> trace = read(rank, key_averages::union_of(std::move(spans)));
     for (const Way& w : list) {
       if (!trace) out[w.cause].read = false;
-      else (w.late ? measured[w.cause].first : measured[w.cause].second) = ops_on_way(*trace, w.from_ns, w.to_ns);
+      else {
+        auto& pair = (w.cpu_of_device ? measured_cpu : measured)[w.cause];
+        (w.late ? pair.first : pair.second) = ops_on_way(*trace, w.from_ns, w.to_ns, w.on_device);
+      }
     }
   }
-  for (size_t k = 0; k < out.size(); ++k)
-    if (out[k].read) out[k].rows = excess(measured[k].first, measured[k].second);
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (!out[k].read) continue;
+    out[k].rows = excess(measured[k].first, measured[k].second);
+    if (waits.collectives[out[k].collective].on_device) out[k].cpu_rows = excess(measured_cpu[k].first, measured_cpu[k].second);
+  }
   return out;
 }
 

@@ -231,7 +231,7 @@ function show(ri, si) {
   const here = data.waits.collectives.filter(c => c.step === step);
   if (here.length)
     list.append(table(["collective", "ranks", "last to arrive", "longest wait ms", "all waits ms", ""], here.map(c =>
-      row([c.name + " #" + c.index + groupLabel(c.group), String(c.ranks), String(c.last_rank), c.max_wait_us, c.total_wait_us,
+      row([c.name + " #" + c.index + groupLabel(c.group) + (c.on_device ? " (on the GPU)" : ""), String(c.ranks), String(c.last_rank), c.max_wait_us, c.total_wait_us,
            (c.blamed ? (c.late > 1 ? c.late + " ranks late, rank " + c.last_rank + " last" : "rank " + c.last_rank + " late")
                      : "no rank late (noise)") +
              (c.blamed && c.via ? "; it had waited for rank " + c.blamed_rank + " at step " + c.via.step + "'s #" + c.via.index +
@@ -241,14 +241,23 @@ function show(ri, si) {
   const explained = data.waits.causes.filter(c => c.step === step && c.rank === rank);
   for (const c of explained) {
     why.append(el("h2", {}, "Why rank " + rank + " arrived late at #" + c.index + groupLabel(c.group)));
-    why.append(el("p", {}, "Its way there took " + ms(c.way_us) + " ms, the median rank's (rank " + c.median_rank + ") " +
-                          ms(c.median_way_us) + " ms" + (c.set_out_later_us >= 1000 ? "; it set out " + ms(c.set_out_later_us) +
+    why.append(el("p", {}, "Its way there" + (c.on_device ? " on the GPU" : "") + " took " + ms(c.way_us) + " ms, the median rank's (rank " +
+                          c.median_rank + ") " + ms(c.median_way_us) + " ms" +
+                          (c.set_out_late ? "; it set out " + ms(c.set_out_later_us) +
                           " ms after the median rank" : "") + "."));
     if (c.rows.length)
       why.append(table(["rank " + rank + " spent more time", "input shapes", "more ms", "rank " + rank + " ms", "median ms"],
-        c.rows.map(o => row([o.outside ? "outside any op" : o.name, o.input_shapes, o.excess_us, o.rank_us, o.median_us],
+        c.rows.map(o => row([o.outside ? (c.on_device ? "outside any kernel (the GPU idle)" : "outside any op") : o.name, o.input_shapes, o.excess_us, o.rank_us, o.median_us],
                             {class: "why-row"}))));
-    else why.append(el("p", {class: "muted"}, "No op took rank " + rank + " longer there."));
+    else why.append(el("p", {class: "muted"}, "No " + (c.on_device ? "kernel" : "op") + " took rank " + rank + " longer there."));
+    if (c.on_device) {
+      why.append(el("p", {}, "On the CPU, its way to the call took " + ms(c.cpu_way_us) + " ms, the median rank's " +
+                            ms(c.median_cpu_way_us) + " ms."));
+      if (c.cpu_rows.length)
+        why.append(table(["rank " + rank + " spent more time on the CPU", "input shapes", "more ms", "rank " + rank + " ms", "median ms"],
+          c.cpu_rows.map(o => row([o.outside ? "outside any op" : o.name, o.input_shapes, o.excess_us, o.rank_us, o.median_us],
+                                  {class: "why-row"}))));
+    }
   }
   if (!explained.length && caused[ri][si] > 0)
     why.append(el("p", {class: "muted"}, "Not explained: the summary explains the longest waits only (see the table's)."));
@@ -272,6 +281,12 @@ if (data.waits.clocks_checked > 0)
       ms(data.waits.clock_gaps[0].at_least_us) + " ms later than rank " + data.waits.clock_gaps[0].earlier_rank + "'s."
     : "Clocks: at the " + data.waits.clocks_checked + " collective(s) checked, no rank arrived after another's call had " +
       "ended: consistent with one clock."));
+if (data.waits.clock_offsets.length) {
+  const far = data.waits.clock_offsets.reduce((a, b) => Math.abs(b.offset_us) > Math.abs(a.offset_us) ? b : a);
+  document.getElementById("clocks").append(el("p", {class: "muted"}, "Clock offsets, estimated from the ends of NCCL's kernels " +
+    "(those of a call end together): the farthest, rank " + far.rank + "'s clock, reads " + ms(Math.abs(far.offset_us)) + " ms " +
+    (far.offset_us < 0 ? "earlier" : "later") + " than the others' (the median of " + far.calls + " call(s))."));
+}
 for (const n of data.notes) document.getElementById("notes").append(el("li", {}, n));
 document.getElementById("files").append(table(["rank", "trace"], data.ranks.map(r => el("tr", {}, el("td", {}, String(r.rank)),
                                                                                    el("td", {}, el("code", {}, r.file))))));
