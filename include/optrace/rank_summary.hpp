@@ -480,9 +480,9 @@ class RankSummary {
     auto magnitude = [](int64_t ns) { return ns < 0 ? -static_cast<double>(ns) : static_cast<double>(ns); };
     const std::string head = "clock offsets, estimated from the ends of NCCL's kernels (those of a call end together; the median over " +
                              std::to_string(waits_.clock_checked_on_device) + " call(s)): ";
-    if (off.empty()) {
+    if (off.empty()) {  // every |ns| is under kDeviceNoiseNs
       int64_t widest = 0;
-      for (const auto& o : all) widest = std::max<int64_t>(widest, static_cast<int64_t>(magnitude(o.ns)));
+      for (const auto& o : all) widest = std::max(widest, o.ns < 0 ? -o.ns : o.ns);
       return head + "every rank's clock reads within " + detail::fixed(us(widest) / 1000, 3) + " ms of the others'\n";
     }
     std::stable_sort(off.begin(), off.end(), [&](const auto* a, const auto* b) { return magnitude(a->ns) > magnitude(b->ns); });

@@ -14,27 +14,16 @@
 import collections
 import gzip
 import json
-import logging
 import math
 import os
 import shutil
 import sys
-import warnings
 
 import pinned_consumers
 
 consumers, trace, work = (os.path.abspath(p) for p in sys.argv[1:4])
-pinned_consumers.require(consumers, "hta", "HTA")
-pinned_consumers.add_hta_to_path(consumers)
-try:
-    import pandas  # noqa: F401
-    from hta.trace_analysis import TraceAnalysis
-    from hta.utils.utils import get_kernel_type
-except ImportError as e:
-    print(f"SKIPPED: HTA cannot run here: {e} (the trixie stage installs python3-pandas and HTA's other packages)")
-    sys.exit(77)
-logging.getLogger("hta").setLevel(logging.ERROR)  # its notes on every load (no rank, no ProfilerStep, ns rounding)
-warnings.simplefilter("ignore", FutureWarning)  # pandas' notes on HTA's code
+TraceAnalysis = pinned_consumers.hta_trace_analysis(consumers)
+from hta.utils.utils import get_kernel_type  # noqa: E402 (importable once HTA is)
 
 failures = []
 

@@ -7,25 +7,14 @@
 # must name the same rank. Prints both; exits 1 where they differ, 77 where HTA cannot run.
 # usage: python3 hta_straggler_check.py CONSUMERS_DIR TRACE_DIR OPTRACE_CLI
 import json
-import logging
 import os
 import subprocess
 import sys
-import warnings
 
 import pinned_consumers
 
 consumers, folder, cli = (os.path.abspath(p) for p in sys.argv[1:4])
-pinned_consumers.require(consumers, "hta", "HTA")
-pinned_consumers.add_hta_to_path(consumers)
-try:
-    import pandas  # noqa: F401
-    from hta.trace_analysis import TraceAnalysis
-except ImportError as e:
-    print(f"SKIPPED: HTA cannot run here: {e} (the trixie stage installs python3-pandas and HTA's other packages)")
-    sys.exit(77)
-logging.getLogger("hta").setLevel(logging.ERROR)
-warnings.simplefilter("ignore", FutureWarning)
+TraceAnalysis = pinned_consumers.hta_trace_analysis(consumers)
 
 # Both read the folder as a user gives it: its *.json and *.json.gz files (HTA's directory mode).
 summary = json.loads(subprocess.run([cli, "summary", "--by", "rank", folder, "--json"], check=True, capture_output=True,

@@ -1,10 +1,12 @@
 # The pinned consumers in ../shared/consumers (HTA, Chakra, param's et_replay), as this folder's
 # check scripts use them: found, or the script skips (exit 77, the reason on the first line); put
 # on the import path; Chakra made importable in a work folder.
+import logging
 import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 
 def require(consumers, folder, who):
@@ -18,6 +20,23 @@ def require(consumers, folder, who):
 def add_hta_to_path(consumers):
     """HTA, and param's et_replay that HTA's trace reader imports, importable by this process."""
     sys.path[:0] = [os.path.join(consumers, "hta"), os.path.join(consumers, "param")]
+
+
+def hta_trace_analysis(consumers):
+    """HTA's TraceAnalysis class, imported from the pinned copy, its notes on every load (no rank, no
+    ProfilerStep, ns rounding) and pandas' warnings on its code quieted; exits 77 on one line where
+    HTA or pandas is not there."""
+    require(consumers, "hta", "HTA")
+    add_hta_to_path(consumers)
+    try:
+        import pandas  # noqa: F401
+        from hta.trace_analysis import TraceAnalysis
+    except ImportError as e:
+        print(f"SKIPPED: HTA cannot run here: {e} (the trixie stage installs python3-pandas and HTA's other packages)")
+        sys.exit(77)
+    logging.getLogger("hta").setLevel(logging.ERROR)
+    warnings.simplefilter("ignore", FutureWarning)
+    return TraceAnalysis
 
 
 def chakra_package(consumers, work):

@@ -69,6 +69,13 @@ inline int64_t saturating_add(int64_t a, int64_t b) {
   return __builtin_add_overflow(a, b, &s) ? (b < 0 ? std::numeric_limits<int64_t>::min() : std::numeric_limits<int64_t>::max()) : s;
 }
 
+/// The median of `v` (not empty; reordered): of an even count, the lower middle one.
+inline int64_t lower_median(std::vector<int64_t>& v) {
+  const auto middle = v.begin() + static_cast<std::ptrdiff_t>((v.size() - 1) / 2);
+  std::nth_element(v.begin(), middle, v.end());
+  return *middle;
+}
+
 /// How many ranks arrived late at a collective: those after the first gap in `arrivals` (any
 /// order, sorted here) that is at least `least_gap_ns` (kNoiseNs, or kDeviceNoiseNs for kernels)
 /// and at least the spread of the arrivals before it, with at most half the ranks after it; 0 when
@@ -326,9 +333,7 @@ void pass_on_blame(std::vector<CollectiveWait>& cs, ArrivalsOf arrivals_of, Inde
     for (const auto& a : *arrivals)
       if (a.rank != c.last_rank) others.push_back(way(a));
     if (others.empty()) continue;
-    const auto middle = others.begin() + static_cast<std::ptrdiff_t>((others.size() - 1) / 2);
-    std::nth_element(others.begin(), middle, others.end());
-    if (saturating_sub(way(*last), *middle) > lag / 2) continue;  // mostly late on its own way: its own wait
+    if (saturating_sub(way(*last), lower_median(others)) > lag / 2) continue;  // mostly late on its own way: its own wait
     c.blamed_rank = before.blamed_rank;
     c.via = b;
   }
@@ -453,9 +458,8 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       if (w.on_device) {
         std::vector<int64_t> ends;
         for (const Arrival& a : arrivals) ends.push_back(a.end_ns);
-        const auto middle = ends.begin() + static_cast<std::ptrdiff_t>((ends.size() - 1) / 2);
-        std::nth_element(ends.begin(), middle, ends.end());
-        for (const Arrival& a : arrivals) end_offsets[a.rank].push_back(saturating_sub(a.end_ns, *middle));
+        const int64_t median_end = lower_median(ends);
+        for (const Arrival& a : arrivals) end_offsets[a.rank].push_back(saturating_sub(a.end_ns, median_end));
       }
       const Arrival* ended = &arrivals.front();
       for (const Arrival& a : arrivals)
@@ -494,11 +498,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   }
   for (auto& [rank, w] : by_rank) out.ranks.push_back(std::move(w));
   for (auto& [rank, g] : gaps) out.clock_gaps.push_back(std::move(g));
-  for (auto& [rank, offsets] : end_offsets) {
-    const auto middle = offsets.begin() + static_cast<std::ptrdiff_t>((offsets.size() - 1) / 2);
-    std::nth_element(offsets.begin(), middle, offsets.end());
-    out.clock_offsets.push_back({rank, *middle, static_cast<int64_t>(offsets.size())});
-  }
+  for (auto& [rank, offsets] : end_offsets) out.clock_offsets.push_back({rank, lower_median(offsets), static_cast<int64_t>(offsets.size())});
   std::stable_sort(out.clock_gaps.begin(), out.clock_gaps.end(), [](const ClockGap& a, const ClockGap& b) { return a.ns > b.ns; });
 
   // Never reached: a member of the group that has the step made fewer of its calls there. Ranks,
