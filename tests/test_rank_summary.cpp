@@ -1170,4 +1170,117 @@ TEST_CASE("rank summary: each rank's clock is estimated from the ends of NCCL's 
   CHECK(last_offset_us == 2000);  // rank 2's, the last
 }
 
+
+namespace {
+// Rank `r` of a hand-made NCCL job as torch writes it (since 2026): steps 0 and 1 of [0, 100) and
+// [100, 200) ms; each call (start ms, name, "Seq" or -1 for none) a record_param_comms of 60 us
+// writing "Seq", holding the nccl:* range of 40 us on the same thread (tid 7); read from a file.
+RankTrace torch_nccl_rank(int64_t r, const std::vector<std::tuple<double, std::string, int64_t>>& calls) {
+  std::string events = "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#0\", \"pid\": 1, \"tid\": 7, \"ts\": 0, \"dur\": 100000},\n"
+                       "{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#1\", \"pid\": 1, \"tid\": 7, \"ts\": 100000, \"dur\": 100000}";
+  for (const auto& [ms, name, seq] : calls) {
+    const std::string ts = std::to_string(std::llround(ms * 1000));
+    events += ",\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": 1, \"tid\": 7, \"ts\": " + ts +
+              ", \"dur\": 60, \"args\": {\"Collective name\": \"" + name.substr(5) + "\", \"Process Group Name\": \"0\"" +
+              (seq >= 0 ? ", \"Seq\": " + std::to_string(seq) : std::string()) + "}}";
+    events += ",\n{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"" + name + "\", \"pid\": 1, \"tid\": 7, \"ts\": " +
+              std::to_string(std::llround(ms * 1000) + 10) + ", \"dur\": 40}";
+  }
+  const std::string path = optrace_test::temp_path("rank_summary_seq_rank" + std::to_string(r) + ".pt.trace.json");
+  optrace::detail::write_file_maybe_gzip(path, "{\"distributedInfo\": {\"backend\": \"nccl\", \"rank\": " + std::to_string(r) +
+                                                   ", \"world_size\": 2}, \"traceEvents\": [\n" + events + "\n]}\n");
+  return RankTrace::from_kineto_file(path);
+}
+}  // namespace
+
+TEST_CASE("rank summary: collectives are matched by their groups' sequence numbers where every call writes one", "[rank_summary]") {
+  // Rank 1's trace lacks all-reduce 5 (its window opened after it). By order within the step, its
+  // all-reduce 6 (at 50.2 ms) would meet rank 0's 5 (at 10 ms) and rank 1 be blamed for 40 ms; by
+  // number, 6 meets 6, 0.2 ms apart (noise), and 5 is named as never reached by rank 1. The sends
+  // are numbered apart (point to point): send 6 is not all-reduce 6.
+  const std::vector<RankTrace> ranks = {
+      torch_nccl_rank(0, {{10, "nccl:all_reduce", 5}, {50, "nccl:all_reduce", 6}, {60, "nccl:send", 6}, {150, "nccl:all_reduce", 7}}),
+      torch_nccl_rank(1, {{50.2, "nccl:all_reduce", 6}, {60.3, "nccl:send", 6}, {150.1, "nccl:all_reduce", 7}})};
+  // The nccl:* range takes the number of the record_param_comms that holds it.
+  REQUIRE(ranks[1].calls.calls.size() == 3);
+  CHECK(ranks[1].calls.seq(0) == 6);
+  CHECK(ranks[1].calls.calls[0].cpu.start_ns == 50210000);
+  const RankSummary summary = RankSummary::from_ranks(ranks);
+  const auto& w = summary.waits();
+  CHECK(w.by_seq == 4);
+  REQUIRE(w.collectives.size() == 4);
+  std::string got;  // step, index, seq, name, ranks
+  for (const auto& c : w.collectives)
+    got += std::to_string(c.step) + " #" + std::to_string(c.index) + " " + std::to_string(c.seq) + " " + c.name + " " + std::to_string(c.ranks) + "; ";
+  CHECK(got == "0 #0 5 nccl:all_reduce 1; 0 #1 6 nccl:all_reduce 2; 0 #2 6 nccl:send 2; 1 #0 7 nccl:all_reduce 2; ");
+  CHECK(w.collectives[1].max_wait_ns == 200000);
+  for (const auto& c : w.collectives) CHECK_FALSE(c.blamed());
+  const std::string table = summary.table();
+  CHECK_THAT(table, OPTRACE_CONTAINS("collective calls matched across ranks by their groups' sequence numbers"));
+  CHECK_THAT(table, OPTRACE_CONTAINS("no rank to blame"));
+  const auto doc = optrace::json::Document::parse(summary.to_json());
+  CHECK(doc->root()["waits"]["matched_by_seq"].as_int() == 4);
+  CHECK((*doc->root()["waits"]["collectives"].array().begin())["seq"].as_int() == 5);
+  bool never_reached = false;
+  for (const std::string& note : w.notes) never_reached = never_reached || note.find("rank 1 made 2 of the 3 collective calls") == 0;
+  CHECK(never_reached);
+
+  // The same calls by order, where one rank's calls write no number: rank 1 blamed for 40 ms.
+  const RankSummary by_order = RankSummary::from_ranks(
+      {ranks[0], torch_nccl_rank(1, {{50.2, "nccl:all_reduce", -1}, {60.3, "nccl:send", -1}, {150.1, "nccl:all_reduce", -1}})});
+  CHECK(by_order.waits().by_seq == 0);
+  REQUIRE_FALSE(by_order.waits().collectives.empty());
+  CHECK(by_order.waits().collectives[0].seq == -1);
+  CHECK(by_order.waits().collectives[0].max_wait_ns == 40200000);
+  CHECK(by_order.waits().collectives[0].blamed());
+  CHECK_THAT(by_order.table(), OPTRACE_CONTAINS("each step's collective calls matched across ranks in order"));
+
+  // The rule that links them: the record_param_comms on the call's thread that holds its start;
+  // the record_param_comms then keep no number of their own (a collective's wait shares it).
+  {
+    namespace rs = optrace::detail::rank_summary;
+    rs::RankCalls rc;
+    rc.names = {"record_param_comms", "nccl:all_reduce"};
+    rc.groups = {""};
+    rc.group_ranks = {""};
+    auto call = [](int64_t start, int64_t end, uint32_t name, const char* tid, int64_t seq) {
+      rs::CollectiveCall c;
+      c.start_ns = start, c.end_ns = end, c.name = name, c.thread = rs::thread_key(tid), c.seq = seq;
+      c.family = name == 0 ? rs::CallFamily::Record : rs::CallFamily::Backend;
+      return c;
+    };
+    // Held (thread 7), on another thread, after the record's end, and one with its own number.
+    rc.calls = {call(0, 60, 0, "7", 9), call(10, 50, 1, "7", -1), call(10, 50, 1, "8", -1), call(61, 90, 1, "7", -1), call(20, 30, 1, "7", 4)};
+    rs::link_sequence_numbers(rc);
+    CHECK(rc.calls[1].seq == 9);
+    CHECK(rc.calls[2].seq == -1);
+    CHECK(rc.calls[3].seq == -1);
+    CHECK(rc.calls[4].seq == 4);
+    CHECK(rc.calls[0].seq == -1);
+  }
+
+  // A number twice on one rank: the second call is left out, and said so.
+  const RankSummary repeated = RankSummary::from_ranks(
+      {ranks[0], torch_nccl_rank(1, {{50.2, "nccl:all_reduce", 6}, {55, "nccl:all_reduce", 6}, {150.1, "nccl:all_reduce", 7}})});
+  bool noted = false;
+  for (const std::string& note : repeated.waits().notes) noted = noted || note.find("rank 1 made two calls numbered 6") == 0;
+  CHECK(noted);
+
+  // A "Seq" that is not a number of at least 0 is refused, at its path; a string of one is read.
+  for (const char* bad : {"-1", "\"x\"", "1.5", "\"-3\""}) {
+    const std::string path = optrace_test::temp_path("rank_summary_seq_bad.pt.trace.json");
+    optrace::detail::write_file_maybe_gzip(path, std::string("{\"distributedInfo\": {\"rank\": 0}, \"traceEvents\": [{\"ph\": \"X\", \"cat\": \"cpu_op\", "
+                                                 "\"name\": \"record_param_comms\", \"ts\": 1, \"dur\": 1, \"args\": {\"Seq\": ") + bad + "}}]}");
+    CHECK_THAT(error_of([&] { RankTrace::from_kineto_file(path); }),
+               OPTRACE_CONTAINS("/traceEvents/0/args/Seq: expected a sequence number (an integer of at least 0)"));
+  }
+  const std::string path = optrace_test::temp_path("rank_summary_seq_string.pt.trace.json");
+  optrace::detail::write_file_maybe_gzip(path, "{\"distributedInfo\": {\"rank\": 0}, \"traceEvents\": [{\"ph\": \"X\", \"cat\": \"user_annotation\", "
+                                               "\"name\": \"ProfilerStep#0\", \"ts\": 0, \"dur\": 10}, {\"ph\": \"X\", \"cat\": \"user_annotation\", "
+                                               "\"name\": \"gloo:all_reduce\", \"ts\": 1, \"dur\": 1, \"args\": {\"Seq\": \"12\"}}]}");
+  const RankTrace one = RankTrace::from_kineto_file(path);
+  REQUIRE(one.calls.calls.size() == 1);
+  CHECK(one.calls.seq(0) == 12);
+}
+
 }  // namespace rank_summary_test

@@ -38,6 +38,19 @@ inline const void* handle_of(const c10d::ProcessGroup& group) {
   return static_cast<const void*>(static_cast<const torch::CustomClassHolder*>(&group));
 }
 
+// c10d's sequence number of the group whose object `handle` is (handle_of), or 0 where its
+// backend counts none: 1.13's base ProcessGroup and 2.x's without a backend throw, a gloo group
+// before setSequenceNumberForGroup says 0 (which it never is after: rank 0 draws 1 + rand()).
+// Called by the Profiler while a c10d op's argument holds the group.
+inline uint64_t sequence_number_of(const void* handle) {
+  auto* group = const_cast<c10d::ProcessGroup*>(static_cast<const c10d::ProcessGroup*>(static_cast<const torch::CustomClassHolder*>(handle)));
+  try {
+    return group->getSequenceNumberForGroup();
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 // A group's rank, size, backend and, where the libtorch version has them (2.x), its name and
 // description; libtorch 1.13 names none: the default group's "0" and "default_pg" stay.
 template <class G>
@@ -63,7 +76,10 @@ DistributedInfo of(const G& group) {
     if (!group.getGroupDesc().empty()) config.pg_desc = group.getGroupDesc();
   }
   // What c10d's collective ops are handed (a 2.x Backend never is: its ProcessGroup is).
-  if constexpr (std::is_base_of_v<c10d::ProcessGroup, G>) config.handle = handle_of(group);
+  if constexpr (std::is_base_of_v<c10d::ProcessGroup, G>) {
+    config.handle = handle_of(group);
+    config.sequence_number = &sequence_number_of;
+  }
   info.pg_config.push_back(std::move(config));
   return info;
 }

@@ -29,6 +29,13 @@ struct ProcessGroupConfig {
   /// <optrace/c10d.hpp> set it): how the Profiler tells which group a collective call went to.
   /// nullptr for a group described by hand. Never written; compared, never dereferenced.
   const void* handle = nullptr;
+  /// c10d's count of the group's collectives so far, read from the group's object (`handle`)
+  /// while a call through the dispatcher holds it (<optrace/c10d.hpp> sets it): the Profiler
+  /// writes each such call's number ("Seq", docs/profiler.md), by which `summary --by rank`
+  /// matches the call across ranks. 0 where the group counts none (a gloo group before
+  /// setSequenceNumberForGroup, which torch.distributed calls and a C++ job calls itself).
+  /// nullptr: none is read.
+  uint64_t (*sequence_number)(const void* handle) = nullptr;
 };
 
 /// Where this process stands in a distributed job: what torch.profiler writes in each rank's

@@ -481,9 +481,15 @@ class Profiler {
     w->settings.execution_trace = execution_trace_ != nullptr;
     // Groups are told apart only when some group has its c10d object (c10d.hpp's describers).
     if (info_.distributed) {
-      for (const ProcessGroupConfig& g : info_.distributed->groups()) w->settings.group_handles.push_back(g.handle);
+      for (const ProcessGroupConfig& g : info_.distributed->groups()) {
+        w->settings.group_handles.push_back(g.handle);
+        w->settings.group_sequence_numbers.push_back(g.handle != nullptr ? g.sequence_number : nullptr);
+      }
       const auto& handles = w->settings.group_handles;
-      if (std::all_of(handles.begin(), handles.end(), [](const void* h) { return h == nullptr; })) w->settings.group_handles.clear();
+      if (std::all_of(handles.begin(), handles.end(), [](const void* h) { return h == nullptr; })) {
+        w->settings.group_handles.clear();
+        w->settings.group_sequence_numbers.clear();
+      }
     }
     ++started_windows_;
     // The hf op trace records into the Profiler's session unless an OpTracer records already

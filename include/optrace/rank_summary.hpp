@@ -82,6 +82,7 @@ struct RankTrace {
     out.backend = std::move(events.backend);
     out.capture = events.capture;
     detail::rank_summary::link_kernels(events);
+    detail::rank_summary::link_sequence_numbers(events.calls);
     out.calls = detail::rank_summary::place_in_steps(std::move(events.calls), events.steps, events.base_ns);
     out.steps = step_times(std::move(events), path);
     return out;
@@ -267,9 +268,9 @@ class RankSummary {
   /// "step_us", "collective_us", "outside_us"}]}], "steps": [{"step", "ranks", "slowest_rank"}],
   /// "waits": {"ranks": [{"rank", "caused_us", "blamed", "waited_us", "steps", "by_step": [{"step",
   /// "caused_us", "waited_us"}]}], "collectives":
-  /// [{"step", "group", "index", "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
+  /// [{"step", "group", "index", "seq" (its number in the group's sequence, by which it was matched; null: matched by index), "name", "ranks", "last_rank", "max_wait_us", "total_wait_us",
   /// "late", "blamed", "blamed_rank", "on_device" (timed by its NCCL kernels), "via" (null, or the collective before where the last rank
-  /// waited for the blamed one: {"step", "group", "index"})}], "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
+  /// waited for the blamed one: {"step", "group", "index"})}], "matched_by_seq" (how many collectives were), "clocks_checked", "clock_gaps": [{"later_rank", "earlier_rank",
   /// "at_least_us", "step", "group", "index", "name"}], "clock_offsets" (from NCCL kernels' ends): [{"rank", "offset_us", "calls"}], "causes" (explain_waits(); else empty): [{"step", "group", "index", "rank", "on_device" (the way is the GPU's), "way_us",
   /// "median_rank", "median_way_us", "set_out_later_us", "set_out_late" (whether that is past noise, as the text says it), "rows": [{"name", "input_shapes", "outside", "excess_us",
   /// "rank_us", "median_us"}], and where on_device: "cpu_way_us", "median_cpu_way_us", "cpu_rows" (the ways on the CPU)}]}, "notes": [...]}. `indent` > 0 pretty-prints.
@@ -307,7 +308,10 @@ class RankSummary {
     }
     w.end_array().key("collectives").begin_array();
     for (const detail::rank_summary::CollectiveWait& c : waits_.collectives) {
-      w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("name").value(c.name)
+      w.begin_object().key("step").value(c.step).key("group").value(c.group).key("index").value(c.index).key("seq");
+      if (c.seq < 0) w.null();
+      else w.value(c.seq);
+      w.key("name").value(c.name)
           .key("ranks").value(c.ranks).key("last_rank").value(c.last_rank).key("max_wait_us").value(us(c.max_wait_ns))
           .key("total_wait_us").value(us(c.total_wait_ns)).key("late").value(c.late).key("blamed").value(c.blamed())
           .key("blamed_rank").value(c.blamed_rank).key("on_device").value(c.on_device).key("via");
@@ -319,7 +323,7 @@ class RankSummary {
       }
       w.end_object();
     }
-    w.end_array().key("clocks_checked").value(waits_.clock_checked).key("clock_gaps").begin_array();
+    w.end_array().key("matched_by_seq").value(waits_.by_seq).key("clocks_checked").value(waits_.clock_checked).key("clock_gaps").begin_array();
     for (const detail::rank_summary::ClockGap& g : waits_.clock_gaps)
       w.begin_object().key("later_rank").value(g.later).key("earlier_rank").value(g.earlier).key("at_least_us").value(us(g.ns))
           .key("step").value(g.step).key("group").value(g.group).key("index").value(g.index).key("name").value(g.name).end_object();
@@ -392,6 +396,12 @@ class RankSummary {
     notes_.insert(notes_.end(), waits_.notes.begin(), waits_.notes.end());
   }
 
+  // A collective as the text names it: its place among its group's calls in the step, and its
+  // number in the group's sequence where it was matched by that.
+  static std::string number(int64_t index, int64_t seq) {
+    return "#" + std::to_string(index) + (seq >= 0 ? " (seq " + std::to_string(seq) + ")" : std::string());
+  }
+
   // The ranks that kept others waiting (up to 10, the most first), the longest waits (up to 5),
   // and the rank the others waited for most, in time: not in steps (slowest_line's count).
   std::string waits_text() const {
@@ -400,7 +410,12 @@ class RankSummary {
     const double noise_ms = static_cast<double>(detail::rank_summary::kNoiseNs) / 1e6;
     const double device_noise_ms = static_cast<double>(detail::rank_summary::kDeviceNoiseNs) / 1e6;
     const bool gpu = waits_.on_device > 0;
-    std::string out = "\nwaits at collectives (each step's collective calls matched across ranks in order, " +
+    const size_t n = waits_.collectives.size();
+    const std::string matched = waits_.by_seq == 0 ? "each step's collective calls matched across ranks in order"
+                                : static_cast<size_t>(waits_.by_seq) == n ? "collective calls matched across ranks by their groups' sequence numbers"
+                                : std::to_string(waits_.by_seq) + " of " + std::to_string(n) +
+                                      " collectives matched across ranks by their groups' sequence numbers, the rest in order within each step";
+    std::string out = "\nwaits at collectives (" + matched + ", " +
                       std::string(waits_.groups_named ? "per process group" : "the traces name no process group") +
                       (gpu ? "; " + std::to_string(waits_.on_device) + " of " + std::to_string(waits_.collectives.size()) +
                                  " timed on the GPU, by the NCCL kernels each rank's call launched" : std::string()) +
@@ -424,7 +439,7 @@ class RankSummary {
     out += table.str();
     for (size_t k : detail::rank_summary::longest_waits(waits_, detail::rank_summary::kExplained)) {
       const CollectiveWait& c = waits_.collectives[k];
-      out += "  step " + std::to_string(c.step) + ", " + detail::printable(c.name) + " #" + std::to_string(c.index) +
+      out += "  step " + std::to_string(c.step) + ", " + detail::printable(c.name) + " " + number(c.index, c.seq) +
              detail::rank_summary::group_label(c.group) + ": rank " + std::to_string(c.last_rank) +
              (c.late > 1 ? " (the last of " + std::to_string(c.late) + " late ranks)" : std::string()) +
              " arrived " + detail::fixed(us(c.max_wait_ns) / 1000, 3) + " ms after the first" + (c.on_device ? " on the GPU" : "") +
@@ -433,7 +448,7 @@ class RankSummary {
       if (c.via >= 0) {
         const CollectiveWait& v = waits_.collectives[static_cast<size_t>(c.via)];
         out += "    it had waited for rank " + std::to_string(c.blamed_rank) + " at its collective before (step " +
-               std::to_string(v.step) + ", " + detail::printable(v.name) + " #" + std::to_string(v.index) +
+               std::to_string(v.step) + ", " + detail::printable(v.name) + " " + number(v.index, v.seq) +
                detail::rank_summary::group_label(v.group) + "), which made most of its lag here: the wait is rank " +
                std::to_string(c.blamed_rank) + "'s\n";
       }
@@ -461,8 +476,8 @@ class RankSummary {
     for (size_t k = 0; k < waits_.clock_gaps.size() && k < 5; ++k) {
       const detail::rank_summary::ClockGap& g = waits_.clock_gaps[k];
       out += "  rank " + std::to_string(g.later) + "'s clock reads at least " + detail::fixed(us(g.ns) / 1000, 3) + " ms later than rank " +
-             std::to_string(g.earlier) + "'s (step " + std::to_string(g.step) + ", " + detail::printable(g.name) + " #" +
-             std::to_string(g.index) + detail::rank_summary::group_label(g.group) + ")\n";
+             std::to_string(g.earlier) + "'s (step " + std::to_string(g.step) + ", " + detail::printable(g.name) + " " +
+             number(g.index, g.seq) + detail::rank_summary::group_label(g.group) + ")\n";
     }
     if (waits_.clock_gaps.size() > 5) out += "  ... and " + std::to_string(waits_.clock_gaps.size() - 5) + " more ranks\n";
     return out + offsets;

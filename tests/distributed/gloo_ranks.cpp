@@ -37,8 +37,10 @@
 // torch.distributed calls them); rank S runs 20 aten::mm more (120 past 8 ranks: 64 ranks forked
 // on 2 cores keep one another waiting up to ~0.7 s) before its pair's all-reduce at steps 2 and 4. Each rank's trace must list its two groups in distributedInfo and write every
 // collective call with the group it went to ("Process Group Name", its ranks, "Rank" in the
-// group); RankSummary must blame S at its pair's all-reduce of steps 2 and 4, its partner the one
-// who waited, with aten::mm the why.
+// group); both groups count their collectives (setSequenceNumberForGroup, as torch.distributed
+// calls it), so every call must be written with its number ("Seq", consecutive in its group) and
+// RankSummary match every collective by it, with all its group's ranks. RankSummary must blame S
+// at its pair's all-reduce of steps 2 and 4, its partner the one who waited, with aten::mm the why.
 //
 // In the default mode, each rank also checks that distributed_info of a c10d::ProcessGroup over its
 // gloo backend names the group as the backend is named (libtorch 2.x).
@@ -452,6 +454,10 @@ void run_rank_groups(int rank, int straggler, const std::string& out, const std:
     if (!refused) throw std::runtime_error("add_process_group took the wrong global ranks of a pair");
   }
   optrace::add_process_group(info, *pair.group, pair_of(rank), pair_name(rank));
+  // Both groups count their collectives, as torch.distributed makes them do: the Profiler writes
+  // each call's number ("Seq"), by which RankSummary matches it (check_groups).
+  all.group->setSequenceNumberForGroup();
+  pair.group->setSequenceNumberForGroup();
   torch::nn::Linear model{8, 4};
   torch::optim::SGD opt{model->parameters(), torch::optim::SGDOptions(0.1)};
   const torch::Tensor a = torch::randn({384, 384});
@@ -507,6 +513,7 @@ bool check_groups(const std::string& out, int straggler) {
     expect(group_ranks_seen == 2, r + "distributedInfo does not list its pair \"" + pair + "\" with 2 ranks");
     // Per kind of range, the calls of each group: the dispatcher's op and gloo's own range.
     std::map<std::string, std::map<std::string, int>> calls;  // range name -> group name -> count
+    std::map<std::pair<std::string, std::string>, std::vector<int64_t>> seqs;  // (range name, group) -> "Seq"s in order
     for (optrace::json::Node e : doc->root()["traceEvents"].array()) {
       optrace::json::Node name(e), args(e), group(e);
       if (!e.find("name", name) || !name.is_string()) continue;
@@ -518,6 +525,8 @@ bool check_groups(const std::string& out, int straggler) {
       }
       const std::string g(group.as_string());
       ++calls[n][g];
+      optrace::json::Node seq(args);
+      seqs[{n, g}].push_back(args.find("Seq", seq) ? seq.as_int() : -1);
       const bool in_pair = g == pair;
       expect((!in_pair || args["Process Group Ranks"].as_string() == pair_ranks) &&
                  args["Group size"].as_int() == (in_pair ? 2 : world) &&
@@ -532,6 +541,15 @@ bool check_groups(const std::string& out, int straggler) {
              r + n + ": " + std::to_string(count(pair)) + " calls of its pair, " + std::to_string(count("0")) + " of the world, " +
                  std::to_string(by_group.size()) + " groups (expected 5, 10, 2)");
     }
+    // Each group's calls numbered one after another by c10d's count: the op and its gloo range alike
+    // (the trace lists gloo's ranges by worker thread, so the numbers are sorted first).
+    for (auto& [where, numbers] : seqs) {
+      std::sort(numbers.begin(), numbers.end());
+      bool consecutive = numbers.front() > 0;
+      for (size_t k = 1; k < numbers.size(); ++k) consecutive = consecutive && numbers[k] == numbers[k - 1] + 1;
+      expect(consecutive, r + where.first + " of group " + where.second + ": its \"Seq\"s are not consecutive from 1 or more");
+    }
+    expect(seqs[{"c10d::allreduce_", pair}] == seqs[{"gloo:all_reduce", pair}], r + "the pair's ops and gloo ranges are numbered apart");
     const std::string et_text = read(et);
     expect(et_text.find("{\"name\": \"pg_name\", \"type\": \"string\", \"value\": \"" + pair + "\"}") != std::string::npos,
            r + "no record_param_comms of its pair in the execution trace");
@@ -540,6 +558,12 @@ bool check_groups(const std::string& out, int straggler) {
   optrace::RankSummary summary = optrace::RankSummary::from_ranks(std::move(ranks));
   summary.explain_waits();
   const auto& waits = summary.waits();
+  // Every collective matched by its number, with every rank of its group: the ranks number alike.
+  expect(waits.by_seq == static_cast<int64_t>(waits.collectives.size()),
+         std::to_string(waits.by_seq) + " of " + std::to_string(waits.collectives.size()) + " collectives matched by their numbers");
+  for (const auto& c : waits.collectives)
+    expect(c.seq > 0 && c.ranks == (c.group == "0" ? world : 2),
+           "step " + std::to_string(c.step) + ", seq " + std::to_string(c.seq) + " of group " + c.group + ": " + std::to_string(c.ranks) + " ranks");
   const std::string pair = pair_name(straggler);
   const int partner = straggler ^ 1;
   std::set<int64_t> blamed_steps;

@@ -96,4 +96,12 @@ constexpr bool is_runtime(std::string_view cat) {
 /// Whether `cat` is a device kernel's ("kernel", older traces' "Kernel").
 constexpr bool is_kernel(std::string_view cat) { return is(cat, Category::kernel) || is(cat, Category::kernel_legacy); }
 
+/// Whether a collective call's name (`gloo:send`, `c10d::recv_`, `nccl:recv`) is of a
+/// point-to-point op: send, recv, recv_any_source. c10d numbers those apart from a group's
+/// collectives (NCCL in a sequence of their own, gloo in none): one rule for the Profiler, which
+/// writes no sequence number on them, and for matching, which keeps them apart.
+constexpr bool is_point_to_point(std::string_view name) {
+  return name.find("send") != std::string_view::npos || name.find("recv") != std::string_view::npos;
+}
+
 }  // namespace optrace::detail::kineto_names

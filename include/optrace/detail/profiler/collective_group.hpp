@@ -13,6 +13,7 @@
 // and the range takes it from there. A call made on a 2.x Backend directly (not through the
 // dispatcher) has no op: its range's group stays unknown (kNoGroup).
 
+#include <optrace/detail/common/kineto_names.hpp>
 #include <optrace/detail/profiler/window.hpp>
 
 #include <ATen/record_function.h>
@@ -69,25 +70,37 @@ inline const void* first_tensor(const c10::IValue& v) {
   return first;
 }
 
-// A c10d collective op's group (its argument `arg`), left in the window for its backend range
-// under the first tensor of each of its other arguments (the range's first input is one of them:
-// allreduce's tensors, allgather's inputs), not every tensor: an allgather's outputs are a list
-// per rank of the group.
+// A c10d collective op's group (its argument `arg`), and its sequence number in the group: c10d's
+// count of the group's collectives before the call (read here, on the calling thread, before the
+// op enqueues it) plus one, as getSequenceNumberForGroup() reads after it; 0 where the group counts
+// none, and for a point-to-point call (kineto_names::is_point_to_point), which c10d numbers apart. Kept in the window for the op (call_seqs) and left for its backend range under the first
+// tensor of each of its other arguments (the range's first input is one of them: allreduce's
+// tensors, allgather's inputs), not every tensor: an allgather's outputs are a list per rank of
+// the group. Two calls on one group from two threads at once may read one count: matching
+// (summary --by rank) then names the pair, as it does calls that never meet.
 inline uint16_t op_group(Window& window, const at::RecordFunction& fn, int arg) {
   const auto inputs = fn.inputs();
   if (arg < 0 || static_cast<size_t>(arg) >= inputs.size()) return kNoGroup;
-  const uint16_t group = group_index(window.settings.group_handles, process_group_object(inputs[static_cast<size_t>(arg)]));
+  const void* object = process_group_object(inputs[static_cast<size_t>(arg)]);
+  CallGroup call{group_index(window.settings.group_handles, object), 0};
+  const auto& read = window.settings.group_sequence_numbers;
+  if (call.group != kNoGroup && call.group < read.size() && read[call.group] != nullptr && !kineto_names::is_point_to_point(fn.name())) {
+    const uint64_t before = read[call.group](object);
+    call.seq = before != 0 ? before + 1 : 0;
+  }
   const uint64_t thread = fn.threadId();
   std::lock_guard<std::mutex> lock(window.async_mutex);
   if (window.pending_groups.size() > kMaxPendingGroups) window.pending_groups.clear();
+  if (call.seq != 0) window.call_seqs[fn.handle()] = call.seq;
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (const void* impl = static_cast<int>(i) != arg ? first_tensor(inputs[i]) : nullptr) window.pending_groups[{thread, impl}] = group;
-  return group;
+    if (const void* impl = static_cast<int>(i) != arg ? first_tensor(inputs[i]) : nullptr) window.pending_groups[{thread, impl}] = call;
+  return call.group;
 }
 
 // An async backend range's group: the one its op left under the range's thread id and first
-// input tensor (taken: the next call on the same tensor leaves its own), or kNoGroup. Called
-// with window.async_mutex held.
+// input tensor (taken: the next call on the same tensor leaves its own), or kNoGroup; its sequence
+// number goes to the window's call_seqs under the range's handle. Called with
+// window.async_mutex held.
 inline uint16_t take_range_group(Window& window, const at::RecordFunction& fn) {
   const void* first = nullptr;
   for (const c10::IValue& v : fn.inputs())
@@ -95,9 +108,10 @@ inline uint16_t take_range_group(Window& window, const at::RecordFunction& fn) {
   if (first == nullptr) return kNoGroup;
   auto it = window.pending_groups.find({fn.threadId(), first});
   if (it == window.pending_groups.end()) return kNoGroup;
-  const uint16_t group = it->second;
+  const CallGroup call = it->second;
   window.pending_groups.erase(it);
-  return group;
+  if (call.seq != 0) window.call_seqs[fn.handle()] = call.seq;
+  return call.group;
 }
 
 }  // namespace optrace::detail::profiler

@@ -114,8 +114,11 @@ inline int64_t group_rank(const ProcessGroupConfig& g, int64_t global_rank) {
 // The keys torch's saveNcclMeta writes, as "key": value pairs without braces, for a call that
 // went to `group` (call_group). `in`: the recorded inputs, or nullptr without record_shapes (then
 // the message keys are left out). A call whose group is not known gets no group keys, and its
-// "Out msg nelems" as if the group were the world.
-inline std::string collective_args(const std::string& collective, const OpInput* in, const DistributedInfo& d, uint16_t group) {
+// "Out msg nelems" as if the group were the world. `seq`: its number in the group's sequence
+// (collective_group.hpp's op_group), written as "Seq", the key torch's saveNcclMeta writes it
+// under for NCCL (kSeqNum, 2026); 0: none, not written.
+inline std::string collective_args(const std::string& collective, const OpInput* in, const DistributedInfo& d, uint16_t group,
+                                   uint64_t seq = 0) {
   const std::optional<ProcessGroupConfig> known = call_group(d, group);
   json::Writer w;
   w.begin_object().key("Collective name").value(collective);
@@ -139,7 +142,9 @@ inline std::string collective_args(const std::string& collective, const OpInput*
     w.key("Group size").value(g.pg_size).key("Process Group Name").value(g.pg_name);
     w.key("Process Group Description").value(g.pg_desc).key("Process Group Ranks").value(ranks);
   }
-  w.key("Rank").value(known ? group_rank(*known, d.rank) : d.rank).end_object();
+  w.key("Rank").value(known ? group_rank(*known, d.rank) : d.rank);
+  if (seq != 0 && known) w.key("Seq").value(seq);
+  w.end_object();
   std::string text = w.take();
   return text.substr(1, text.size() - 2);
 }

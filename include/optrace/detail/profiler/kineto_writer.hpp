@@ -168,7 +168,7 @@ class KinetoWriter {
     if (!collective) return {};
     std::optional<OpInput> in;
     if (e.num_args > 0) in = decode_inputs(b, e);
-    return collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group);
+    return collective_args(*collective, in ? &*in : nullptr, *info_.distributed, e.group, call_seq(window_, e.rf_id));
   }
 
   // The record_param_comms a collective's gloo range is described by (collectives.hpp: torch's

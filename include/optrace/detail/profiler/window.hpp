@@ -37,6 +37,13 @@ enum class EventKind : uint8_t { kOp, kBackward, kUserAnnotation, kOther };
 // Event::group of a range whose process group is not known (most ranges: not a collective).
 inline constexpr uint16_t kNoGroup = 0xFFFF;
 
+// The group a collective call went to (an index in Settings::group_handles, or kNoGroup) and its
+// number in the group's sequence (c10d's count of the group's collectives after it; 0: none read).
+struct CallGroup {
+  uint16_t group = kNoGroup;
+  uint64_t seq = 0;
+};
+
 // One RecordFunction range on one thread.
 struct Event {
   const char* name = nullptr;  // a dispatcher op's name (lives as long as the op), or nullptr:
@@ -97,6 +104,8 @@ struct Settings {
   // The c10d objects of DistributedInfo::groups(), in its order (nullptr: a group described by
   // hand): how a collective call's group is told (Event::group). Empty without a DistributedInfo.
   std::vector<const void*> group_handles;
+  // ... and, beside them, how each group's c10d sequence number is read (nullptr: it is not).
+  std::vector<uint64_t (*)(const void*)> group_sequence_numbers;
 };
 
 // One recording window: from a schedule's start of recording to its save (or stop()).
@@ -119,7 +128,10 @@ struct Window {
   // begun yet, by (RecordFunction's id of the calling thread, an input tensor's TensorImpl): a
   // gloo:<op> range begins on a gloo worker, after its c10d op may have returned, with the
   // caller's thread id and the op's tensors (collective_group.hpp).
-  std::map<std::pair<uint64_t, const void*>, uint16_t> pending_groups;
+  std::map<std::pair<uint64_t, const void*>, CallGroup> pending_groups;
+  // ... and the calls' sequence numbers in their groups (CallGroup::seq), by the range's handle
+  // (Event::rf_id): the c10d op's and its gloo range's. Collectives only: a few per step.
+  std::unordered_map<uint64_t, uint64_t> call_seqs;
   // With the CUDA activity: kernels, copies and runtime calls (device_trace.hpp), in start order.
   std::vector<DeviceEvent> device_events;
   // ... and what CUPTI adds to them and to the trace's metadata ("deviceProperties", versions),
@@ -154,6 +166,14 @@ inline void complete_device_details(Window& w) {
     w.read_device_details = nullptr;
     read(w);
   });
+}
+
+// The sequence number a call's range was given (op_group, take_range_group), or 0. Read when the
+// window's trace is written: no range is added any more.
+inline uint64_t call_seq(const Window& window, uint64_t rf_id) {
+  if (window.call_seqs.empty()) return 0;
+  auto it = window.call_seqs.find(rf_id);
+  return it != window.call_seqs.end() ? it->second : 0;
 }
 
 }  // namespace optrace::detail::profiler

@@ -4,9 +4,12 @@
 // - a rank's calls are one family of ranges (read.hpp's CallFamily, the first its trace has:
 //   gloo's and NCCL's own ranges, else the dispatcher's c10d ops, else record_param_comms), each
 //   in the ProfilerStep#N its start falls in (calls outside every step are left out);
-// - a collective is the k-th call of a process group within a step: matched across ranks by that
-//   order, as torch's traces number no calls (torch 2.6 writes no sequence number for gloo); the
-//   group is the call's "Process Group Name", and calls whose trace names none form one sequence;
+// - a collective is one number of a process group's sequence, where every rank's calls of the
+//   group write one (read.hpp: "Seq", which optrace writes from c10d's count and torch writes for
+//   NCCL since 2026; point-to-point calls numbered apart): matched across ranks by it, whichever
+//   step each rank's call fell in (the collective's step is the earliest); else the k-th call of
+//   the group within a step, matched by that order (torch 2.6 numbers no calls). The group is the
+//   call's "Process Group Name" and ranks; calls whose trace names none form one group;
 // - a rank arrives at a collective when its call starts; the last to arrive kept the others
 //   waiting: each rank's wait is the last arrival minus its own. Where every rank's call launched
 //   NCCL kernels (read.hpp's link_kernels), the collective is timed by them, on the GPU: a rank
@@ -114,11 +117,16 @@ struct StepCalls {
   /// `on_device`); both empty where no call of the rank did: a gloo job keeps none.
   std::vector<CallTimes> device;
   std::vector<bool> on_device;
+  /// Per call, its number in its group's sequence (read.hpp's CollectiveCall::seq; -1: none);
+  /// empty where no call of the rank has one: a job that numbers none keeps none.
+  std::vector<int64_t> seqs;
   std::vector<std::string> names, groups, group_ranks;  // RankCalls'
   int64_t base_ns = 0;  ///< what was added to the trace's times to put them on the epoch clock
 
   /// Call k's times on the GPU, or nullptr where it launched no kernel.
   const CallTimes* device_times(size_t k) const { return k < on_device.size() && on_device[k] ? &device[k] : nullptr; }
+  /// Call k's number in its group's sequence, or -1.
+  int64_t seq(size_t k) const { return k < seqs.size() ? seqs[k] : -1; }
 };
 
 /// The calls of `calls`' first family present, each in the step whose range holds its start, with
@@ -152,6 +160,7 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
   const StepRange* step_of_last = nullptr;
   Way cpu, device;
   const bool any_on_device = std::any_of(c.begin(), c.end(), [family](const CollectiveCall& k) { return k.family == family && k.on_device; });
+  const bool any_seq = std::any_of(c.begin(), c.end(), [family](const CollectiveCall& k) { return k.family == family && k.seq >= 0; });
   auto on_epoch = [&epoch](CallTimes t) { return CallTimes{epoch(t.start_ns), epoch(t.end_ns), epoch(t.since_ns)}; };
   for (const CollectiveCall& call : c) {
     if (call.family != family) continue;
@@ -159,6 +168,7 @@ inline StepCalls place_in_steps(RankCalls calls, std::vector<StepRange> steps, i
     if (it == nullptr) continue;
     if (step_of_last != it) step_of_last = it, cpu = device = Way{it->start_ns, it->start_ns};
     out.calls.push_back({it->step, on_epoch(cpu.next(call.start_ns, call.end_ns)), call.name, call.group});
+    if (any_seq) out.seqs.push_back(call.seq);
     if (!any_on_device) continue;
     out.device.push_back(call.on_device ? on_epoch(device.next(call.device_start_ns, call.device_end_ns)) : CallTimes{});
     out.on_device.push_back(call.on_device);
@@ -180,6 +190,7 @@ struct CollectiveWait {
   int64_t step = 0;
   std::string group;        ///< its process group's name; "" when the traces name none
   int64_t index = 0;        ///< its place among the group's calls in the step, from 0
+  int64_t seq = -1;         ///< its number in the group's sequence, by which it was matched; -1: matched by `index`
   std::string name;         ///< the call's name on the last rank to arrive ("gloo:all_reduce")
   int64_t ranks = 0;        ///< the ranks that made the call
   int64_t last_rank = 0;    ///< the last to arrive (ties: the lowest rank)
@@ -224,6 +235,7 @@ struct ClockGap {
   int64_t ns = 0;
   int64_t step = 0, index = 0;  ///< where: the collective's step and place in its group
   std::string group, name;
+  int64_t seq = -1;  ///< ... and its sequence number (CollectiveWait::seq)
 };
 
 /// A rank's clock against the others', estimated from the ends of NCCL's kernels, which end
@@ -244,6 +256,7 @@ struct Waits {
   int64_t clock_checked = 0;                ///< the collectives the clocks were checked at (waits_for_all)
   int64_t clock_checked_on_device = 0;      ///< ... of them, those timed by their kernels
   int64_t on_device = 0;                    ///< the collectives timed by their kernels on the GPU
+  int64_t by_seq = 0;                       ///< the collectives matched by their groups' sequence numbers
   std::vector<ClockGap> clock_gaps;         ///< per rank that arrived after another's call ended, its widest; widest first
   std::vector<ClockOffset> clock_offsets;   ///< per rank with NCCL kernels' ends to read, by rank
 };
@@ -343,7 +356,9 @@ void pass_on_blame(std::vector<CollectiveWait>& cs, ArrivalsOf arrivals_of, Inde
 inline Waits blame(const std::vector<RankInput>& ranks) {
   Waits out;
   using Group = std::pair<std::string, std::string>;     // name, ranks as written (RankCalls)
-  using Key = std::tuple<int64_t, Group, int64_t>;        // step, group, index
+  // step, group, then the call's index in the step's calls of the group, or, where the group is
+  // numbered, whether it is point-to-point and its sequence number (index -1).
+  using Key = std::tuple<int64_t, Group, int64_t, bool, int64_t>;
   // The times are of the collective's clock (`timed`: the calls' CPU ranges, or their kernels).
   struct Arrival {
     int64_t rank;
@@ -366,10 +381,47 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     }
   };
   std::map<Key, std::vector<Arrival>> matched;
+  // The groups whose calls all write a sequence number, on every rank (a map lookup per group of
+  // each rank, not per call), and each numbered collective's step: the earliest of its ranks'
+  // (they agree unless a call falls at a step's edge).
+  using Numbered = std::tuple<Group, bool, int64_t>;  // group, point to point, seq
+  std::map<Group, bool> numbered_group;
+  for (const RankInput& r : ranks) {
+    enum : int { kNoCall, kAllNumbered, kNotAll };
+    std::vector<int> state(r.calls->groups.size(), kNoCall);  // per group index
+    for (size_t i = 0; i < r.calls->calls.size(); ++i) {
+      int& g = state[r.calls->calls[i].group];
+      if (g != kNotAll) g = r.calls->seq(i) >= 0 ? kAllNumbered : kNotAll;
+    }
+    for (size_t g = 0; g < state.size(); ++g) {
+      if (state[g] == kNoCall) continue;
+      auto it = numbered_group.try_emplace(Group{r.calls->groups[g], r.calls->group_ranks[g]}, true).first;
+      it->second = it->second && state[g] == kAllNumbered;
+    }
+  }
+  std::vector<std::vector<int>> numbered(ranks.size());  // per rank, per group index: numbered
+  std::map<Numbered, int64_t> numbered_step;
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    const StepCalls& calls = *ranks[k].calls;
+    for (size_t g = 0; g < calls.groups.size(); ++g) {
+      auto it = numbered_group.find(Group{calls.groups[g], calls.group_ranks[g]});
+      numbered[k].push_back(it != numbered_group.end() && it->second);
+    }
+    for (size_t i = 0; i < calls.seqs.size(); ++i) {  // none where the rank numbers no call
+      const StepCall& c = calls.calls[i];
+      if (!numbered[k][c.group]) continue;
+      auto it = numbered_step.try_emplace(Numbered{Group{calls.groups[c.group], calls.group_ranks[c.group]},
+                                                   kineto_names::is_point_to_point(calls.names[c.name]), calls.seqs[i]}, c.step).first;
+      it->second = std::min(it->second, c.step);
+    }
+  }
   // Per step and group, how many calls each rank made there: the never-reached check.
   std::map<std::pair<int64_t, Group>, std::vector<std::pair<int64_t, int64_t>>> counts;
   std::map<Group, std::vector<int64_t>> members;  // group -> the ranks with calls of it
-  for (const RankInput& r : ranks) {
+  constexpr int64_t kMaxNotes = 8;  // of each kind: a job whose calls stop matching would list every later one
+  int64_t repeated = 0;             // calls whose number a call of their rank had already
+  for (size_t rank_k = 0; rank_k < ranks.size(); ++rank_k) {
+    const RankInput& r = ranks[rank_k];
     std::map<std::pair<int64_t, uint32_t>, int64_t> next;  // (step, group index) -> the next call's index
     const Key* before = nullptr;  // map keys stay where they are
     uint32_t before_k = 0;  // (a trace of 2^32 calls would hold 256 GB of them)
@@ -377,8 +429,23 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       const StepCall& c = r.calls->calls[i];
       Group group{r.calls->groups[c.group], r.calls->group_ranks[c.group]};
       if (!group.first.empty()) out.groups_named = true;
+      const std::string& group_name = r.calls->groups[c.group];
       const int64_t k = next[{c.step, c.group}]++;
-      auto at = matched.try_emplace(Key{c.step, std::move(group), k}).first;
+      Key key;
+      if (numbered[rank_k][c.group]) {
+        const bool p2p = kineto_names::is_point_to_point(r.calls->names[c.name]);
+        const int64_t step = numbered_step.at(Numbered{group, p2p, r.calls->seq(i)});
+        key = Key{step, std::move(group), -1, p2p, r.calls->seq(i)};
+      } else {
+        key = Key{c.step, std::move(group), k, false, -1};
+      }
+      auto at = matched.try_emplace(std::move(key)).first;
+      if (!at->second.empty() && at->second.back().rank == r.rank) {  // a number twice on one rank: its first call stands
+        if (++repeated <= kMaxNotes)
+          out.notes.push_back("rank " + std::to_string(r.rank) + " made two calls numbered " + std::to_string(r.calls->seq(i)) + group_label(group_name) +
+                              " (step " + std::to_string(c.step) + "): the second is left out of the matching");
+        continue;
+      }
       at->second.push_back({r.rank, 0, &r.calls->names[c.name], 0, 0, before, 0, r.calls, i, before_k});
       before = &at->first;
       before_k = i;
@@ -400,7 +467,6 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     return named[g.first] > 1 && !g.second.empty() ? g.first + " " + g.second : g.first;
   };
 
-  constexpr int64_t kMaxNotes = 8;  // of each kind: a job whose calls stop matching would list every later one
   int64_t differ = 0, unreached = 0;
   std::map<int64_t, RankWait> by_rank;
   std::map<int64_t, ClockGap> gaps;  // later rank -> its widest gap
@@ -409,6 +475,8 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   std::map<const Key*, size_t> index_of;  // a collective's index in out.collectives
   std::vector<const Arrival*> last_of;    // per collective, its last arrival
   std::vector<const std::vector<Arrival>*> arrivals_at;  // ... and all of them
+  std::pair<int64_t, const Group*> in_step{0, nullptr};  // numbered collectives: their step and group, so far
+  int64_t place = 0;                                     // ... and how many of them came before
   for (auto& [key, arrivals] : matched) {
     index_of[&key] = out.collectives.size();
     arrivals_at.push_back(&arrivals);
@@ -419,6 +487,12 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
     w.step = std::get<0>(key);
     w.group = shown(std::get<1>(key));
     w.index = std::get<2>(key);
+    if (w.index < 0) {  // numbered: its place in the step is its place among the step's numbers
+      if (in_step.second == nullptr || in_step.first != w.step || *in_step.second != std::get<1>(key)) in_step = {w.step, &std::get<1>(key)}, place = 0;
+      w.index = place++;
+      w.seq = std::get<4>(key);
+      ++out.by_seq;
+    }
     w.ranks = static_cast<int64_t>(arrivals.size());
     const Arrival* last = &arrivals.front();
     int64_t first = arrivals.front().start_ns;
@@ -467,7 +541,7 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
       int64_t gap = 0;
       if (ended->rank != last->rank && !__builtin_sub_overflow(last->start_ns, ended->end_ns, &gap) && gap >= least_gap_ns(w.on_device)) {
         ClockGap& g = gaps[last->rank];
-        if (gap > g.ns) g = {last->rank, ended->rank, gap, w.step, w.index, w.group, w.name};
+        if (gap > g.ns) g = {last->rank, ended->rank, gap, w.step, w.index, w.group, w.name, w.seq};
       }
     }
     if (names_differ && ++differ <= kMaxNotes) {
@@ -525,6 +599,8 @@ inline Waits blame(const std::vector<RankInput>& ranks) {
   }
   if (unreached > kMaxNotes)
     out.notes.push_back("... and " + std::to_string(unreached - kMaxNotes) + " more steps and ranks with collective calls never reached");
+  if (repeated > kMaxNotes)
+    out.notes.push_back("... and " + std::to_string(repeated - kMaxNotes) + " more calls whose number their rank had called already");
   if (differ > kMaxNotes)
     out.notes.push_back("... and " + std::to_string(differ - kMaxNotes) + " more collectives whose ranks called different ones");
   return out;

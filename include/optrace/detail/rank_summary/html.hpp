@@ -112,6 +112,7 @@ function row(cells, attrs) {
   return el("tr", attrs || {}, ...cells.map(c => typeof c === "number" ? el("td", {class: "num"}, ms(c)) : el("td", {}, c)));
 }
 const groupLabel = g => g === "" ? "" : " of group " + g;
+const seqLabel = c => c.seq === null || c.seq === undefined ? "" : " (seq " + c.seq + ")";
 
 const steps = data.steps.map(s => s.step);
 const ranks = data.ranks.map(r => r.rank);
@@ -231,7 +232,7 @@ function show(ri, si) {
   const here = data.waits.collectives.filter(c => c.step === step);
   if (here.length)
     list.append(table(["collective", "ranks", "last to arrive", "longest wait ms", "all waits ms", ""], here.map(c =>
-      row([c.name + " #" + c.index + groupLabel(c.group) + (c.on_device ? " (on the GPU)" : ""), String(c.ranks), String(c.last_rank), c.max_wait_us, c.total_wait_us,
+      row([c.name + " #" + c.index + seqLabel(c) + groupLabel(c.group) + (c.on_device ? " (on the GPU)" : ""), String(c.ranks), String(c.last_rank), c.max_wait_us, c.total_wait_us,
            (c.blamed ? (c.late > 1 ? c.late + " ranks late, rank " + c.last_rank + " last" : "rank " + c.last_rank + " late")
                      : "no rank late (noise)") +
              (c.blamed && c.via ? "; it had waited for rank " + c.blamed_rank + " at step " + c.via.step + "'s #" + c.via.index +
@@ -240,7 +241,7 @@ function show(ri, si) {
   else list.append(el("p", {class: "muted"}, "no collective matched in step " + step));
   const explained = data.waits.causes.filter(c => c.step === step && c.rank === rank);
   for (const c of explained) {
-    why.append(el("h2", {}, "Why rank " + rank + " arrived late at #" + c.index + groupLabel(c.group)));
+    why.append(el("h2", {}, "Why rank " + rank + " arrived late at #" + c.index + seqLabel(c) + groupLabel(c.group)));
     why.append(el("p", {}, "Its way there" + (c.on_device ? " on the GPU" : "") + " took " + ms(c.way_us) + " ms, the median rank's (rank " +
                           c.median_rank + ") " + ms(c.median_way_us) + " ms" +
                           (c.set_out_late ? "; it set out " + ms(c.set_out_later_us) +

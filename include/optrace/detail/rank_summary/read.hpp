@@ -22,6 +22,12 @@
 //   tell apart groups of one name, as two pairs both named "1" by their ranks): the backend's `gloo:*` and
 //   `nccl:*` ranges (not the GPU kernels), the dispatcher's `c10d::*` ops, `record_param_comms`;
 //   each family kept apart, as one call appears in several (matching uses one family per trace);
+// - each call's number in its group's sequence, where its args write one ("Seq": torch's
+//   record_param_comms of NCCL since 2026, and optrace's gloo ranges, their record_param_comms
+//   and c10d ops, from c10d's count): a call that writes none takes the one of the
+//   record_param_comms on its thread that holds its start (link_sequence_numbers), as torch's
+//   record_param_comms holds the nccl:* range of its call; record_param_comms keep none of their
+//   own (a collective's and its wait's share one);
 // - where an NCCL call (`nccl:*`, the backend's range) launched GPU kernels, their times
 //   (link_kernels): the CPU range ends when the call is enqueued, the kernels run the collective on
 //   the GPU, and the ranks wait for each other there (see link_kernels);
@@ -108,6 +114,7 @@ struct CollectiveCall {
   CallFamily family = CallFamily::Backend;
   bool on_device = false;
   uint64_t thread = 0;  // its "tid" token's hash (thread_key)
+  int64_t seq = -1;     // its number in its group's sequence ("Seq"; link_sequence_numbers); -1: none
   int64_t device_start_ns = 0, device_end_ns = 0;
 };
 
@@ -224,6 +231,7 @@ class Reader {
   struct Event {
     std::string_view ph, cat, name, ts, dur, tid;
     std::string_view group, group_ranks;  // args' "Process Group Name" and "... Ranks" of a collective call
+    int64_t seq = -1;                     // ... and its "Seq"; -1: none
     int64_t correlation = -1;             // args' "correlation" of a kernel or runtime call; -1: none
   };
 
@@ -244,14 +252,28 @@ class Reader {
   }
 
   // A collective call's args: its "Process Group Name" and "Process Group Ranks" (strings, as
-  // torch writes them), the rest skipped. Args that are not an object are left to the readers
-  // that read them (nothing here depends on them).
+  // torch writes them) and "Seq" (an integer of at least 0, or a string of one), the rest
+  // skipped. Args that are not an object are left to the readers that read them (nothing here
+  // depends on them).
   static void read_call_args(kineto::EventMember& m, Event& ev) {
     od::object args;
     if (m.value().get_object().get(args)) return;
     for (auto member : args) {
       if (auto e = member.error()) kineto::malformed(m.event_path()() + "/args", e);
       od::field& f = member.value_unsafe();
+      if (ondemand::key_is(f.key().raw(), "Seq")) {
+        const std::string path = m.event_path()() + "/args/Seq";
+        if (ev.seq >= 0) kineto::duplicate_key(path);
+        std::string_view text;
+        if (ondemand::read_string(f.value(), text)) {
+          const auto r = std::from_chars(text.data(), text.data() + text.size(), ev.seq);
+          if (r.ec != std::errc() || r.ptr != text.data() + text.size()) ev.seq = -1;
+        } else if (f.value().get_int64().get(ev.seq)) {
+          ev.seq = -1;
+        }
+        if (ev.seq < 0) kineto::expected(f.value(), path, "expected a sequence number (an integer of at least 0)");
+        continue;
+      }
       const bool name = ondemand::key_is(f.key().raw(), "Process Group Name");
       if (!name && !ondemand::key_is(f.key().raw(), "Process Group Ranks")) continue;
       std::string_view& into = name ? ev.group : ev.group_ranks;
@@ -397,6 +419,7 @@ class Reader {
       call.end_ns = end;
       call.family = *family;
       call.thread = thread_key(ev.tid);
+      call.seq = ev.seq;
       call.name = intern(std::string(ev.name), c.names, name_index_, "names", event_path, [&] { c.names.emplace_back(ev.name); });
       // A group's key: its name's length, the name, its ranks (no two groups share one).
       // Ranks past kMaxGroupRanksText are cut (torch cuts past 30 ranks): they tell groups of one
@@ -461,6 +484,31 @@ inline void link_kernels(RankEvents& e) {
       call.device_end_ns = std::max(call.device_end_ns, k.end_ns);
     }
   }
+}
+
+/// Gives each call that writes no "Seq" the one of the record_param_comms (CallFamily::Record) on
+/// its thread that started last at or before it, when that one holds the call's start: torch
+/// writes the number on its record_param_comms only, which holds the call's nccl:* range and
+/// c10d op. Then takes the record_param_comms' own numbers away: all are named
+/// record_param_comms, a collective's and its wait's ("Collective name" "wait", numbered as its
+/// collective) and a send's alike, so where they are the calls matched they are matched by order,
+/// as before torch numbered them. Two binary searches a call.
+inline void link_sequence_numbers(RankCalls& calls) {
+  std::vector<CollectiveCall*> records;  // by thread, then start
+  for (CollectiveCall& c : calls.calls)
+    if (c.family == CallFamily::Record && c.seq >= 0) records.push_back(&c);
+  if (records.empty()) return;
+  auto thread_start = [](const CollectiveCall* c) { return std::make_pair(c->thread, c->start_ns); };
+  std::stable_sort(records.begin(), records.end(), [&](const CollectiveCall* a, const CollectiveCall* b) { return thread_start(a) < thread_start(b); });
+  for (CollectiveCall& c : calls.calls) {
+    if (c.family == CallFamily::Record || c.seq >= 0) continue;
+    auto it = std::upper_bound(records.begin(), records.end(), thread_start(&c),
+                               [&](const std::pair<uint64_t, int64_t>& t, const CollectiveCall* r) { return t < thread_start(r); });
+    if (it == records.begin()) continue;
+    const CollectiveCall& r = **--it;
+    if (r.thread == c.thread && c.start_ns <= r.end_ns) c.seq = r.seq;
+  }
+  for (CollectiveCall* r : records) r->seq = -1;
 }
 
 /// The steps and collectives of the Kineto trace at `path` (gzip or not): streamed a piece at a
